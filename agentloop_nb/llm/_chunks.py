@@ -1,0 +1,150 @@
+"""The ``StreamChunk`` union every adapter yields, and ``GenerateOptions`` every adapter receives."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+from ..messages import ContentBlock, Message
+
+if TYPE_CHECKING:
+    from ..signals import AbortSignal
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Usage(_Frozen):
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int | None = None
+    cache_write_tokens: int | None = None
+    reasoning_tokens: int | None = None
+
+
+BlockType = Literal["text", "reasoning", "tool-call"]
+
+
+class BlockStart(_Frozen):
+    type: Literal["block-start"] = "block-start"
+    index: int
+    block_type: BlockType
+
+
+class TextDelta(_Frozen):
+    type: Literal["text-delta"] = "text-delta"
+    index: int
+    text: str
+
+
+class ReasoningDelta(_Frozen):
+    type: Literal["reasoning-delta"] = "reasoning-delta"
+    index: int
+    text: str
+
+
+class ToolCallDelta(_Frozen):
+    """A piece of a tool call. ``id`` and ``name`` may repeat in every delta of the same call:
+    the assembler keeps the first non-empty value and concatenates only ``arguments_delta``."""
+
+    type: Literal["tool-call-delta"] = "tool-call-delta"
+    index: int
+    id: str
+    name: str | None = None
+    arguments_delta: str = ""
+
+
+class BlockEnd(_Frozen):
+    """Closes block ``index``. ``block`` is the complete block when the adapter knows it (it
+    carries what deltas cannot, e.g. a reasoning signature); ``None`` lets the assembler build it."""
+
+    type: Literal["block-end"] = "block-end"
+    index: int
+    block: ContentBlock | None = None
+
+
+class UsageChunk(_Frozen):
+    type: Literal["usage"] = "usage"
+    usage: Usage
+
+
+class Stop(_Frozen):
+    kind: Literal["stop"] = "stop"
+
+
+class ToolCalls(_Frozen):
+    kind: Literal["tool-calls"] = "tool-calls"
+
+
+class MaxTokens(_Frozen):
+    kind: Literal["max-tokens"] = "max-tokens"
+
+
+class Aborted(_Frozen):
+    kind: Literal["aborted"] = "aborted"
+
+
+ErrorCode = Literal[
+    "RATE_LIMIT",
+    "SERVER",
+    "OVERLOADED",
+    "TIMEOUT",
+    "TRANSPORT",
+    "AUTH",
+    "BAD_REQUEST",
+    "CONTEXT_WINDOW_EXCEEDED",
+    "EMPTY_RESPONSE",
+    "BAD_RESPONSE",
+    "UNKNOWN",
+    "NO_ADAPTER",
+    "DUPLICATE_ADAPTER",
+]
+
+
+class ErrorFinish(_Frozen):
+    kind: Literal["error"] = "error"
+    message: str
+    code: ErrorCode | str = "UNKNOWN"
+    status: int | None = None
+    retry_after: float | None = None
+
+
+FinishReason = Annotated[
+    Stop | ToolCalls | MaxTokens | Aborted | ErrorFinish, Field(discriminator="kind")
+]
+
+
+class Finish(_Frozen):
+    type: Literal["finish"] = "finish"
+    reason: FinishReason
+
+
+StreamChunk = Annotated[
+    BlockStart | TextDelta | ReasoningDelta | ToolCallDelta | BlockEnd | UsageChunk | Finish,
+    Field(discriminator="type"),
+]
+
+CHUNK_ADAPTER: TypeAdapter[StreamChunk] = TypeAdapter(StreamChunk)
+
+
+@dataclass(frozen=True, slots=True)
+class GenerateOptions:
+    """One model request. Frozen: listeners that want a change build a new one
+    (``dataclasses.replace``). ``tools`` are JSON-schema tool definitions
+    (``{"name", "description", "parameters"}``); ``signal`` is the turn's abort signal."""
+
+    provider: str
+    model: str
+    messages: Sequence[Message] = ()
+    system: str | None = None
+    tools: Sequence[Mapping[str, Any]] = ()
+    max_tokens: int | None = None
+    reasoning_effort: str | None = None
+    temperature: float | None = None
+    stop: Sequence[str] | None = None
+    session_id: str | None = None
+    signal: AbortSignal | None = field(default=None, compare=False)

@@ -1,0 +1,34 @@
+"""``LlmError``: the one exception type the LLM runtime raises."""
+
+from __future__ import annotations
+
+from ._chunks import ErrorFinish
+
+
+class LlmError(Exception):
+    """A model-call failure with a stable ``code`` (see SPEC §3.3), e.g. ``RATE_LIMIT``,
+    ``NO_ADAPTER`` or ``DUPLICATE_ADAPTER``. ``status`` is the HTTP status when there was one;
+    ``retry_after`` is the server's requested delay in seconds."""
+
+    def __init__(
+        self,
+        code: str,
+        message: str,
+        *,
+        status: int | None = None,
+        retry_after: float | None = None,
+    ) -> None:
+        super().__init__(f"{code}: {message}")
+        self.code = code
+        self.message = message
+        self.status = status
+        self.retry_after = retry_after
+
+    def to_finish(self) -> ErrorFinish:
+        return ErrorFinish(
+            message=self.message, code=self.code, status=self.status, retry_after=self.retry_after
+        )
+
+    @classmethod
+    def from_finish(cls, finish: ErrorFinish) -> LlmError:
+        return cls(finish.code, finish.message, status=finish.status, retry_after=finish.retry_after)
