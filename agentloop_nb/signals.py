@@ -8,6 +8,7 @@ event loop that awaits it (use ``loop.call_soon_threadsafe`` from other threads)
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Callable, Generator
 from typing import Any
@@ -65,10 +66,8 @@ class AbortSignal:
         self._callbacks.append(callback)
 
         def remove() -> None:
-            try:
+            with contextlib.suppress(ValueError):  # already ran or already removed
                 self._callbacks.remove(callback)
-            except ValueError:
-                pass
 
         return Disposer(remove)
 
@@ -107,11 +106,19 @@ class AbortSignal:
         """A signal that aborts when the first of ``signals`` aborts, with that one's reason."""
         controller = AbortController()
         for s in signals:
-            s.add_callback(controller.abort)
+            if s._aborted:  # no need to subscribe to the others at all
+                controller.abort(s._reason)
+                return controller.signal
+        # Unsubscribe from every source once the combined signal aborts; otherwise each call
+        # leaves a callback (and this controller) on long-lived sources until they abort.
+        disposers = [s.add_callback(controller.abort) for s in signals]
+        controller.signal.add_callback(lambda _reason: [d() for d in disposers])
         return controller.signal
 
     def __repr__(self) -> str:
-        return f"<AbortSignal aborted reason={self._reason!r}>" if self._aborted else "<AbortSignal>"
+        return (
+            f"<AbortSignal aborted reason={self._reason!r}>" if self._aborted else "<AbortSignal>"
+        )
 
 
 def _run_callback(callback: Callable[[Any], Any], reason: Any) -> None:

@@ -1,0 +1,21 @@
+"""The agent loop: the only concrete loop logic in agentloop_nb (SPEC §4)."""
+
+from __future__ import annotations
+
+from ._agent import Agent, AgentOptions
+from ._config import AgentConfig, AgentLoopConfig, LoopSettings
+from ._payloads import Enter, Reject, RequestConfig, Retry
+from ._service import AgentLoop
+
+__all__ = [
+    "Agent",
+    "AgentConfig",
+    "AgentLoop",
+    "AgentLoopConfig",
+    "AgentOptions",
+    "Enter",
+    "LoopSettings",
+    "Reject",
+    "RequestConfig",
+    "Retry",
+]

@@ -1,0 +1,52 @@
+"""Sessions: the append-only, durable event log of one agent (SPEC §3.1, §3.2, §5).
+
+``SessionStore`` (``ctx.sessions``) builds and publishes ``Session``s; a ``Session`` appends
+immutable ``SessionEvent``s (``data`` deep-frozen as ``FrozenDict``/tuples) and derives the
+model-visible messages incrementally. ``Persistence`` is the storage seam and
+``JsonlPersistence`` its embedded write-behind backend; ``repair`` closes what a crash left open.
+"""
+
+from __future__ import annotations
+
+from ._events import HEADER_VERSION, SURFACE_TYPES, SessionEvent, SessionHeader
+from ._frozen import FrozenDict, freeze_json
+from ._jsonl import JsonlPersistence
+from ._persistence import (
+    Persistence,
+    PersistenceError,
+    SessionCorruptError,
+    SessionNotFoundError,
+)
+from ._repair import TOOL_OUTCOME_UNKNOWN, repair
+from ._session import (
+    EventLog,
+    Session,
+    SessionDispatch,
+    SessionEventPayload,
+    SessionPayload,
+    SessionState,
+)
+from ._store import SessionStore
+
+__all__ = [
+    "HEADER_VERSION",
+    "SURFACE_TYPES",
+    "TOOL_OUTCOME_UNKNOWN",
+    "EventLog",
+    "FrozenDict",
+    "JsonlPersistence",
+    "Persistence",
+    "PersistenceError",
+    "Session",
+    "SessionCorruptError",
+    "SessionDispatch",
+    "SessionEvent",
+    "SessionEventPayload",
+    "SessionHeader",
+    "SessionNotFoundError",
+    "SessionPayload",
+    "SessionState",
+    "SessionStore",
+    "freeze_json",
+    "repair",
+]

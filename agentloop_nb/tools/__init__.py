@@ -1,0 +1,66 @@
+"""Tools: ``@tool`` definitions from type hints, the ``ToolRuntime`` service (``ctx.tools``),
+the execution pipeline and its decisions.
+
+See ``ToolRuntime`` for the pipeline phases and ``tool`` for how a function becomes a tool.
+"""
+
+from __future__ import annotations
+
+from ._decisions import (
+    ABORTED,
+    ABORTED_BEFORE_DISPATCH,
+    BLOCKED,
+    DENIED,
+    INVALID_ARGS,
+    TOOL_ERROR,
+    TOOL_TIMEOUT,
+    UNKNOWN_TOOL,
+    Accept,
+    Allow,
+    Ask,
+    Block,
+    Deny,
+    PostExecuteDecision,
+    PostExecutePayload,
+    PreExecuteDecision,
+    ToolErrorInfo,
+    ToolExecution,
+    ToolResult,
+    ToolResultPayload,
+    aborted_before_dispatch,
+    error_result,
+)
+from ._define import ConcurrencySafe, Tool, ToolExecute, tool
+from ._runtime import ExecutionMode, Guard, ToolRuntime
+
+__all__ = [
+    "ABORTED",
+    "ABORTED_BEFORE_DISPATCH",
+    "BLOCKED",
+    "DENIED",
+    "INVALID_ARGS",
+    "TOOL_ERROR",
+    "TOOL_TIMEOUT",
+    "UNKNOWN_TOOL",
+    "Accept",
+    "Allow",
+    "Ask",
+    "Block",
+    "ConcurrencySafe",
+    "Deny",
+    "ExecutionMode",
+    "Guard",
+    "PostExecuteDecision",
+    "PostExecutePayload",
+    "PreExecuteDecision",
+    "Tool",
+    "ToolErrorInfo",
+    "ToolExecute",
+    "ToolExecution",
+    "ToolResult",
+    "ToolResultPayload",
+    "ToolRuntime",
+    "aborted_before_dispatch",
+    "error_result",
+    "tool",
+]

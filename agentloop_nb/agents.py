@@ -1,0 +1,194 @@
+"""``AgentRegistry``: the ``ctx.agents`` service, and ``AgentHandle``.
+
+The registry is the directory of live agents and the seam through which plugins create or resume
+agents without depending on the loop: the loop registers itself as the *factory*
+(``set_factory``) and publishes agents with ``enter``. The registry itself emits no events (the
+loop owns ``agent/created`` / ``agent/disposed``).
+
+``current_initiator()`` is the agent whose driver is running the current code (a
+``ContextVar``, so tasks a driver starts inherit it); ``None`` outside agents.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Any, Protocol
+
+from ._disposer import Disposer
+
+_INITIATOR: ContextVar[Any] = ContextVar("agentloop_nb.initiator", default=None)
+
+
+class AgentFactory(Protocol):
+    """What ``set_factory`` accepts (the loop implements it)."""
+
+    async def create(self, **kwargs: Any) -> AgentHandle: ...
+
+    async def resume(self, **kwargs: Any) -> AgentHandle: ...
+
+
+class AgentHandle:
+    """The only teardown capability for a programmatically created agent.
+
+    ``await dispose()`` runs the teardown once: concurrent and later calls await the same
+    teardown and see its outcome (its exception too). The teardown runs in its own task, so
+    cancelling a caller that awaits ``dispose()`` does not interrupt it half-way.
+    """
+
+    __slots__ = ("_dispose_fn", "_teardown", "agent")
+
+    def __init__(self, agent: Any, dispose_fn: Callable[[], Awaitable[Any] | Any]) -> None:
+        self.agent = agent
+        self._dispose_fn: Callable[[], Awaitable[Any] | Any] | None = dispose_fn
+        self._teardown: asyncio.Future[Any] | None = None
+
+    @property
+    def disposed(self) -> bool:
+        """Whether disposal has been requested (it may still be running)."""
+        return self._dispose_fn is None
+
+    async def dispose(self) -> None:
+        teardown = self._teardown
+        if teardown is None:
+            fn, self._dispose_fn = self._dispose_fn, None
+            assert fn is not None
+            loop = asyncio.get_running_loop()
+            try:
+                result = fn()
+            except Exception as exc:
+                teardown = loop.create_future()
+                teardown.set_exception(exc)
+            else:
+                if inspect.isawaitable(result):
+                    teardown = asyncio.ensure_future(result)
+                else:
+                    teardown = loop.create_future()
+                    teardown.set_result(result)
+            self._teardown = teardown
+        await asyncio.shield(teardown)
+
+    def __repr__(self) -> str:
+        agent_id = getattr(self.agent, "id", None)
+        state = "disposed" if self.disposed else "live"
+        return f"<AgentHandle {agent_id!r} {state}>"
+
+
+class AgentRegistry:
+    """The ``ctx.agents`` service.
+
+    ``create``/``resume`` delegate to the current factory and raise ``RuntimeError`` when none
+    is set. ``enter`` raises ``ValueError`` (``agent 'x' already exists``) on an id collision.
+    """
+
+    def __init__(self, ctx: Any = None) -> None:
+        self._ctx = ctx
+        self._agents: dict[str, Any] = {}
+        self._factories: list[Any] = []
+
+    # -- factory seam ----------------------------------------------------------------------
+
+    def set_factory(self, factory: Any) -> Disposer:
+        """Make ``factory`` the one ``create``/``resume`` use. The latest one set wins; its
+        disposer removes exactly that factory (revealing the previous one, if any)."""
+        if not callable(getattr(factory, "create", None)):
+            raise TypeError(
+                f"{factory!r} is not an agent factory: it needs async create(**kw) and "
+                "resume(**kw) methods"
+            )
+        factories = self._factories
+        factories.append(factory)
+
+        def remove() -> None:
+            for i in range(len(factories) - 1, -1, -1):
+                if factories[i] is factory:
+                    del factories[i]
+                    return
+
+        return Disposer(remove)
+
+    @property
+    def factory(self) -> Any | None:
+        return self._factories[-1] if self._factories else None
+
+    def _require_factory(self, action: str) -> Any:
+        if not self._factories:
+            raise RuntimeError(
+                f"cannot {action} an agent: no agent factory is set; ctx.agents needs the agent "
+                "loop (build the context with App(), or call ctx.agents.set_factory(...))"
+            )
+        return self._factories[-1]
+
+    async def create(self, **kwargs: Any) -> AgentHandle:
+        """Create an agent through the factory (e.g. ``session_id=..., agent_options=...``)."""
+        result = self._require_factory("create").create(**kwargs)
+        handle: AgentHandle = await result if inspect.isawaitable(result) else result
+        return handle
+
+    async def resume(self, **kwargs: Any) -> AgentHandle:
+        """Resume a persisted agent through the factory (e.g. ``resume_session_id=...``)."""
+        result = self._require_factory("resume").resume(**kwargs)
+        handle: AgentHandle = await result if inspect.isawaitable(result) else result
+        return handle
+
+    # -- directory -------------------------------------------------------------------------
+
+    def enter(self, agent: Any) -> Disposer:
+        """Publish ``agent`` under ``agent.id``. The disposer removes exactly this object, so a
+        stale disposer never removes a later agent that reused the id."""
+        agent_id = agent.id
+        if agent_id in self._agents:
+            raise ValueError(
+                f"agent {agent_id!r} already exists; dispose it first or choose another id"
+            )
+        agents = self._agents
+        agents[agent_id] = agent
+
+        def remove() -> None:
+            if agents.get(agent_id) is agent:
+                del agents[agent_id]
+
+        return Disposer(remove)
+
+    def get(self, agent_id: str) -> Any | None:
+        """The live agent with ``agent_id``, or ``None``."""
+        return self._agents.get(agent_id)
+
+    def list(self) -> list[Any]:
+        """Live agents, in the order they were entered."""
+        return list(self._agents.values())
+
+    def __contains__(self, agent_id: object) -> bool:
+        return agent_id in self._agents
+
+    def __len__(self) -> int:
+        return len(self._agents)
+
+    # -- initiator -------------------------------------------------------------------------
+
+    @staticmethod
+    def current_initiator() -> Any | None:
+        """The agent whose driver runs the calling code, or ``None``."""
+        return _INITIATOR.get()
+
+    @staticmethod
+    @contextmanager
+    def with_initiator(agent: Any) -> Iterator[Any]:
+        """Within the block (and in tasks started from it) ``current_initiator()`` is
+        ``agent``; the previous value is restored on exit."""
+        token = _INITIATOR.set(agent)
+        try:
+            yield agent
+        finally:
+            _INITIATOR.reset(token)
+
+
+def current_initiator() -> Any | None:
+    """Module-level shortcut for :meth:`AgentRegistry.current_initiator`."""
+    return _INITIATOR.get()
+
+
+__all__ = ["AgentFactory", "AgentHandle", "AgentRegistry", "current_initiator"]

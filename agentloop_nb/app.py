@@ -1,0 +1,142 @@
+"""``App``: the default composition — a root context with the core services, the agent loop,
+the built-in plugins and (optionally) JSONL persistence."""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from pydantic import ConfigDict
+
+from ._supervisor import Supervisor
+from .agents import AgentRegistry
+from .context import Context
+from .llm import LlmRuntime
+from .loop import AgentLoop, AgentLoopConfig
+from .prompt import SystemPrompt
+from .session import JsonlPersistence, SessionStore
+from .tools import ToolRuntime
+
+
+class AppConfig(AgentLoopConfig):
+    """Everything an App can be configured with. The loop keys (``max_parallel_tool_calls``,
+    ``agents``) are SPEC §4.7's ``AgentLoopConfig``; the rest configure the composition."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    providers: dict[str, dict[str, Any]] = {}
+    persistence_root: str | None = None
+    retry: dict[str, Any] | bool = True
+    invariants: bool = False
+
+
+class App:
+    """The default composition. ``App()`` has no persistence; ``App(persistence_root=path)``
+    or ``App(persistence=JsonlPersistence(root))`` enables it. ``await app.aclose()`` disposes
+    every agent, stops background work and flushes the log.
+
+    Raises ``pydantic.ValidationError`` naming the field for invalid configuration.
+    """
+
+    def __init__(
+        self,
+        config: Mapping[str, Any] | AppConfig | None = None,
+        *,
+        persistence: Any = None,
+        persistence_root: str | os.PathLike[str] | None = None,
+        providers: Mapping[str, Mapping[str, Any]] | None = None,
+        retry: Mapping[str, Any] | bool | None = None,
+        invariants: bool | None = None,
+    ) -> None:
+        cfg = config if isinstance(config, AppConfig) else AppConfig.model_validate(dict(config or {}))
+        updates: dict[str, Any] = {}
+        if providers is not None:
+            updates["providers"] = {k: dict(v) for k, v in providers.items()}
+        if retry is not None:
+            updates["retry"] = retry
+        if invariants is not None:
+            updates["invariants"] = invariants
+        if persistence_root is not None:
+            updates["persistence_root"] = os.fspath(persistence_root)
+        if updates:
+            cfg = AppConfig.model_validate({**cfg.model_dump(), **updates})
+        self.config = cfg
+        self.supervisor = Supervisor()
+        self.ctx = ctx = Context()
+        ctx.provide("sessions", SessionStore(ctx))
+        if persistence is None and cfg.persistence_root is not None:
+            persistence = JsonlPersistence(cfg.persistence_root)
+        self.persistence = persistence
+        if persistence is not None:
+            ctx.provide("session_persistence", persistence)
+            persistence.install(ctx)
+        ctx.provide("llm", LlmRuntime(ctx))
+        ctx.provide("tools", ToolRuntime(ctx))
+        ctx.provide("system_prompt", SystemPrompt(ctx))
+        ctx.provide("agents", AgentRegistry())
+        self._register_providers(cfg.providers)
+        loop_cfg = AgentLoopConfig(
+            max_parallel_tool_calls=cfg.max_parallel_tool_calls, agents=cfg.agents
+        )
+        self.agent_loop = AgentLoop(ctx, loop_cfg, spawn=self.supervisor.spawn)
+        ctx.provide("agent_loop", self.agent_loop)
+        self._install_plugins(cfg)
+        self.agent_loop._start_config_agents()
+
+    def _register_providers(self, providers: Mapping[str, Mapping[str, Any]]) -> None:
+        try:
+            from .llm.providers import build_adapters
+        except ImportError:  # pragma: no cover - providers module is part of the package
+            return
+        for name, adapter in build_adapters(providers).items():
+            self.ctx.llm.register_adapter([name], adapter)
+
+    def _install_plugins(self, cfg: AppConfig) -> None:
+        if cfg.retry:
+            from .plugins.retry import RetryPlugin
+
+            self.ctx.plugin(RetryPlugin, cfg.retry if isinstance(cfg.retry, dict) else None)
+        if cfg.invariants:
+            from .plugins.invariants import invariants
+
+            self.ctx.plugin(invariants)
+
+    @classmethod
+    def from_file(cls, path: str | os.PathLike[str], **kwargs: Any) -> App:
+        """Build an App from a TOML (``.toml``) or YAML (``.yaml``/``.yml``) file whose keys are
+        ``AppConfig``'s. Raises ``ValueError`` for another extension."""
+        p = Path(path)
+        text = p.read_text(encoding="utf-8")
+        if p.suffix == ".toml":
+            data = tomllib.loads(text)
+        elif p.suffix in (".yaml", ".yml"):
+            import yaml
+
+            data = yaml.safe_load(text) or {}
+        else:
+            raise ValueError(f"cannot read config {p}: use a .toml, .yaml or .yml file")
+        return cls(data, **kwargs)
+
+    async def aclose(self) -> None:
+        """Dispose every agent (turns end ``disposed``), stop background tasks, flush and close
+        persistence, unwind every plugin and service. Idempotent."""
+        await self.agent_loop.aclose()
+        await self.supervisor.aclose()
+        if self.persistence is not None and hasattr(self.persistence, "aclose"):
+            await self.persistence.aclose()
+        await self.ctx.fiber.aclose()
+
+    async def __aenter__(self) -> App:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    def __repr__(self) -> str:
+        return f"<App agents={[a.id for a in self.agent_loop.list()]!r} persistence={self.persistence!r}>"
+
+
+__all__ = ["App", "AppConfig"]

@@ -1,0 +1,194 @@
+"""``BlockAssembler``: folds a chunk stream into the ``AssistantMessage`` it describes.
+
+Rules (the loop relies on them):
+
+- text and reasoning deltas accumulate per block ``index``; tool-call deltas accumulate by index:
+  the first non-empty ``id`` / ``name`` wins (providers that repeat them in every delta must not
+  produce ``"c1c1c1"``) and ``arguments_delta`` pieces are concatenated;
+- a ``block-end`` that carries a ``block`` uses it as-is (it holds what deltas cannot, e.g. a
+  reasoning signature); without one the block is built from its deltas;
+- content is returned in index order; text and reasoning blocks that stayed empty (and carry no
+  signature) are left out, since providers reject empty text blocks when they are sent back;
+- on a ``max-tokens`` finish every tool call is dropped (it may be cut off and is never run);
+- ``message(interrupted=True)`` drops tool calls that never saw their ``block-end`` but keeps
+  partial text and reasoning.
+
+The last ``usage`` chunk wins (adapters send cumulative usage). Chunks are trusted: nothing is
+validated per chunk, this is on the streaming hot path.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from ..messages import AssistantMessage, ContentBlock, ReasoningBlock, TextBlock, ToolCallBlock
+from ._chunks import (
+    BlockEnd,
+    BlockStart,
+    Finish,
+    FinishReason,
+    MaxTokens,
+    ReasoningDelta,
+    StreamChunk,
+    TextDelta,
+    ToolCallDelta,
+    Usage,
+    UsageChunk,
+)
+
+
+class _Partial:
+    """One block being assembled."""
+
+    __slots__ = ("block", "ended", "id", "kind", "name", "parts")
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+        self.parts: list[str] = []
+        self.id = ""
+        self.name = ""
+        self.ended = False
+        self.block: ContentBlock | None = None
+
+    def build(self) -> ContentBlock | None:
+        if self.block is not None:
+            return self.block
+        text = "".join(self.parts)
+        if self.kind == "tool-call":
+            return ToolCallBlock(id=self.id, name=self.name, arguments=text)
+        if not text:
+            return None
+        if self.kind == "reasoning":
+            return ReasoningBlock(text=text)
+        return TextBlock(text=text)
+
+
+class BlockAssembler:
+    """Feed chunks in stream order, then ask for the ``message``.
+
+    ``feed`` never raises for well-typed chunks; ``message`` can be called at any point (it
+    builds a fresh ``AssistantMessage`` from what has been fed so far).
+    """
+
+    __slots__ = ("_blocks", "_chunks_seen", "_finish", "_handlers", "_usage")
+
+    def __init__(self) -> None:
+        self._blocks: dict[int, _Partial] = {}
+        self._usage: Usage | None = None
+        self._finish: FinishReason | None = None
+        self._chunks_seen = 0
+        # Dispatch on the exact chunk class: one dict lookup instead of an isinstance chain.
+        self._handlers: dict[type, Callable[[Any], None]] = {
+            TextDelta: self._text,
+            ReasoningDelta: self._reasoning,
+            ToolCallDelta: self._tool_call,
+            BlockStart: self._start,
+            BlockEnd: self._end,
+            UsageChunk: self._on_usage,
+            Finish: self._on_finish,
+        }
+
+    @property
+    def usage(self) -> Usage | None:
+        """The last ``usage`` seen, or ``None``."""
+        return self._usage
+
+    @property
+    def finish(self) -> FinishReason | None:
+        """The finish reason, once the ``finish`` chunk has been fed."""
+        return self._finish
+
+    @property
+    def chunks_seen(self) -> int:
+        return self._chunks_seen
+
+    def feed(self, chunk: StreamChunk) -> None:
+        self._chunks_seen += 1
+        handler = self._handlers.get(type(chunk))
+        if handler is not None:
+            handler(chunk)
+
+    def message(self, *, interrupted: bool = False) -> AssistantMessage:
+        """The assembled message (see the module docstring for what is dropped)."""
+        drop_calls = isinstance(self._finish, MaxTokens)
+        content: list[ContentBlock] = []
+        blocks = self._blocks
+        for index in sorted(blocks):
+            partial = blocks[index]
+            if partial.kind == "tool-call" and (drop_calls or (interrupted and not partial.ended)):
+                continue
+            block = partial.build()
+            if block is None:
+                continue
+            if type(block) is ToolCallBlock and drop_calls:
+                continue
+            content.append(block)
+        return AssistantMessage(content=tuple(content))
+
+    # -- handlers -------------------------------------------------------------------------
+
+    def _partial(self, index: int, kind: str) -> _Partial:
+        partial = self._blocks.get(index)
+        if partial is None:
+            partial = self._blocks[index] = _Partial(kind)
+        return partial
+
+    def _start(self, chunk: BlockStart) -> None:
+        partial = self._blocks.get(chunk.index)
+        if partial is None:
+            self._blocks[chunk.index] = _Partial(chunk.block_type)
+        else:
+            partial.kind = chunk.block_type
+
+    def _text(self, chunk: TextDelta) -> None:
+        partial = self._blocks.get(chunk.index)
+        if partial is None:
+            partial = self._partial(chunk.index, "text")
+        partial.parts.append(chunk.text)
+
+    def _reasoning(self, chunk: ReasoningDelta) -> None:
+        partial = self._blocks.get(chunk.index)
+        if partial is None:
+            partial = self._partial(chunk.index, "reasoning")
+        partial.parts.append(chunk.text)
+
+    def _tool_call(self, chunk: ToolCallDelta) -> None:
+        partial = self._blocks.get(chunk.index)
+        if partial is None:
+            partial = self._partial(chunk.index, "tool-call")
+        if not partial.id and chunk.id:
+            partial.id = chunk.id
+        if not partial.name and chunk.name:
+            partial.name = chunk.name
+        if chunk.arguments_delta:
+            partial.parts.append(chunk.arguments_delta)
+
+    def _end(self, chunk: BlockEnd) -> None:
+        block = chunk.block
+        partial = self._blocks.get(chunk.index)
+        if partial is None:
+            if block is None:
+                return  # an end for a block that never started and carries nothing
+            partial = self._partial(chunk.index, block.type)
+        partial.ended = True
+        if block is not None:
+            partial.kind = block.type
+            partial.block = block
+
+    def _on_usage(self, chunk: UsageChunk) -> None:
+        self._usage = chunk.usage
+
+    def _on_finish(self, chunk: Finish) -> None:
+        self._finish = chunk.reason
+
+
+def assemble(
+    chunks: Iterable[StreamChunk], *, interrupted: bool = False
+) -> tuple[AssistantMessage, Usage | None, FinishReason | None]:
+    """Fold ``chunks`` in one go: ``(message, usage, finish_reason)``."""
+    assembler = BlockAssembler()
+    feed = assembler.feed
+    for chunk in chunks:
+        feed(chunk)
+    return assembler.message(interrupted=interrupted), assembler.usage, assembler.finish

@@ -1,0 +1,428 @@
+"""Shared HTTP plumbing for the provider adapters: API-key resolution and redaction, and the
+mapping from HTTP statuses, provider error bodies and transport exceptions to
+:class:`~agentloop_nb.llm._chunks.ErrorFinish` codes (SPEC §3.3, §9).
+
+Nothing here raises for a provider problem: every failure becomes an ``ErrorFinish`` whose
+message names what went wrong and how to fix it, carries the provider's own message (truncated)
+and never contains an API key (every message goes through :func:`redact`).
+
+Status mapping (both providers):
+
+===========================  ==============================================================
+401, 403                     ``AUTH``
+400, 413, 422                ``BAD_REQUEST``, or ``CONTEXT_WINDOW_EXCEEDED`` when the
+                             provider's message says the prompt is too long
+404                          ``BAD_REQUEST`` (model or endpoint not found)
+408                          ``TIMEOUT``
+429                          ``RATE_LIMIT`` with ``retry_after`` from ``retry-after-ms`` or
+                             ``Retry-After`` (seconds or an HTTP date)
+529, or ``overloaded_error``  ``OVERLOADED``
+500, 502, 503, 504 (5xx)     ``SERVER``
+other 4xx                    ``BAD_REQUEST``
+===========================  ==============================================================
+
+Transport: connect/read/write errors and dropped connections → ``TRANSPORT``; an idle read
+beyond the read timeout (or a connect/pool timeout) → ``TIMEOUT``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import time
+from collections.abc import Iterable, Mapping
+from email.utils import parsedate_to_datetime
+from typing import Any
+
+import httpx
+
+from ._chunks import ErrorFinish
+
+#: Longest provider text (error body, bad SSE data) quoted in an error message.
+MAX_QUOTE = 300
+
+REDACTED = "…redacted"
+
+# Phrases providers use when the prompt does not fit the model's context window.
+_CONTEXT_MARKERS = (
+    "context_length_exceeded",
+    "maximum context length",
+    "context length",
+    "context window",
+    "prompt is too long",
+    "prompt too long",
+    "input is too long",
+    "too many tokens",
+    "reduce the length of the messages",
+    "model_context_window_exceeded",
+)
+
+# Anthropic (and some proxies) name the failure in ``error.type``; used for in-stream errors
+# and for bodies whose status alone is ambiguous.
+_ERROR_TYPE_CODES = {
+    "overloaded_error": "OVERLOADED",
+    "rate_limit_error": "RATE_LIMIT",
+    "rate_limit_exceeded": "RATE_LIMIT",
+    "api_error": "SERVER",
+    "server_error": "SERVER",
+    "internal_server_error": "SERVER",
+    "service_unavailable": "SERVER",
+    "authentication_error": "AUTH",
+    "permission_error": "AUTH",
+    "invalid_api_key": "AUTH",
+    "billing_error": "AUTH",
+    "invalid_request_error": "BAD_REQUEST",
+    "not_found_error": "BAD_REQUEST",
+    "request_too_large": "BAD_REQUEST",
+    "timeout_error": "TIMEOUT",
+    "context_length_exceeded": "CONTEXT_WINDOW_EXCEEDED",
+}
+
+
+# -- secrets ------------------------------------------------------------------------------------
+
+
+def redact(text: str, secrets: Iterable[str | None]) -> str:
+    """Return ``text`` with every occurrence of each non-empty secret replaced by ``…redacted``.
+
+    Secrets shorter than 4 characters are ignored (redacting them would mangle ordinary text
+    and they are not real keys). Never raises.
+    """
+    for secret in secrets:
+        if secret and len(secret) >= 4 and secret in text:
+            text = text.replace(secret, REDACTED)
+    return text
+
+
+_KEY_PREFIX = re.compile(r"^(sk-(?:ant-|proj-)?)")
+
+
+def key_hint(key: str | None) -> str | None:
+    """What a repr may show for an API key: ``None`` when unset, ``'sk-…redacted'`` for keys
+    with a well-known public prefix, ``'<set>'`` otherwise. Never any secret character."""
+    if not key:
+        return None
+    match = _KEY_PREFIX.match(key)
+    return match.group(1) + REDACTED if match and len(key) > 12 else "<set>"
+
+
+def resolve_env(explicit: str | None, env_name: str | None) -> str | None:
+    """``explicit`` when given (explicit configuration wins), else the environment variable's
+    value at call time (empty counts as unset)."""
+    if explicit:
+        return explicit
+    if env_name:
+        return os.environ.get(env_name) or None
+    return None
+
+
+def missing_key_message(provider: str, env_name: str | None) -> str:
+    """The AUTH message for a provider that needs a key and has none."""
+    where = f"set {env_name} or " if env_name else ""
+    return (
+        f"no API key for provider {provider!r}: {where}pass "
+        f"providers={{{provider!r}: {{'api_key': ...}}}}"
+    )
+
+
+def safe_url(url: str | httpx.URL) -> str:
+    """``url`` without user-info and query (either may hold credentials), for messages."""
+    try:
+        parsed = httpx.URL(str(url))
+        return str(parsed.copy_with(userinfo=b"", query=None, fragment=None))
+    except Exception:
+        return "<invalid URL>"
+
+
+# -- quoting ------------------------------------------------------------------------------------
+
+
+def truncate(text: str, limit: int = MAX_QUOTE) -> str:
+    """``text`` cut to ``limit`` characters, marking the cut."""
+    text = text.strip()
+    return text if len(text) <= limit else text[:limit] + f"… [{len(text) - limit} more chars]"
+
+
+# -- retry-after --------------------------------------------------------------------------------
+
+
+def parse_retry_after(headers: Mapping[str, str] | httpx.Headers) -> float | None:
+    """Seconds the server asks us to wait: ``retry-after-ms`` (milliseconds, preferred: more
+    precise), else ``Retry-After`` as seconds or as an HTTP date. ``None`` when absent or
+    unparseable; never negative."""
+    raw_ms = headers.get("retry-after-ms")
+    if raw_ms:
+        try:
+            return max(0.0, float(raw_ms) / 1000.0)
+        except ValueError:
+            pass
+    raw = headers.get("retry-after")
+    if not raw:
+        return None
+    try:
+        return max(0.0, float(raw))
+    except ValueError:
+        pass
+    try:
+        when = parsedate_to_datetime(raw)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when is None:
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+# -- provider error bodies ----------------------------------------------------------------------
+
+
+def error_details(body: Any) -> tuple[str | None, str | None, str | None]:
+    """``(message, type, code)`` from a provider error body, in any of the common shapes:
+    ``{"error": {"message", "type", "code"}}`` (OpenAI, Anthropic), ``{"error": "text"}``,
+    ``{"message": ...}``, ``{"detail": ...}``."""
+    if not isinstance(body, Mapping):
+        return None, None, None
+    err: Any = body.get("error", body)
+    if isinstance(err, str):
+        return err, None, None
+    if not isinstance(err, Mapping):
+        return None, None, None
+    message = err.get("message") or err.get("detail") or body.get("message") or body.get("detail")
+    etype = err.get("type")
+    code = err.get("code")
+    return (
+        str(message) if message is not None else None,
+        str(etype) if etype is not None else None,
+        str(code) if code is not None else None,
+    )
+
+
+def _is_context_overflow(*texts: str | None) -> bool:
+    joined = " ".join(t for t in texts if t).lower()
+    return any(marker in joined for marker in _CONTEXT_MARKERS)
+
+
+def classify_error_type(etype: str | None, code: str | None, message: str | None) -> str:
+    """The code for an error named only by its body (in-stream errors): ``type``/``code`` per
+    ``_ERROR_TYPE_CODES``, with context-overflow phrases winning over ``BAD_REQUEST``."""
+    if _is_context_overflow(etype, code, message):
+        return "CONTEXT_WINDOW_EXCEEDED"
+    for name in (code, etype):
+        if name and name.lower() in _ERROR_TYPE_CODES:
+            return _ERROR_TYPE_CODES[name.lower()]
+    return "UNKNOWN"
+
+
+def status_code_for(status: int, etype: str | None, code: str | None, message: str | None) -> str:
+    """The error code for an HTTP error status (see the module docstring's table)."""
+    if status == 529 or (etype or "").lower() == "overloaded_error":
+        return "OVERLOADED"
+    if status in (401, 403):
+        return "AUTH"
+    if status == 429:
+        return "RATE_LIMIT"
+    if status == 408:
+        return "TIMEOUT"
+    if status in (400, 413, 422):
+        return (
+            "CONTEXT_WINDOW_EXCEEDED"
+            if _is_context_overflow(etype, code, message)
+            else "BAD_REQUEST"
+        )
+    if 400 <= status < 500:
+        return "BAD_REQUEST"
+    if status >= 500:
+        return "SERVER"
+    return "UNKNOWN"
+
+
+_STATUS_HINTS = {
+    "AUTH": "check the API key{env}",
+    "RATE_LIMIT": "rate limited; wait and retry",
+    "OVERLOADED": "the provider is overloaded; retry later",
+    "SERVER": "provider server error; retry later",
+    "CONTEXT_WINDOW_EXCEEDED": "the conversation no longer fits the model's context window; "
+    "shorten it or compact it",
+}
+
+
+def http_error(
+    *,
+    provider: str,
+    status: int,
+    body: bytes,
+    headers: httpx.Headers,
+    url: str | httpx.URL,
+    model: str,
+    secrets: Iterable[str | None],
+    key_env: str | None = None,
+) -> ErrorFinish:
+    """The :class:`ErrorFinish` for an HTTP error response (status ≥ 400, or a 2xx that is not
+    an event stream). The message quotes the provider's own message, truncated and redacted."""
+    text = body.decode("utf-8", errors="replace")
+    try:
+        parsed: Any = json.loads(text)
+    except ValueError:
+        parsed = None
+    message, etype, code = error_details(parsed)
+    provider_text = message if message is not None else text
+    err_code = status_code_for(status, etype, code, provider_text)
+    label = f"{provider} HTTP {status}"
+    if code or etype:
+        label += f" ({code or etype})"
+    parts = [label]
+    if status == 404:
+        parts.append(
+            f"model {model!r} or endpoint {safe_url(url)} not found; check the model name and base_url"
+        )
+    elif err_code in _STATUS_HINTS:
+        parts.append(_STATUS_HINTS[err_code].format(env=f" ({key_env})" if key_env else ""))
+    if provider_text.strip():
+        parts.append(truncate(provider_text))
+    retry_after = parse_retry_after(headers)
+    return ErrorFinish(
+        code=err_code,
+        message=redact(": ".join(parts), secrets),
+        status=status,
+        retry_after=retry_after,
+    )
+
+
+def stream_error(
+    *, provider: str, payload: Any, secrets: Iterable[str | None], default: str = "UNKNOWN"
+) -> ErrorFinish:
+    """The :class:`ErrorFinish` for an error reported inside a 200 event stream (Anthropic's
+    ``event: error``, an OpenAI-compatible ``{"error": {...}}`` chunk)."""
+    message, etype, code = error_details(payload)
+    err_code = classify_error_type(etype, code, message)
+    if err_code == "UNKNOWN":
+        err_code = default
+    label = f"{provider} stream error"
+    if code or etype:
+        label += f" ({code or etype})"
+    text = truncate(message or json.dumps(payload, default=str))
+    return ErrorFinish(code=err_code, message=redact(f"{label}: {text}", secrets))
+
+
+def transport_error(
+    exc: BaseException, *, provider: str, url: str | httpx.URL, secrets: Iterable[str | None]
+) -> ErrorFinish:
+    """The :class:`ErrorFinish` for an httpx exception raised while sending or reading."""
+    where = safe_url(url)
+    detail = truncate(str(exc) or type(exc).__name__)
+    if isinstance(exc, httpx.ReadTimeout):
+        code, text = (
+            "TIMEOUT",
+            f"{provider}: no data from {where} within the read timeout (stalled stream)",
+        )
+    elif isinstance(exc, httpx.TimeoutException):
+        code, text = "TIMEOUT", f"{provider}: timed out talking to {where} ({type(exc).__name__})"
+    elif isinstance(exc, httpx.ConnectError):
+        code, text = (
+            "TRANSPORT",
+            f"{provider}: could not connect to {where}; is the server running and base_url right? ({detail})",
+        )
+    elif isinstance(exc, httpx.RemoteProtocolError | httpx.ReadError):
+        code, text = (
+            "TRANSPORT",
+            f"{provider}: connection to {where} dropped mid-response ({detail})",
+        )
+    elif isinstance(exc, httpx.UnsupportedProtocol | httpx.InvalidURL):
+        code, text = "BAD_REQUEST", f"{provider}: invalid base_url {where}: {detail}"
+    else:
+        code, text = (
+            "TRANSPORT",
+            f"{provider}: HTTP transport error talking to {where} ({type(exc).__name__}: {detail})",
+        )
+    return ErrorFinish(code=code, message=redact(text, secrets))
+
+
+# -- HTTP client ownership ----------------------------------------------------------------------
+
+#: Connect fast, but let a slow model think: ``read`` is the longest silence tolerated between
+#: two bytes of a stream before the request ends with ``TIMEOUT``.
+DEFAULT_TIMEOUT = httpx.Timeout(connect=10.0, read=300.0, write=60.0, pool=60.0)
+
+_SENSITIVE_HEADER_PARTS = ("authorization", "key", "token", "secret", "cookie")
+
+
+def header_secrets(headers: Mapping[str, str] | None) -> list[str]:
+    """Values of configured headers that look like credentials (redacted like the key)."""
+    if not headers:
+        return []
+    out: list[str] = []
+    for name, value in headers.items():
+        if any(part in name.lower() for part in _SENSITIVE_HEADER_PARTS):
+            out.append(value)
+            # "Bearer <token>": the bare token must be redacted too.
+            out.extend(value.split()[1:])
+    return out
+
+
+class HttpClientOwner:
+    """Mixin for adapters: a lazily created ``httpx.AsyncClient`` (or an injected one, which
+    the adapter never closes) and the request timeout (``None`` = the injected client's own)."""
+
+    _client: httpx.AsyncClient | None
+    _owns_client: bool
+    _client_loop: asyncio.AbstractEventLoop | None
+    _timeout: httpx.Timeout | None
+
+    def _init_client(
+        self, client: httpx.AsyncClient | None, timeout: float | httpx.Timeout | None
+    ) -> None:
+        self._client = client
+        self._owns_client = client is None
+        self._client_loop = None
+        if timeout is not None:
+            self._timeout = (
+                timeout if isinstance(timeout, httpx.Timeout) else httpx.Timeout(timeout)
+            )
+        else:
+            self._timeout = None if client is not None else DEFAULT_TIMEOUT
+
+    def _http(self) -> httpx.AsyncClient:
+        if not self._owns_client:
+            assert self._client is not None
+            return self._client
+        # Pooled connections belong to the event loop that opened them: a client created
+        # under another (closed) loop cannot be reused, so build a fresh one for this loop.
+        loop = asyncio.get_running_loop()
+        if self._client is None or self._client.is_closed or self._client_loop is not loop:
+            self._client = httpx.AsyncClient(timeout=self._timeout or DEFAULT_TIMEOUT)
+            self._client_loop = loop
+        return self._client
+
+    def _timeout_kwargs(self) -> dict[str, Any]:
+        return {"timeout": self._timeout} if self._timeout is not None else {}
+
+    async def aclose(self) -> None:
+        """Close the adapter's own HTTP client (idempotent; an injected client is left open)."""
+        if not self._owns_client:
+            return
+        client, self._client = self._client, None
+        if client is not None:
+            await client.aclose()
+
+
+__all__ = [
+    "DEFAULT_TIMEOUT",
+    "MAX_QUOTE",
+    "REDACTED",
+    "HttpClientOwner",
+    "classify_error_type",
+    "error_details",
+    "header_secrets",
+    "http_error",
+    "key_hint",
+    "missing_key_message",
+    "parse_retry_after",
+    "redact",
+    "resolve_env",
+    "safe_url",
+    "status_code_for",
+    "stream_error",
+    "transport_error",
+    "truncate",
+]

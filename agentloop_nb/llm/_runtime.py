@@ -1,0 +1,358 @@
+"""``LlmRuntime``: the ``ctx.llm`` service. Routes a ``GenerateOptions`` to the adapter
+registered for its provider through the ``llm/stream`` waterfall, and normalises whatever comes
+back into a stream that always ends with exactly one ``Finish`` chunk.
+
+Error policy (why it is split this way): problems of the *model call* (no adapter, an adapter
+raising, a truncated stream, an abort) become terminal finish chunks, so the loop can log them and
+run its request-error recovery. An exception raised by an ``llm/stream`` *listener* while the
+waterfall runs is a plugin bug and propagates (a raising plugin ends the turn), except
+``LlmError``, which by definition describes a failed model call and becomes an error finish.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+from .._disposer import Disposer
+from ._chunks import Aborted, ErrorFinish, Finish, GenerateOptions, StreamChunk
+from ._errors import LlmError
+
+if TYPE_CHECKING:
+    from ..signals import AbortSignal
+
+
+class Adapter(Protocol):
+    """What ``register_adapter`` accepts: ``stream(options)`` returning an async iterator of
+    chunks (usually an async generator method). ``aclose()`` on the iterator is optional."""
+
+    def stream(self, options: GenerateOptions) -> AsyncIterator[StreamChunk]: ...
+
+
+class _Dispatcher(Protocol):
+    """The slice of ``Context`` this service uses."""
+
+    async def waterfall(self, name: str, payload: Any, default: Callable[[], Any]) -> Any: ...
+
+
+@dataclass(frozen=True, slots=True)
+class LlmStreamPayload:
+    """Payload of the ``llm/stream`` waterfall. A listener returns an async iterator of chunks:
+    ``await next()`` (the adapter's stream), a wrapper around it, or its own replacement."""
+
+    options: GenerateOptions
+
+
+_ABORTED = Finish(reason=Aborted())
+_LLM_STREAM = "llm/stream"
+
+
+def _error_finish(code: str, message: str) -> Finish:
+    return Finish(reason=ErrorFinish(code=code, message=message))
+
+
+def _exception_finish(exc: BaseException) -> Finish:
+    if isinstance(exc, LlmError):
+        return Finish(reason=exc.to_finish())
+    text = str(exc)
+    return _error_finish("UNKNOWN", f"{type(exc).__name__}: {text}" if text else type(exc).__name__)
+
+
+class _AbortWatch:
+    """Turns an abort of ``options.signal`` into a prompt interruption of the one ``await`` the
+    guard is parked in. Only the task parked inside the guard's ``__anext__`` await is cancelled,
+    and only while it is parked there, so the cancellation can surface nowhere else."""
+
+    __slots__ = ("baseline", "sent", "task")
+
+    def __init__(self) -> None:
+        self.task: asyncio.Task[Any] | None = None
+        self.sent = False
+        self.baseline = 0
+
+    def __call__(self, _reason: Any) -> None:
+        task = self.task
+        # A self-abort from inside the awaited adapter code runs in the parked task itself;
+        # the next loop iteration sees ``signal.aborted`` instead.
+        if task is None or self.sent or task is asyncio.current_task():
+            return
+        self.baseline = task.cancelling()
+        self.sent = True
+        task.cancel()
+
+
+async def _aclose(source: Any) -> None:
+    close = getattr(source, "aclose", None)
+    if close is None:
+        return
+    # A failing close must not mask the finish already delivered.
+    with contextlib.suppress(Exception):
+        await close()
+
+
+_TRUNCATED = Finish(reason=ErrorFinish(code="TRANSPORT", message="stream ended without a finish"))
+
+
+async def _guard(source: AsyncIterator[Any], signal: AbortSignal | None) -> AsyncIterator[Any]:
+    """Re-yield ``source`` up to and including its first ``Finish``; turn every way it can go
+    wrong into one terminal finish. Always closes ``source`` (also on an early ``aclose``)."""
+    anext_ = source.__anext__
+    if signal is None:
+        try:
+            while True:
+                try:
+                    chunk = await anext_()
+                except StopAsyncIteration:
+                    yield _TRUNCATED
+                    return
+                except Exception as exc:
+                    yield _exception_finish(exc)
+                    return
+                yield chunk
+                if isinstance(chunk, Finish):
+                    return
+        finally:
+            await _aclose(source)
+
+    watch = _AbortWatch()
+    remove = signal.add_callback(watch)
+    current_task = asyncio.current_task
+    try:
+        while True:
+            if signal.aborted:
+                yield _ABORTED
+                return
+            # ``watch.task`` is set only while parked in the adapter's await, never across a
+            # ``yield`` (the consumer's code must not receive our cancellation).
+            task = watch.task = current_task()
+            final: Finish | None = None
+            try:
+                chunk = await anext_()
+            except StopAsyncIteration:
+                final = _ABORTED if signal.aborted else _TRUNCATED
+            except asyncio.CancelledError:
+                if not watch.sent or task is None:
+                    raise
+                watch.sent = False
+                task.uncancel()
+                if task.cancelling() > watch.baseline:  # cancelled by someone else as well
+                    raise
+                final = _ABORTED
+            except Exception as exc:
+                # An adapter that raises because it noticed the abort is still an abort.
+                final = _ABORTED if signal.aborted else _exception_finish(exc)
+            finally:
+                watch.task = None
+                if watch.sent and task is not None:
+                    # The adapter swallowed our cancellation: balance the request we made.
+                    watch.sent = False
+                    task.uncancel()
+            if final is not None:
+                yield final
+                return
+            if isinstance(chunk, Finish):
+                yield _ABORTED if signal.aborted else chunk
+                return
+            yield chunk
+    finally:
+        remove()
+        await _aclose(source)
+
+
+async def _single(chunk: Finish) -> AsyncIterator[StreamChunk]:
+    yield chunk
+
+
+class _Stream:
+    """The iterator ``LlmRuntime.stream`` returns. The waterfall runs on the first
+    ``__anext__``; afterwards ``__anext__`` hands out the guard's awaitable directly, so the
+    steady state costs one plain call per chunk on top of the guard."""
+
+    __slots__ = ("_ctx", "_inner", "_next", "_options", "_runtime")
+
+    def __init__(self, runtime: LlmRuntime, ctx: _Dispatcher, options: GenerateOptions) -> None:
+        self._runtime = runtime
+        self._ctx = ctx
+        self._options = options
+        self._inner: AsyncIterator[StreamChunk] | None = None
+        self._next: Callable[[], Awaitable[StreamChunk]] = self._start
+
+    def __aiter__(self) -> _Stream:
+        return self
+
+    def __anext__(self) -> Awaitable[StreamChunk]:
+        return self._next()
+
+    async def _start(self) -> StreamChunk:
+        inner = await self._open()
+        self._inner = inner
+        self._next = inner.__anext__
+        return await self._next()
+
+    async def _open(self) -> AsyncIterator[StreamChunk]:
+        options = self._options
+        signal = options.signal
+        if signal is not None and signal.aborted:
+            return _single(_ABORTED)
+        runtime = self._runtime
+        produced: list[AsyncIterator[StreamChunk]] = []
+
+        async def default() -> AsyncIterator[StreamChunk]:
+            guarded = runtime._dispatch(options)
+            produced.append(guarded)
+            return guarded
+
+        try:
+            source = await self._ctx.waterfall(_LLM_STREAM, LlmStreamPayload(options), default)
+            if inspect.isawaitable(source):  # a dispatcher that hands back default's coroutine
+                source = await source
+        except LlmError as exc:
+            return _single(Finish(reason=exc.to_finish()))
+        if produced and source is produced[-1]:
+            return source  # already normalised: do not pay for a second guard
+        if source is None or not hasattr(source, "__anext__"):
+            return _single(
+                _error_finish(
+                    "UNKNOWN",
+                    f"an 'llm/stream' listener returned {type(source).__name__}, "
+                    "not an async iterator of chunks",
+                )
+            )
+        return _guard(source, signal)
+
+    async def aclose(self) -> None:
+        """Stop early; closes the adapter's iterator."""
+        inner, self._inner = self._inner, None
+        self._next = _closed
+        if inner is not None:
+            await _aclose(inner)
+
+
+async def _closed() -> StreamChunk:
+    raise StopAsyncIteration
+
+
+class LlmRuntime:
+    """The ``ctx.llm`` service.
+
+    ``register_adapter`` raises ``LlmError("DUPLICATE_ADAPTER")`` naming a provider that already
+    has an adapter. ``stream`` never raises for model-call problems (see the module docstring).
+    Reached through a context (``ctx.llm``) it is a :class:`BoundLlmRuntime` whose registrations
+    are owned by that context's scope and whose ``llm/stream`` dispatch goes through it.
+    """
+
+    def __init__(self, ctx: Any) -> None:
+        self._ctx = ctx
+        self._adapters: dict[str, Any] = {}
+
+    def __bind__(self, ctx: Any) -> BoundLlmRuntime:
+        return BoundLlmRuntime(self, ctx)
+
+    def register_adapter(self, providers: Iterable[str], adapter: Any) -> Disposer:
+        """Route each of ``providers`` to ``adapter``. All-or-nothing: a provider that is already
+        registered (or listed twice) raises ``LlmError("DUPLICATE_ADAPTER")`` and registers none.
+        The disposer removes exactly these routes (a later replacement is left alone)."""
+        if isinstance(providers, str):
+            providers = [providers]
+        names = list(providers)
+        if not hasattr(adapter, "stream"):
+            raise TypeError(
+                f"adapter for {names} has no stream(options) method; an adapter is any object "
+                "whose stream(options) returns an async iterator of StreamChunks"
+            )
+        seen: set[str] = set()
+        for name in names:
+            if name in self._adapters or name in seen:
+                raise LlmError(
+                    "DUPLICATE_ADAPTER",
+                    f"provider {name!r} already has an adapter; dispose the earlier "
+                    "registration first",
+                )
+            seen.add(name)
+        for name in names:
+            self._adapters[name] = adapter
+
+        def remove() -> None:
+            for name in names:
+                if self._adapters.get(name) is adapter:
+                    del self._adapters[name]
+
+        return Disposer(remove)
+
+    def providers(self) -> list[str]:
+        """The registered provider names, sorted."""
+        return sorted(self._adapters)
+
+    def adapter_for(self, provider: str) -> Any | None:
+        """The adapter registered for ``provider``, or ``None``."""
+        return self._adapters.get(provider)
+
+    def stream(self, options: GenerateOptions) -> AsyncIterator[StreamChunk]:
+        """Stream one model call through the ``llm/stream`` waterfall.
+
+        The result ends with exactly one ``Finish``: ``NO_ADAPTER`` when no adapter serves
+        ``options.provider``; the ``LlmError``'s code (or ``UNKNOWN``) when the adapter raises;
+        ``TRANSPORT`` when it stops without a finish; ``Finish(Aborted())`` as soon as
+        ``options.signal`` aborts (the adapter's iterator is closed). Chunks after a finish are
+        dropped. ``aclose()`` the result to stop early.
+        """
+        return _Stream(self, self._ctx, options)
+
+    def _stream_via(self, ctx: Any, options: GenerateOptions) -> AsyncIterator[StreamChunk]:
+        return _Stream(self, ctx, options)
+
+    def _dispatch(self, options: GenerateOptions) -> AsyncIterator[StreamChunk]:
+        """The waterfall's default: the adapter's stream, already normalised."""
+        adapter = self._adapters.get(options.provider)
+        if adapter is None:
+            known = ", ".join(repr(p) for p in sorted(self._adapters)) or "none"
+            return _single(
+                _error_finish(
+                    "NO_ADAPTER",
+                    f"no adapter is registered for provider {options.provider!r} "
+                    f"(registered: {known}); register one with ctx.llm.register_adapter",
+                )
+            )
+        try:
+            source = adapter.stream(options)
+        except Exception as exc:
+            return _single(_exception_finish(exc))
+        return _guard(source, options.signal)
+
+
+class BoundLlmRuntime:
+    """``ctx.llm`` seen from one context: adapters registered here are disposed with that
+    context's scope, and ``stream`` dispatches ``llm/stream`` through that context (so an
+    agent's own listeners apply when the loop streams through ``agent.ctx.llm``)."""
+
+    __slots__ = ("_ctx", "_runtime")
+
+    def __init__(self, runtime: LlmRuntime, ctx: Any) -> None:
+        self._runtime = runtime
+        self._ctx = ctx
+
+    @property
+    def runtime(self) -> LlmRuntime:
+        return self._runtime
+
+    def register_adapter(self, providers: Iterable[str], adapter: Any) -> Disposer:
+        runtime = self._runtime
+        names = [providers] if isinstance(providers, str) else list(providers)
+        disposer: Disposer = self._ctx.effect(lambda: runtime.register_adapter(names, adapter))
+        return disposer
+
+    def providers(self) -> list[str]:
+        return self._runtime.providers()
+
+    def adapter_for(self, provider: str) -> Any | None:
+        return self._runtime.adapter_for(provider)
+
+    def stream(self, options: GenerateOptions) -> AsyncIterator[StreamChunk]:
+        return self._runtime._stream_via(self._ctx, options)
+
+    def __repr__(self) -> str:
+        return f"<LlmRuntime providers={self._runtime.providers()}>"

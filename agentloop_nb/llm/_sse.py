@@ -1,0 +1,234 @@
+"""The streaming driver shared by the HTTP adapters: send one request, read its server-sent
+events (parsed by ``httpx-sse``) and hand each event to a provider-specific
+:class:`EventParser` that turns it into :class:`StreamChunk` s.
+
+Contract of :func:`stream_sse` (an async generator):
+
+- it never raises for a provider or network problem and never hangs: every path ends with
+  exactly one ``Finish`` — a successful one from the parser, ``Finish(Aborted())`` when
+  ``signal`` aborts, or an ``ErrorFinish`` (HTTP status, transport failure, read timeout,
+  truncated or malformed stream; see :mod:`._http`);
+- cancellation: an abort of ``signal`` cancels the pending network operation at once (each
+  await on the network runs in its own cancel scope that the signal's callback cancels; no
+  scope is held across a ``yield``, so the consumer's own awaits are never hit), the response
+  is closed and ``Finish(Aborted())`` is yielded. Cancelling the consuming task, or closing the
+  generator, closes the response too;
+- it stops reading as soon as the parser reports the stream done (``[DONE]``,
+  ``message_stop``) rather than waiting for the server to close;
+- every error message goes through :func:`._http.redact` with the request's secrets.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable
+from functools import partial
+from typing import Any, Protocol, TypeVar
+
+import anyio
+import httpx
+from httpx_sse import EventSource
+
+from ..signals import AbortSignal
+from ._chunks import Aborted, ErrorFinish, Finish, StreamChunk
+from ._http import error_details, http_error, redact, stream_error, transport_error, truncate
+
+#: Most bytes read from an error response (its body is only quoted, truncated).
+MAX_ERROR_BODY = 64 * 1024
+
+_T = TypeVar("_T")
+
+
+class StreamFailure(Exception):
+    """Raised by a parser for a stream it cannot accept (in-stream error event, malformed
+    JSON); the driver yields ``Finish(failure.finish)`` and closes the response."""
+
+    def __init__(self, finish: ErrorFinish) -> None:
+        super().__init__(finish.message)
+        self.finish = finish
+
+
+class EventParser(Protocol):
+    """Turns one provider's events into chunks. ``done`` becomes true once the provider's
+    terminator has been seen (the driver then stops reading)."""
+
+    done: bool
+
+    def feed(self, event: str, data: str) -> list[StreamChunk]:
+        """Chunks for one event (the last one a ``Finish`` once ``done``). May raise
+        :class:`StreamFailure`."""
+        ...
+
+    def eof(self) -> list[StreamChunk]:
+        """Chunks for a stream that ended before ``done``: a completion whose finish reason
+        was already seen, or a ``TRANSPORT`` "truncated" error finish."""
+        ...
+
+
+class _Aborted:
+    """Sentinel: the awaited network operation was cut short by the abort signal."""
+
+
+_ABORTED = _Aborted()
+
+
+async def _until_abort(
+    signal: AbortSignal | None, fn: Callable[..., Awaitable[_T]], *args: Any
+) -> _T | _Aborted:
+    """``await fn(*args)`` unless ``signal`` aborts first (then the await is cancelled)."""
+    if signal is None:
+        return await fn(*args)
+    if signal.aborted:
+        return _ABORTED
+    with anyio.CancelScope() as scope:
+        dispose = signal.add_callback(lambda _reason: scope.cancel())
+        try:
+            return await fn(*args)
+        finally:
+            dispose()
+    return _ABORTED
+
+
+async def _read_limited(response: httpx.Response, limit: int = MAX_ERROR_BODY) -> bytes:
+    """At most ``limit`` bytes of the body (an error body is only ever quoted)."""
+    buf = bytearray()
+    async for piece in response.aiter_bytes():
+        buf += piece
+        if len(buf) >= limit:
+            break
+    return bytes(buf[:limit])
+
+
+async def _close(response: httpx.Response) -> None:
+    # Shielded: this also runs while the consuming task is being cancelled, and an unclosed
+    # stream would leak the connection. Closing a streamed response only drops the socket,
+    # it never waits on the server.
+    with anyio.CancelScope(shield=True):
+        await response.aclose()
+
+
+async def stream_sse(
+    *,
+    client: httpx.AsyncClient,
+    request: httpx.Request,
+    parser: EventParser,
+    signal: AbortSignal | None,
+    provider: str,
+    model: str,
+    secrets: Iterable[str | None],
+    key_env: str | None = None,
+) -> AsyncGenerator[StreamChunk, None]:
+    """Send ``request`` and stream its events through ``parser`` (see the module docstring)."""
+    secrets = tuple(secrets)
+    url = request.url
+    try:
+        sent = await _until_abort(signal, partial(client.send, request, stream=True))
+    except httpx.HTTPError as exc:
+        yield Finish(reason=transport_error(exc, provider=provider, url=url, secrets=secrets))
+        return
+    if isinstance(sent, _Aborted):
+        yield Finish(reason=Aborted())
+        return
+    response: httpx.Response = sent
+    try:
+        if response.status_code >= 400 or not _is_event_stream(response):
+            yield await _error_response(response, signal, provider, model, secrets, key_env)
+            return
+        events = EventSource(response).aiter_sse()
+        next_event = events.__anext__
+        try:
+            while True:
+                try:
+                    event = await _until_abort(signal, next_event)
+                except StopAsyncIteration:
+                    for chunk in parser.eof():
+                        yield chunk
+                    return
+                except httpx.HTTPError as exc:
+                    yield Finish(
+                        reason=transport_error(exc, provider=provider, url=url, secrets=secrets)
+                    )
+                    return
+                if isinstance(event, _Aborted):
+                    yield Finish(reason=Aborted())
+                    return
+                try:
+                    chunks = parser.feed(event.event, event.data)
+                except StreamFailure as failure:
+                    message = redact(failure.finish.message, secrets)
+                    yield Finish(reason=failure.finish.model_copy(update={"message": message}))
+                    return
+                for chunk in chunks:
+                    yield chunk
+                if parser.done:
+                    return
+        finally:
+            with anyio.CancelScope(shield=True):
+                await events.aclose()
+    finally:
+        await _close(response)
+
+
+async def _error_response(
+    response: httpx.Response,
+    signal: AbortSignal | None,
+    provider: str,
+    model: str,
+    secrets: tuple[str | None, ...],
+    key_env: str | None,
+) -> Finish:
+    """The finish for an HTTP error status, or a 2xx that is not an event stream."""
+    url = response.request.url
+    try:
+        body = await _until_abort(signal, _read_limited, response)
+    except httpx.HTTPError as exc:
+        return Finish(reason=transport_error(exc, provider=provider, url=url, secrets=secrets))
+    if isinstance(body, _Aborted):
+        return Finish(reason=Aborted())
+    if response.status_code >= 400:
+        return Finish(
+            reason=http_error(
+                provider=provider,
+                status=response.status_code,
+                body=body,
+                headers=response.headers,
+                url=url,
+                model=model,
+                secrets=secrets,
+                key_env=key_env,
+            )
+        )
+    return Finish(reason=_not_a_stream(response, body, provider, secrets))
+
+
+def _is_event_stream(response: httpx.Response) -> bool:
+    return "text/event-stream" in response.headers.get("content-type", "")
+
+
+def _not_a_stream(
+    response: httpx.Response, body: bytes, provider: str, secrets: tuple[str | None, ...]
+) -> ErrorFinish:
+    """A 2xx that is not an event stream: an error object some proxies send with 200, or a
+    server that ignored ``stream: true``."""
+    text = body.decode("utf-8", errors="replace")
+    try:
+        payload = json.loads(text)
+    except ValueError:
+        payload = None
+    if isinstance(payload, dict) and "error" in payload and error_details(payload)[0]:
+        return stream_error(
+            provider=provider, payload=payload, secrets=secrets, default="BAD_RESPONSE"
+        )
+    ctype = response.headers.get("content-type", "<none>")
+    return ErrorFinish(
+        code="BAD_RESPONSE",
+        status=response.status_code,
+        message=redact(
+            f"{provider}: expected an event stream (text/event-stream) but got {ctype!r}: "
+            f"{truncate(text)}",
+            secrets,
+        ),
+    )
+
+
+__all__ = ["MAX_ERROR_BODY", "EventParser", "StreamFailure", "stream_sse"]

@@ -1,0 +1,394 @@
+"""``OfflineModel``: a small deterministic demo model that needs no network and no key.
+
+It is what the notebooks and Binder use by default, and it says so: its greeting and help
+answers introduce it as the offline demo model, never as a real LLM.
+
+Grammar (matched on the last user message, case-insensitive; tools are matched by name among
+``options.tools``):
+
+- **after tool results** (the conversation ends with tool results) → "The result is …"
+  quoting the result (several results are listed by tool name; an error result is reported as
+  such).
+- **greeting** — ``hello``, ``hi``, ``hey`` → a greeting that says it is the offline demo model
+  and lists what it understands.
+- **arithmetic** — ``what is 2+3*4``, ``calculate 17 * 23``, ``compute (1+2)/3`` or a bare
+  expression: with a tool named ``calculate``/``calculator``/``calc``/``evaluate``/``eval``/
+  ``math``/``compute`` → a call passing the expression; with ``add``/``sum`` and an expression
+  ``a + b`` → a call passing both numbers; without a matching tool it evaluates the expression
+  itself (``+ - * / // % **``, parentheses).
+- **time** — ``what time is it``, ``the time``, ``current date`` → a call to ``now``/``time``/
+  ``get_time``/``current_time``/``get_current_time``/``clock``/``datetime``/``date``.
+- **files** — ``list files [in DIR]``/``ls [DIR]`` → ``list_files``/``ls``/``list_dir``/
+  ``list_directory``/``listdir``; ``read FILE`` → ``read_file``/``read``/``cat``/``open_file``.
+- **echo** — ``echo TEXT`` → an ``echo`` tool call with TEXT (case preserved), or TEXT itself
+  without the tool.
+- anything else → an explanation of what it can do.
+
+A tool call's arguments follow the tool's JSON schema: the value goes to the first ``string``
+property (or the first ``number``/``integer`` one for numeric values); a tool without
+properties gets ``{}``; an optional directory is passed only when the user named one (or the
+property is required, then ``"."``). Call ids are deterministic (``offline-<n>``).
+
+Streaming: a text answer is one text block streamed word by word (a text-delta per word); a
+tool call is one tool-call block with the whole arguments in one delta. Every response ends
+with a usage chunk (words in / words out) and exactly one finish. ``token_delay`` seconds are
+slept between deltas (default 0.02 s so widgets show visible streaming; tests pass 0, and then
+the model never awaits). Aborting ``options.signal`` ends the stream with ``Finish(Aborted())``
+at the next delta.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import operator
+import re
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from typing import Any
+
+import anyio
+
+from ..messages import AssistantMessage, Message, ToolResultMessage, UserMessage
+from ._chunks import (
+    Aborted,
+    BlockEnd,
+    BlockStart,
+    Finish,
+    GenerateOptions,
+    Stop,
+    StreamChunk,
+    TextDelta,
+    ToolCallDelta,
+    ToolCalls,
+    Usage,
+    UsageChunk,
+)
+
+INTRO = "I'm the offline demo model: a tiny deterministic stand-in for a real LLM (no network, no API key)."
+HELP = (
+    "I understand: 'hello', arithmetic such as 'what is 2+3*4', 'what time is it', "
+    "'list files', 'read FILE' and 'echo TEXT'; with tools offered I call the matching tool. "
+    "Configure a real provider (e.g. OPENAI_API_KEY or ANTHROPIC_API_KEY) for real answers."
+)
+
+_CALC_TOOLS = ("calculate", "calculator", "calc", "evaluate", "eval", "math", "compute")
+_ADD_TOOLS = ("add", "sum")
+_TIME_TOOLS = (
+    "now",
+    "time",
+    "get_time",
+    "current_time",
+    "get_current_time",
+    "clock",
+    "datetime",
+    "date",
+)
+_LS_TOOLS = ("list_files", "ls", "list_dir", "list_directory", "listdir")
+_READ_TOOLS = ("read_file", "read", "cat", "open_file")
+_ECHO_TOOLS = ("echo",)
+
+_GREETING = re.compile(r"^\s*(hello|hi|hey|good (morning|afternoon|evening))\b", re.I)
+_ARITH_INTENT = re.compile(
+    r"^\s*(?:what(?:'s| is)|calculate|compute|evaluate|how much is|solve)\s+(.+?)\s*[?.!]*\s*$",
+    re.I,
+)
+_EXPR = re.compile(r"^[\d\s.+\-*/%()]+$")
+_TIME = re.compile(
+    r"\b(what time|the time|current time|time is it|what day|today's date|current date)\b", re.I
+)
+_LS = re.compile(
+    r"^\s*(?:please\s+)?(?:list(?: the)? files|ls|show(?: me)?(?: the)? files)(?:\s+(?:in\s+)?(\S+))?\s*[?.!]*\s*$",
+    re.I,
+)
+_READ = re.compile(
+    r"^\s*(?:please\s+)?(?:read|cat|open|show me)\s+(?:the\s+)?(?:file\s+)?(\S+?)\s*[?.!]*\s*$",
+    re.I,
+)
+_ECHO = re.compile(r"^\s*echo\s+(.+?)\s*$", re.I | re.S)
+_WORD = re.compile(r"\S+\s*|\s+")
+
+_BINOPS: dict[type[ast.operator], Callable[[Any, Any], Any]] = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.Div: operator.truediv,
+    ast.FloorDiv: operator.floordiv,
+    ast.Mod: operator.mod,
+    ast.Pow: operator.pow,
+}
+
+
+def evaluate(expression: str) -> float | int:
+    """Evaluate plain arithmetic (numbers, ``+ - * / // % **``, parentheses).
+
+    Raises ``ValueError`` for anything else, for division by zero, and for powers too large to
+    be a demo's business.
+    """
+
+    def ev(node: ast.AST) -> float | int:
+        if isinstance(node, ast.Expression):
+            return ev(node.body)
+        if isinstance(node, ast.Constant) and isinstance(node.value, int | float):
+            if isinstance(node.value, bool):
+                raise ValueError(f"not plain arithmetic: {expression!r}")
+            return node.value
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub | ast.UAdd):
+            value = ev(node.operand)
+            return -value if isinstance(node.op, ast.USub) else value
+        if isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:
+            left, right = ev(node.left), ev(node.right)
+            if isinstance(node.op, ast.Pow) and abs(right) > 100:
+                raise ValueError("exponent too large")
+            try:
+                return _BINOPS[type(node.op)](left, right)
+            except ZeroDivisionError:
+                raise ValueError("division by zero") from None
+        raise ValueError(f"not plain arithmetic: {expression!r}")
+
+    try:
+        tree = ast.parse(expression.strip(), mode="eval")
+    except SyntaxError:
+        raise ValueError(f"not plain arithmetic: {expression!r}") from None
+    return ev(tree)
+
+
+def _fmt(value: float | int) -> str:
+    if isinstance(value, float) and value.is_integer() and abs(value) < 1e15:
+        return str(int(value))
+    return f"{value:.10g}" if isinstance(value, float) else str(value)
+
+
+def _arith(text: str) -> str | None:
+    """The arithmetic expression the message asks for, if any."""
+    match = _ARITH_INTENT.match(text)
+    candidate = match.group(1) if match else text.strip().rstrip("?.!= ")
+    candidate = (
+        candidate.replace("×", "*").replace("x", "*")
+        if re.search(r"\d\s*[x×]\s*\d", candidate)
+        else candidate
+    )
+    if _EXPR.match(candidate) and re.search(r"\d", candidate) and re.search(r"[-+*/%]", candidate):
+        return candidate.strip()
+    return None
+
+
+class OfflineModel:
+    """The offline demo adapter (see the module docstring for its grammar)."""
+
+    name = "offline"
+
+    def __init__(self, *, token_delay: float = 0.02) -> None:
+        if token_delay < 0:
+            raise ValueError(f"token_delay must be >= 0 seconds, got {token_delay!r}")
+        self.token_delay = token_delay
+
+    def __repr__(self) -> str:
+        return f"OfflineModel(token_delay={self.token_delay!r})"
+
+    async def aclose(self) -> None:
+        """Nothing to release; present for symmetry with the HTTP adapters."""
+
+    # -- decision -----------------------------------------------------------------------------
+
+    def respond(
+        self, options: GenerateOptions
+    ) -> tuple[str, tuple[str, str, dict[str, Any]] | None]:
+        """``(text, tool_call)`` the model answers with: the text (possibly empty) and an
+        optional ``(call_id, tool_name, arguments)``. Pure and deterministic."""
+        messages = list(options.messages)
+        results = _trailing_results(messages)
+        if results:
+            return _answer_from_results(results), None
+        user = next((m for m in reversed(messages) if isinstance(m, UserMessage)), None)
+        said = user.text.strip() if user is not None else ""
+        tools = {str(t.get("name")): t for t in options.tools}
+        call_id = f"offline-{len(messages) + 1}"
+
+        if _GREETING.match(said):
+            return f"Hello! {INTRO} {HELP}", None
+
+        expression = _arith(said)
+        if expression is not None:
+            tool = _find(tools, _CALC_TOOLS)
+            if tool is not None:
+                return "", (call_id, tool["name"], _args_for(tool, expression))
+            add = _find(tools, _ADD_TOOLS)
+            pair = re.fullmatch(r"\s*(-?\d+(?:\.\d+)?)\s*\+\s*(-?\d+(?:\.\d+)?)\s*", expression)
+            if add is not None and pair:
+                return "", (call_id, add["name"], _args_for_pair(add, pair.group(1), pair.group(2)))
+            try:
+                return f"{expression} = {_fmt(evaluate(expression))}", None
+            except ValueError as exc:
+                return f"I can't compute that: {exc}. {INTRO}", None
+
+        if _TIME.search(said):
+            tool = _find(tools, _TIME_TOOLS)
+            if tool is not None:
+                return "", (call_id, tool["name"], {})
+            return (
+                f"I have no clock: offer me a tool named 'now' or 'time' and I'll call it. {INTRO}",
+                None,
+            )
+
+        ls = _LS.match(said)
+        if ls:
+            tool = _find(tools, _LS_TOOLS)
+            if tool is not None:
+                return "", (call_id, tool["name"], _args_for(tool, ls.group(1), optional=True))
+            return f"I can't see any files: offer me a 'list_files' tool. {INTRO}", None
+
+        read = _READ.match(said)
+        if read:
+            tool = _find(tools, _READ_TOOLS)
+            if tool is not None:
+                return "", (call_id, tool["name"], _args_for(tool, read.group(1)))
+            return f"I can't read files: offer me a 'read_file' tool. {INTRO}", None
+
+        echo = _ECHO.match(said)
+        if echo:
+            tool = _find(tools, _ECHO_TOOLS)
+            if tool is not None:
+                return "", (call_id, tool["name"], _args_for(tool, echo.group(1)))
+            return echo.group(1), None
+
+        if not said:
+            return f"{INTRO} {HELP}", None
+        return f"{INTRO} I don't understand {said[:80]!r}. {HELP}", None
+
+    # -- streaming ----------------------------------------------------------------------------
+
+    async def stream(self, options: GenerateOptions) -> AsyncIterator[StreamChunk]:
+        """Stream the answer (see the module docstring). Never raises; ends with one finish."""
+        signal = options.signal
+        text, call = self.respond(options)
+        chunks: list[StreamChunk] = []
+        index = 0
+        words = _WORD.findall(text) if text else []
+        if words:
+            chunks.append(BlockStart(index=0, block_type="text"))
+            chunks.extend(TextDelta(index=0, text=w) for w in words)
+            chunks.append(BlockEnd(index=0))
+            index = 1
+        if call is not None:
+            call_id, name, args = call
+            chunks.append(BlockStart(index=index, block_type="tool-call"))
+            chunks.append(
+                ToolCallDelta(index=index, id=call_id, name=name, arguments_delta=json.dumps(args))
+            )
+            chunks.append(BlockEnd(index=index))
+        usage = Usage(
+            input_tokens=_count_words(options),
+            output_tokens=max(1, len(words) + (1 if call else 0)),
+        )
+        chunks.append(UsageChunk(usage=usage))
+        chunks.append(Finish(reason=ToolCalls() if call is not None else Stop()))
+
+        delay = self.token_delay
+        for chunk in chunks:
+            if signal is not None and signal.aborted:
+                yield Finish(reason=Aborted())
+                return
+            if delay and isinstance(chunk, TextDelta | ToolCallDelta):
+                await anyio.sleep(delay)
+                if signal is not None and signal.aborted:
+                    yield Finish(reason=Aborted())
+                    return
+            yield chunk
+
+
+# -- helpers ----------------------------------------------------------------------------------
+
+
+def _trailing_results(messages: Sequence[Message]) -> list[ToolResultMessage]:
+    results: list[ToolResultMessage] = []
+    for m in reversed(messages):
+        if not isinstance(m, ToolResultMessage):
+            break
+        results.append(m)
+    results.reverse()
+    return results
+
+
+def _answer_from_results(results: list[ToolResultMessage]) -> str:
+    def one(r: ToolResultMessage) -> str:
+        content = r.content.strip() or "(empty)"
+        return f"the tool reported an error: {content}" if r.is_error else content
+
+    if len(results) == 1:
+        r = results[0]
+        if r.is_error:
+            return f"The tool call failed: {r.content.strip() or '(no message)'}"
+        return f"The result is {one(r)}"
+    listed = "; ".join(f"{r.name or r.call_id}: {one(r)}" for r in results)
+    return f"The results are: {listed}"
+
+
+def _find(tools: Mapping[str, Mapping[str, Any]], names: Sequence[str]) -> Mapping[str, Any] | None:
+    lowered = {name.lower(): tool for name, tool in tools.items()}
+    for name in names:
+        if name in lowered:
+            return lowered[name]
+    return None
+
+
+def _properties(tool: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    schema = tool.get("parameters") or {}
+    props = schema.get("properties") or {}
+    required = list(schema.get("required") or [])
+    return (dict(props) if isinstance(props, Mapping) else {}), required
+
+
+def _args_for(
+    tool: Mapping[str, Any], value: str | None, *, optional: bool = False
+) -> dict[str, Any]:
+    """Arguments for a one-value tool, following its schema's property names and types."""
+    props, required = _properties(tool)
+    if not props:
+        return {}
+    string_prop = next(
+        (
+            n
+            for n, p in props.items()
+            if not isinstance(p, Mapping) or p.get("type") in (None, "string")
+        ),
+        None,
+    )
+    if optional and value is None:
+        return {string_prop: "."} if string_prop is not None and string_prop in required else {}
+    if string_prop is not None:
+        return {string_prop: value if value is not None else ""}
+    number_prop = next(
+        (n for n, p in props.items() if p.get("type") in ("number", "integer")), None
+    )
+    if number_prop is not None and value is not None:
+        try:
+            return {number_prop: evaluate(value)}
+        except ValueError:
+            pass
+    return {}
+
+
+def _args_for_pair(tool: Mapping[str, Any], a: str, b: str) -> dict[str, Any]:
+    props, _ = _properties(tool)
+    numeric = [
+        n
+        for n, p in props.items()
+        if isinstance(p, Mapping) and p.get("type") in ("number", "integer")
+    ]
+    names = numeric[:2] if len(numeric) >= 2 else list(props)[:2]
+    if len(names) < 2:
+        names = ["a", "b"]
+    return {names[0]: json.loads(a), names[1]: json.loads(b)}
+
+
+def _count_words(options: GenerateOptions) -> int:
+    total = len((options.system or "").split())
+    for m in options.messages:
+        if isinstance(m, UserMessage | AssistantMessage):
+            total += len(m.text.split())
+        elif isinstance(m, ToolResultMessage):
+            total += len(m.content.split())
+    return max(1, total)
+
+
+__all__ = ["HELP", "INTRO", "OfflineModel", "evaluate"]

@@ -1,0 +1,137 @@
+"""``build_adapters``: the shipped model providers, keyed by provider name.
+
+=============  ==================  ===============================  ===================
+provider       adapter             base URL (env, then default)     key (env)
+=============  ==================  ===============================  ===================
+``openai``     ``OpenAIAdapter``   ``OPENAI_BASE_URL``,             ``OPENAI_API_KEY``
+                                   ``https://api.openai.com/v1``    (required)
+``deepseek``   ``OpenAIAdapter``   ``DEEPSEEK_BASE_URL``,           ``DEEPSEEK_API_KEY``
+                                   ``https://api.deepseek.com/v1``  (required)
+``ollama``     ``OpenAIAdapter``   ``OLLAMA_BASE_URL``,             ``OLLAMA_API_KEY``
+                                   ``http://localhost:11434/v1``    (optional)
+``vllm``       ``OpenAIAdapter``   ``VLLM_BASE_URL``,               ``VLLM_API_KEY``
+                                   ``http://localhost:8000/v1``     (optional)
+``anthropic``  ``AnthropicAdapter``  ``ANTHROPIC_BASE_URL``,        ``ANTHROPIC_API_KEY``
+                                   ``https://api.anthropic.com``    (required)
+``offline``    ``OfflineModel``    —                                —
+=============  ==================  ===============================  ===================
+
+``config`` maps a provider name to keyword arguments for its adapter (``base_url``,
+``api_key``, ``headers``, ``timeout``, ``api_key_env``, …; ``token_delay`` for ``offline``);
+explicit values override the environment. A name that is not a preset needs
+``"type": "openai" | "anthropic" | "offline"`` (e.g. ``{"openrouter": {"type": "openai",
+"base_url": "https://openrouter.ai/api/v1", "api_key_env": "OPENROUTER_API_KEY"}}``).
+Building never needs a key: keys are read at request time, and a missing one ends that request
+with an ``AUTH`` error naming the variable to set.
+
+Raises ``ValueError`` (naming the provider and the accepted options) for an unknown provider
+without a ``type`` or for an option the adapter does not take.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import AsyncIterator, Mapping
+from typing import Any, Protocol, runtime_checkable
+
+from ._chunks import GenerateOptions, StreamChunk
+from .anthropic import AnthropicAdapter
+from .offline import OfflineModel
+from .openai import OpenAIAdapter
+
+
+@runtime_checkable
+class ModelAdapter(Protocol):
+    """What ``ctx.llm.register_adapter`` accepts: an async-generator ``stream`` (``aclose`` is
+    optional and not part of the protocol check)."""
+
+    def stream(self, options: GenerateOptions) -> AsyncIterator[StreamChunk]: ...
+
+
+_KINDS: dict[str, type[Any]] = {
+    "openai": OpenAIAdapter,
+    "anthropic": AnthropicAdapter,
+    "offline": OfflineModel,
+}
+
+#: Preset name → (adapter kind, default keyword arguments).
+PRESETS: dict[str, tuple[str, dict[str, Any]]] = {
+    "openai": ("openai", {}),
+    "deepseek": (
+        "openai",
+        {
+            "api_key_env": "DEEPSEEK_API_KEY",
+            "base_url_env": "DEEPSEEK_BASE_URL",
+            "default_base_url": "https://api.deepseek.com/v1",
+        },
+    ),
+    "ollama": (
+        "openai",
+        {
+            "api_key_env": "OLLAMA_API_KEY",
+            "base_url_env": "OLLAMA_BASE_URL",
+            "default_base_url": "http://localhost:11434/v1",
+            "require_key": False,
+        },
+    ),
+    "vllm": (
+        "openai",
+        {
+            "api_key_env": "VLLM_API_KEY",
+            "base_url_env": "VLLM_BASE_URL",
+            "default_base_url": "http://localhost:8000/v1",
+            "require_key": False,
+        },
+    ),
+    "anthropic": ("anthropic", {}),
+    "offline": ("offline", {}),
+}
+
+
+def _accepted(cls: type[Any]) -> list[str]:
+    params = inspect.signature(cls.__init__).parameters
+    return sorted(p for p in params if p not in ("self", "name"))
+
+
+def build_adapter(name: str, options: Mapping[str, Any] | None = None) -> Any:
+    """One adapter for provider ``name`` with ``options`` over its preset defaults."""
+    opts = dict(options or {})
+    kind = opts.pop("type", None)
+    preset_kind, defaults = PRESETS.get(name, (None, {}))
+    kind = kind or preset_kind
+    if kind is None:
+        raise ValueError(
+            f"unknown provider {name!r}: use one of {sorted(PRESETS)}, or give it a type, e.g. "
+            f"providers={{{name!r}: {{'type': 'openai', 'base_url': ...}}}}"
+        )
+    if kind not in _KINDS:
+        raise ValueError(
+            f"provider {name!r}: unknown type {kind!r}; expected one of {sorted(_KINDS)}"
+        )
+    cls = _KINDS[kind]
+    accepted = _accepted(cls)
+    unknown = sorted(set(opts) - set(accepted))
+    if unknown:
+        raise ValueError(
+            f"provider {name!r} ({cls.__name__}) does not take option(s) {unknown}; "
+            f"accepted: {accepted}"
+        )
+    kwargs = {**(defaults if kind == preset_kind else {}), **opts}
+    if cls is not OfflineModel:
+        kwargs["name"] = name
+    return cls(**kwargs)
+
+
+def build_adapters(config: Mapping[str, Mapping[str, Any]] | None = None) -> dict[str, Any]:
+    """Every preset provider plus any extra ones in ``config`` (see the module docstring)."""
+    config = dict(config or {})
+    for name, options in config.items():
+        if options is not None and not isinstance(options, Mapping):
+            raise ValueError(
+                f"providers[{name!r}] must be a mapping of adapter options, got {type(options).__name__}"
+            )
+    names = list(PRESETS) + [n for n in config if n not in PRESETS]
+    return {name: build_adapter(name, config.get(name)) for name in names}
+
+
+__all__ = ["PRESETS", "ModelAdapter", "build_adapter", "build_adapters"]

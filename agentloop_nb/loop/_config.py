@@ -1,0 +1,48 @@
+"""Loop configuration (SPEC §4.7): pydantic models validated at load and at assignment."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, PositiveInt, model_validator
+
+
+class AgentConfig(BaseModel):
+    """One config-listed agent, started automatically with the App.
+
+    ``session_id`` is a stable exact id (first start creates it, later starts resume it when
+    persistence holds it); ``resume_session_id`` requires an existing persisted session. They
+    are mutually exclusive."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    id: str
+    provider: str | None = None
+    model: str | None = None
+    max_tokens: PositiveInt | None = None
+    cwd: str | None = None
+    session_id: str | None = None
+    resume_session_id: str | None = None
+
+    @model_validator(mode="after")
+    def _exclusive_ids(self) -> AgentConfig:
+        if self.session_id is not None and self.resume_session_id is not None:
+            raise ValueError(
+                "session_id and resume_session_id are mutually exclusive: use session_id for "
+                "create-or-resume, resume_session_id to require an existing session"
+            )
+        return self
+
+
+class AgentLoopConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    max_parallel_tool_calls: PositiveInt = 10
+    agents: list[AgentConfig] = []
+
+
+class LoopSettings(BaseModel):
+    """Live settings (``ctx.agent_loop.settings``): assignment is validated, so a value that is
+    not a positive integer is refused at the write, not when the next tool group starts."""
+
+    model_config = ConfigDict(validate_assignment=True, extra="forbid")
+
+    max_parallel_tool_calls: PositiveInt = 10

@@ -1,0 +1,199 @@
+"""Tool scheduling for one step (SPEC §4.5).
+
+Calls are grouped in model order: an exclusive call is its own group (a barrier); a run of
+consecutive parallel-safe calls is one group run as a rolling pool of at most
+``max_parallel_tool_calls`` bodies. ``tools/pre-execute`` and ``tools/post-execute`` run in
+model order; each started call logs its own ``tool/call``; ``tool/result`` events are committed
+in model order. Calls that never start (abort, scheduler failure) get a synthetic
+``tool/call`` + ``ABORTED_BEFORE_DISPATCH`` pair, so no tool call is ever left dangling.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from ..messages import ToolCallBlock
+
+if TYPE_CHECKING:
+    from ..signals import AbortSignal
+    from ..tools import ToolExecution, ToolResult
+    from ._agent import Agent
+
+
+@dataclass(slots=True)
+class _StepTools:
+    agent: Agent
+    turn: int
+    step: int
+    signal: AbortSignal
+    calls: tuple[ToolCallBlock, ...]
+    results: dict[int, ToolResult] = field(default_factory=dict)
+    started: set[int] = field(default_factory=set)
+    failure: BaseException | None = None
+
+
+async def run_tool_calls(
+    agent: Agent, calls: tuple[ToolCallBlock, ...], turn: int, step: int, signal: AbortSignal
+) -> list[ToolResult]:
+    """Run the step's tool calls; return their final results in model order.
+
+    Raises the first plugin failure (a raising ``tools/*`` listener) after every started call
+    has drained and every unstarted call has its synthetic result."""
+    st = _StepTools(agent, turn, step, signal, calls)
+    tools = agent.ctx.tools
+    for mode, idxs in _groups(tools, agent, calls):
+        if signal.aborted or st.failure is not None:
+            break
+        cap = 1 if mode == "exclusive" else agent._loop.settings.max_parallel_tool_calls
+        if len(idxs) == 1 or cap == 1:
+            for i in idxs:
+                if signal.aborted or st.failure is not None:
+                    break
+                await _run_one(st, i)
+        else:
+            await _run_pool(st, idxs, cap)
+    for i in range(len(calls)):
+        if i not in st.started:
+            _log_synthetic(st, i)
+    if st.failure is not None:
+        raise st.failure
+    return [st.results[i] for i in range(len(calls))]
+
+
+def _groups(tools: Any, agent: Agent, calls: tuple[ToolCallBlock, ...]) -> list[tuple[str, list[int]]]:
+    groups: list[tuple[str, list[int]]] = []
+    for i, call in enumerate(calls):
+        mode = tools.execution_mode(call, agent)
+        if mode == "parallel" and groups and groups[-1][0] == "parallel":
+            groups[-1][1].append(i)
+        else:
+            groups.append((mode, [i]))
+    return groups
+
+
+def _start(st: _StepTools, i: int) -> ToolExecution:
+    call = st.calls[i]
+    st.started.add(i)
+    st.agent.session.append(
+        "tool/call",
+        {"turn": st.turn, "step": st.step, "call_id": call.id, "name": call.name,
+         "arguments": call.arguments},
+    )
+    return st.agent.ctx.tools.new_execution(
+        call, agent=st.agent, signal=st.signal, turn=st.turn, step=st.step
+    )
+
+
+async def _run_one(st: _StepTools, i: int) -> None:
+    tools = st.agent.ctx.tools
+    execution = _start(st, i)
+    try:
+        result = await tools.pre_execute(execution)
+        if result is None:
+            result = await tools.dispatch(execution)
+        # post-execute sees every result (denials too), so tools/result observers see them all
+        result = await tools.post_execute(execution, result)
+    except Exception as exc:  # a raising tools/* listener: a plugin failure
+        st.failure = exc
+        result = _failed_result(exc)
+    _commit(st, i, result)
+
+
+async def _run_pool(st: _StepTools, idxs: list[int], cap: int) -> None:
+    """Rolling pool: pre-execute in model order, bodies overlap (≤ cap), post-execute and the
+    durable commit in model order."""
+    tools = st.agent.ctx.tools
+    loop = asyncio.get_running_loop()
+    slots: dict[int, asyncio.Future[tuple[ToolExecution, ToolResult] | None]] = {
+        i: loop.create_future() for i in idxs
+    }
+    sem = anyio.Semaphore(cap)
+
+    async def body(i: int, execution: ToolExecution) -> None:
+        try:
+            raw = await tools.dispatch(execution)
+        except Exception as exc:
+            if st.failure is None:
+                st.failure = exc
+            raw = _failed_result(exc)
+        finally:
+            sem.release()
+        slots[i].set_result((execution, raw))
+
+    async def commit_in_order() -> None:
+        for i in idxs:
+            slot = await slots[i]
+            if slot is None:  # never started: the launcher stopped here
+                return
+            execution, result = slot
+            if st.failure is None:
+                try:
+                    result = await tools.post_execute(execution, result)
+                except Exception as exc:
+                    st.failure = exc
+            _commit(st, i, result)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(commit_in_order)
+        pending = list(idxs)
+        try:
+            while pending:
+                await sem.acquire()
+                if st.signal.aborted or st.failure is not None:
+                    sem.release()
+                    break
+                i = pending.pop(0)
+                execution = _start(st, i)
+                try:
+                    pre = await tools.pre_execute(execution)
+                except Exception as exc:
+                    st.failure = exc
+                    pre = _failed_result(exc)
+                if pre is not None:
+                    sem.release()
+                    slots[i].set_result((execution, pre))
+                else:
+                    tg.start_soon(body, i, execution)
+        finally:
+            for i in pending:
+                slots[i].set_result(None)
+
+
+def _commit(st: _StepTools, i: int, result: ToolResult) -> None:
+    call = st.calls[i]
+    st.results[i] = result
+    data: dict[str, Any] = {
+        "turn": st.turn, "step": st.step, "call_id": call.id, "name": call.name,
+        "content": result.content, "is_error": result.is_error,
+    }
+    if result.error is not None:
+        data["error"] = {"code": result.error.code, "message": result.error.message}
+    if result.meta:
+        data["meta"] = dict(result.meta)
+    st.agent.session.append("tool/result", data)
+
+
+def _log_synthetic(st: _StepTools, i: int) -> None:
+    from ..tools import aborted_before_dispatch
+
+    call = st.calls[i]
+    st.agent.session.append(
+        "tool/call",
+        {"turn": st.turn, "step": st.step, "call_id": call.id, "name": call.name,
+         "arguments": call.arguments},
+    )
+    _commit(st, i, aborted_before_dispatch(call.id))
+
+
+def _failed_result(exc: BaseException) -> ToolResult:
+    from ..tools import ToolErrorInfo, ToolResult
+
+    message = f"a tools/* plugin raised {type(exc).__name__}: {exc}"
+    return ToolResult(
+        content=f"Error: {message}", is_error=True,
+        error=ToolErrorInfo(code="TOOL_ERROR", message=message),
+    )

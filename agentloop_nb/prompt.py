@@ -1,0 +1,336 @@
+"""``SystemPrompt``: the ``ctx.system_prompt`` service.
+
+Plugins contribute named *sections* (text, or a function of the agent) and *variables*
+(``fn(agent) -> str | None``); every step the loop calls ``await assemble(agent)`` and
+``render(assembly)`` to get the system text it sends.
+
+Scoping: a registration made through an agent's context (``agent.ctx.system_prompt``) belongs
+to that agent and that agent's scope: it is visible to that agent only and shadows a global
+registration of the same name for it. Within one scope the latest registration of a name wins
+and disposing it reveals the previous one (re-running a notebook cell replaces, never stacks).
+
+Ordering: sections render by ``(order, first registration of the name)``, so replacing or
+shadowing a section keeps its position and the prompt stays byte-stable (the provider's KV
+cache depends on it).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
+from typing import Any, TypeAlias
+
+from ._disposer import Disposer
+
+SectionSource: TypeAlias = str | Callable[[Any], str | None]
+VariableSource: TypeAlias = Callable[[Any], str | None]
+
+PERSONA_SECTION = "deployment:persona"
+# Byte-stable on purpose: any change invalidates every provider-side prompt cache.
+PERSONA_TEXT = (
+    "You are a helpful assistant running inside a Jupyter kernel via agentloop_nb.\n"
+    "Provider: {{provider}}. Model: {{model}}. Working directory: {{cwd}}."
+)
+
+_VARIABLE = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_.:-]*)\s*\}\}")
+
+
+@dataclass(frozen=True, slots=True)
+class Section:
+    """One resolved section of an assembly."""
+
+    name: str
+    text: str
+    order: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Assembly:
+    """What ``assemble`` produced for one agent and step. ``tools`` starts empty (the loop fills
+    in the visible tool schemas). ``assemble`` listeners return a modified copy
+    (``dataclasses.replace``)."""
+
+    sections: tuple[Section, ...] = ()
+    tools: tuple[Mapping[str, Any], ...] = ()
+    variables: Mapping[str, str | None] = field(default_factory=lambda: MappingProxyType({}))
+
+    def replace(self, **changes: Any) -> Assembly:
+        return replace(self, **changes)
+
+
+@dataclass(frozen=True, slots=True)
+class AssemblePayload:
+    """Payload of the ``system-prompt/assemble`` waterfall; listeners return an ``Assembly``."""
+
+    assembly: Assembly
+    agent: Any
+
+
+class UndefinedVariableError(KeyError):
+    """A section uses ``{{name}}`` but no variable ``name`` is registered."""
+
+    def __str__(self) -> str:  # KeyError would repr-quote the message
+        return str(self.args[0]) if self.args else ""
+
+
+class _Entry:
+    __slots__ = ("agent", "name", "order", "source")
+
+    def __init__(self, name: str, source: Any, order: int, agent: Any) -> None:
+        self.name = name
+        self.source = source
+        self.order = order
+        self.agent = agent
+
+
+class _Registry:
+    """Name → stack of entries, each stack holding global and agent-scoped registrations."""
+
+    __slots__ = ("_first_seen", "_stacks")
+
+    def __init__(self) -> None:
+        self._stacks: dict[str, list[_Entry]] = {}
+        self._first_seen: dict[str, int] = {}
+
+    def add(self, entry: _Entry) -> Disposer:
+        self._first_seen.setdefault(entry.name, len(self._first_seen))
+        stack = self._stacks.setdefault(entry.name, [])
+        stack.append(entry)
+
+        def remove() -> None:
+            # Identity removal: a stale disposer never removes a newer registration.
+            for i, e in enumerate(stack):
+                if e is entry:
+                    del stack[i]
+                    break
+            if not stack and self._stacks.get(entry.name) is stack:
+                del self._stacks[entry.name]
+
+        return Disposer(remove)
+
+    def visible(self, agent: Any) -> list[_Entry]:
+        """The winning entry per name for ``agent``, in first-registration order."""
+        out: list[_Entry] = []
+        for stack in self._stacks.values():
+            winner: _Entry | None = None
+            for entry in reversed(stack):
+                if entry.agent is None:
+                    if winner is None:
+                        winner = entry
+                    if agent is None:
+                        break
+                elif agent is not None and entry.agent is agent:
+                    winner = entry
+                    break
+            if winner is not None:
+                out.append(winner)
+        return out
+
+    def position(self, name: str) -> int:
+        return self._first_seen[name]
+
+
+class SystemPrompt:
+    """The ``ctx.system_prompt`` service.
+
+    ``section``/``variable`` called on the service itself register globally and return a plain
+    disposer; through a context (``ctx.system_prompt``) they are owned by that context's scope
+    and, when the context belongs to an agent, scoped to that agent (see :class:`BoundSystemPrompt`).
+    ``assemble`` propagates exceptions from section/variable functions and from
+    ``system-prompt/assemble`` listeners (a raising plugin ends the turn); ``render`` raises
+    :class:`UndefinedVariableError` (a ``KeyError``) or ``ValueError`` for a variable that is
+    unknown or ``None``.
+    """
+
+    def __init__(self, ctx: Any, *, persona: str | None = PERSONA_TEXT) -> None:
+        self._ctx = ctx
+        self._sections = _Registry()
+        self._variables = _Registry()
+        if persona is not None:
+            self.section(PERSONA_SECTION, persona)
+
+    def __bind__(self, ctx: Any) -> BoundSystemPrompt:
+        return BoundSystemPrompt(self, ctx)
+
+    # -- registration ----------------------------------------------------------------------
+
+    def section(self, name: str, text_or_fn: SectionSource, *, order: int = 0) -> Disposer:
+        """Register a global section. ``text_or_fn`` is text (may use ``{{variable}}``) or
+        ``fn(agent) -> str | None`` (``None`` omits the section for that agent)."""
+        return self._add_section(name, text_or_fn, order, None)
+
+    def variable(self, name: str, fn: VariableSource) -> Disposer:
+        """Register a global variable: ``fn(agent) -> str | None``."""
+        return self._add_variable(name, fn, None)
+
+    def _add_section(self, name: str, source: SectionSource, order: int, agent: Any) -> Disposer:
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"a system-prompt section needs a non-empty name, got {name!r}")
+        if not isinstance(source, str) and not callable(source):
+            raise TypeError(
+                f"section {name!r}: expected text or a function of the agent, "
+                f"got {type(source).__name__}"
+            )
+        if type(order) is not int:
+            raise TypeError(f"section {name!r}: order must be an int, got {order!r}")
+        return self._sections.add(_Entry(name, source, order, agent))
+
+    def _add_variable(self, name: str, fn: VariableSource, agent: Any) -> Disposer:
+        if not isinstance(name, str) or not _VARIABLE.fullmatch("{{" + name + "}}"):
+            raise ValueError(
+                f"invalid system-prompt variable name {name!r}: use letters, digits, '_', "
+                "'.', ':' or '-', starting with a letter or '_'"
+            )
+        if not callable(fn):
+            raise TypeError(f"variable {name!r}: expected a function of the agent, got {fn!r}")
+        return self._variables.add(_Entry(name, fn, 0, agent))
+
+    # -- assembly --------------------------------------------------------------------------
+
+    def collect(self, agent: Any) -> Assembly:
+        """The assembly for ``agent`` before the ``system-prompt/assemble`` waterfall."""
+        registry = self._sections
+        resolved: list[tuple[int, int, Section]] = []
+        for entry in registry.visible(agent):
+            source = entry.source
+            text = source if type(source) is str else source(agent)
+            if text is None:
+                continue
+            if not isinstance(text, str):
+                raise TypeError(
+                    f"system-prompt section {entry.name!r} returned {type(text).__name__}; "
+                    "a section function must return str or None"
+                )
+            resolved.append(
+                (entry.order, registry.position(entry.name), Section(entry.name, text, entry.order))
+            )
+        resolved.sort(key=lambda r: (r[0], r[1]))
+        variables: dict[str, str | None] = {}
+        for entry in self._variables.visible(agent):
+            value = entry.source(agent)
+            if value is not None and not isinstance(value, str):
+                raise TypeError(
+                    f"system-prompt variable {entry.name!r} returned {type(value).__name__}; "
+                    "a variable function must return str or None"
+                )
+            variables[entry.name] = value
+        return Assembly(
+            sections=tuple(r[2] for r in resolved), variables=MappingProxyType(variables)
+        )
+
+    async def assemble(self, agent: Any, *, ctx: Any = None) -> Assembly:
+        """Collect sections and variables for ``agent``, then run the ``system-prompt/assemble``
+        waterfall (payload :class:`AssemblePayload`). The waterfall dispatches through
+        ``agent.ctx`` when the agent has one (so that agent's own listeners apply), else
+        through ``ctx`` / the service's context."""
+        assembly = self.collect(agent)
+        dispatcher = getattr(agent, "ctx", None)
+        if dispatcher is None:
+            dispatcher = ctx if ctx is not None else self._ctx
+
+        async def default() -> Assembly:
+            return assembly
+
+        result = await dispatcher.waterfall(
+            "system-prompt/assemble", AssemblePayload(assembly, agent), default
+        )
+        if not isinstance(result, Assembly):
+            raise TypeError(
+                f"a 'system-prompt/assemble' listener returned {type(result).__name__}; "
+                "return an Assembly (e.g. payload.assembly.replace(...) or await next())"
+            )
+        return result
+
+    @staticmethod
+    def render(assembly: Assembly) -> str:
+        """Join the sections (stable-sorted by ``order``) with blank lines and interpolate
+        ``{{name}}``. Raises :class:`UndefinedVariableError` for an unknown variable and
+        ``ValueError`` for one whose value is ``None``, naming the variable and the section."""
+        variables = assembly.variables
+        parts: list[str] = []
+        for section in sorted(assembly.sections, key=_order):
+            text = section.text
+            if "{{" in text:
+                text = _VARIABLE.sub(_substituter(variables, section.name), text)
+            parts.append(text)
+        return "\n\n".join(parts)
+
+
+def _order(section: Section) -> int:
+    return section.order
+
+
+def _substituter(
+    variables: Mapping[str, str | None], section: str
+) -> Callable[[re.Match[str]], str]:
+    def substitute(match: re.Match[str]) -> str:
+        name = match.group(1)
+        try:
+            value = variables[name]
+        except KeyError:
+            raise UndefinedVariableError(
+                f"system-prompt section {section!r} uses {{{{{name}}}}}, but no variable "
+                f"{name!r} is defined; define it with ctx.system_prompt.variable({name!r}, "
+                "lambda agent: ...)"
+            ) from None
+        if value is None:
+            raise ValueError(
+                f"system-prompt section {section!r} uses {{{{{name}}}}}, but variable {name!r} "
+                "has no value for this agent (its function returned None); make it return a "
+                "string or remove the placeholder"
+            )
+        return value
+
+    return substitute
+
+
+class BoundSystemPrompt:
+    """``ctx.system_prompt`` seen from one context: registrations are owned by that context's
+    scope (disposed with it) and, when the context belongs to an agent, visible to that agent
+    only, shadowing global registrations of the same name."""
+
+    __slots__ = ("_ctx", "_service")
+
+    def __init__(self, service: SystemPrompt, ctx: Any) -> None:
+        self._service = service
+        self._ctx = ctx
+
+    @property
+    def service(self) -> SystemPrompt:
+        return self._service
+
+    def section(self, name: str, text_or_fn: SectionSource, *, order: int = 0) -> Disposer:
+        service, agent = self._service, getattr(self._ctx, "agent", None)
+        disposer: Disposer = self._ctx.effect(
+            lambda: service._add_section(name, text_or_fn, order, agent)
+        )
+        return disposer
+
+    def variable(self, name: str, fn: VariableSource) -> Disposer:
+        service, agent = self._service, getattr(self._ctx, "agent", None)
+        disposer: Disposer = self._ctx.effect(lambda: service._add_variable(name, fn, agent))
+        return disposer
+
+    def collect(self, agent: Any) -> Assembly:
+        return self._service.collect(agent)
+
+    async def assemble(self, agent: Any) -> Assembly:
+        return await self._service.assemble(agent, ctx=self._ctx)
+
+    @staticmethod
+    def render(assembly: Assembly) -> str:
+        return SystemPrompt.render(assembly)
+
+
+__all__ = [
+    "PERSONA_SECTION",
+    "PERSONA_TEXT",
+    "AssemblePayload",
+    "Assembly",
+    "BoundSystemPrompt",
+    "Section",
+    "SystemPrompt",
+    "UndefinedVariableError",
+]

@@ -1,0 +1,378 @@
+"""``SessionEvent`` and ``SessionHeader``: the immutable records of the session log.
+
+Both are frozen ``__slots__`` classes rather than pydantic models: one ``SessionEvent`` is built
+per streamed chunk, so construction must cost a few hundred nanoseconds, and the expensive part
+(checking and freezing ``data``) happens exactly once, in ``freeze_json``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time as _time
+from collections.abc import Iterable, Mapping
+from typing import Any, NoReturn
+
+from ._frozen import EMPTY, FrozenDict, freeze_json
+
+__all__ = [
+    "HEADER_VERSION",
+    "SURFACE_TYPES",
+    "SessionEvent",
+    "SessionHeader",
+    "SurfaceOp",
+    "encode_json",
+]
+
+HEADER_VERSION = 1
+"""The header ``version`` this package writes (and the only one it reads)."""
+
+SURFACE_TYPES = frozenset({"user/message", "assistant/message", "tool/result"})
+"""Event types that derive model-visible messages; every other type is log-only."""
+
+SurfaceOp = str | FrozenDict
+"""``"append"`` or a frozen ``{"op": "replace", "start": s, "end": e}``."""
+
+# One pre-built C encoder: compact, UTF-8 friendly, and refusing NaN as a last line of defence.
+encode_json = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
+
+
+def _frozen_setattr(self: object, name: str, value: object) -> NoReturn:
+    raise AttributeError(f"{type(self).__name__} is immutable (cannot set {name!r})")
+
+
+def _frozen_delattr(self: object, name: str) -> NoReturn:
+    raise AttributeError(f"{type(self).__name__} is immutable (cannot delete {name!r})")
+
+
+def _is_int(value: object) -> bool:
+    return type(value) is int
+
+
+def normalize_surface_op(op: object, event_type: str) -> SurfaceOp | None:
+    """Validate a ``surface_op``: ``None``, ``"append"`` or ``{"op": "replace", "start": s,
+    "end": e}`` with ``0 <= s <= e`` (inclusive surface indices). Raises ``ValueError``."""
+    if op is None:
+        return None
+    if op == "append":
+        return "append"
+    if isinstance(op, Mapping) and op.get("op") == "replace":
+        start, end = op.get("start"), op.get("end")
+        if (
+            set(op) == {"op", "start", "end"}
+            and isinstance(start, int)
+            and isinstance(end, int)
+            and _is_int(start)
+            and _is_int(end)
+            and 0 <= start <= end
+        ):
+            if type(op) is FrozenDict:
+                return op
+            frozen: FrozenDict = freeze_json(dict(op), label=f"session event {event_type!r}")
+            return frozen
+    raise ValueError(
+        f"session event {event_type!r}: invalid surface_op {op!r}; expected None, 'append' or "
+        "{'op': 'replace', 'start': s, 'end': e} with integers 0 <= s <= e"
+    )
+
+
+def normalize_source_seqs(seqs: object, seq: int, event_type: str) -> tuple[int, ...]:
+    """Validate ``source_event_seqs``: integers naming earlier events (``0 <= s < seq``)."""
+    if not seqs:
+        return ()
+    if isinstance(seqs, str | bytes | Mapping) or not isinstance(seqs, Iterable):
+        raise ValueError(
+            f"session event {event_type!r}: source_event_seqs must be a list of event seqs, "
+            f"got {seqs!r}"
+        )
+    out = tuple(seqs)
+    for s in out:
+        if not _is_int(s) or not 0 <= s < seq:
+            raise ValueError(
+                f"session event {event_type!r} (seq {seq}): source_event_seqs entry {s!r} must "
+                f"be the seq of an earlier event (an int in 0..{seq - 1})"
+            )
+    return out
+
+
+def check_type(event_type: object) -> str:
+    if type(event_type) is not str or not event_type:
+        raise ValueError(f"session event type must be a non-empty str, got {event_type!r}")
+    return event_type
+
+
+class SessionEvent:
+    """One immutable entry of a session log.
+
+    ``type``: event type (e.g. ``"tool/result"``); ``seq``: 0-based contiguous position;
+    ``time``: epoch seconds; ``data``: deep-frozen JSON (``FrozenDict``, lists as tuples);
+    ``surface_op``: ``None``, ``"append"`` or a frozen replace op; ``source_event_seqs``: seqs of
+    the events this one was derived from. The public constructor checks every field
+    (``TypeError`` for non-JSON data, ``ValueError`` for malformed fields); a session builds its
+    events through a private fast path after the same checks.
+    """
+
+    __slots__ = ("data", "seq", "source_event_seqs", "surface_op", "time", "type")
+
+    type: str
+    seq: int
+    time: float
+    data: FrozenDict
+    surface_op: SurfaceOp | None
+    source_event_seqs: tuple[int, ...]
+
+    def __init__(
+        self,
+        type: str,
+        seq: int,
+        time: float | None = None,
+        data: Mapping[str, Any] | None = None,
+        surface_op: object = None,
+        source_event_seqs: Iterable[int] | None = None,
+    ) -> None:
+        check_type(type)
+        if not _is_int(seq) or seq < 0:
+            raise ValueError(f"session event {type!r}: seq must be an int >= 0, got {seq!r}")
+        if time is None:
+            time = _time.time()
+        elif not isinstance(time, int | float) or isinstance(time, bool) or not math.isfinite(time):
+            raise ValueError(f"session event {type!r}: time must be epoch seconds, got {time!r}")
+        _fill(
+            self,
+            type,
+            seq,
+            float(time),
+            freeze_data(type, data),
+            normalize_surface_op(surface_op, type),
+            normalize_source_seqs(source_event_seqs, seq, type),
+        )
+
+    __setattr__ = _frozen_setattr
+    __delattr__ = _frozen_delattr
+
+    def _fields(self) -> tuple[Any, ...]:
+        return (
+            self.type,
+            self.seq,
+            self.time,
+            self.data,
+            self.surface_op,
+            self.source_event_seqs,
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not SessionEvent:
+            return NotImplemented
+        return self._fields() == other._fields()
+
+    __hash__ = None  # type: ignore[assignment]  # data is a dict: events are not hashable
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild_event, self._fields())
+
+    def __repr__(self) -> str:
+        extra = ""
+        if self.surface_op is not None:
+            extra += f", surface_op={self.surface_op!r}"
+        if self.source_event_seqs:
+            extra += f", source_event_seqs={self.source_event_seqs!r}"
+        return (
+            f"SessionEvent(type={self.type!r}, seq={self.seq}, time={self.time!r}, "
+            f"data={dict.__repr__(self.data)}{extra})"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON object of this event (``data`` stays frozen; ``json.dumps`` accepts it).
+        ``surface_op`` and ``source_event_seqs`` are present only when set."""
+        out: dict[str, Any] = {
+            "type": self.type,
+            "seq": self.seq,
+            "time": self.time,
+            "data": self.data,
+        }
+        if self.surface_op is not None:
+            out["surface_op"] = self.surface_op
+        if self.source_event_seqs:
+            out["source_event_seqs"] = list(self.source_event_seqs)
+        return out
+
+    def to_json(self) -> str:
+        """Compact JSON (``ensure_ascii=False``): the line the JSONL backend writes."""
+        return encode_json(self.to_dict())
+
+    @classmethod
+    def from_dict(cls, obj: Mapping[str, Any]) -> SessionEvent:
+        """Rebuild an event from ``to_dict()`` output (checks every field)."""
+        if not isinstance(obj, Mapping):
+            raise ValueError(f"a session event must be a JSON object, got {type(obj).__name__}")
+        unknown = set(obj) - {"type", "seq", "time", "data", "surface_op", "source_event_seqs"}
+        if unknown or "type" not in obj or "seq" not in obj or "time" not in obj:
+            raise ValueError(
+                "a session event needs 'type', 'seq' and 'time' (and optionally 'data', "
+                f"'surface_op', 'source_event_seqs'); got keys {sorted(obj)}"
+            )
+        return cls(
+            obj["type"],
+            obj["seq"],
+            obj["time"],
+            obj.get("data"),
+            obj.get("surface_op"),
+            obj.get("source_event_seqs"),
+        )
+
+
+_SET_EVENT = tuple(
+    SessionEvent.__dict__[name].__set__
+    for name in ("type", "seq", "time", "data", "surface_op", "source_event_seqs")
+)
+_new_object = object.__new__
+
+
+def _fill(
+    event: SessionEvent,
+    type: str,
+    seq: int,
+    time: float,
+    data: FrozenDict,
+    surface_op: SurfaceOp | None,
+    seqs: tuple[int, ...],
+) -> None:
+    s_type, s_seq, s_time, s_data, s_op, s_seqs = _SET_EVENT
+    s_type(event, type)
+    s_seq(event, seq)
+    s_time(event, time)
+    s_data(event, data)
+    s_op(event, surface_op)
+    s_seqs(event, seqs)
+
+
+def make_event(
+    type: str,
+    seq: int,
+    time: float,
+    data: FrozenDict,
+    surface_op: SurfaceOp | None = None,
+    seqs: tuple[int, ...] = (),
+) -> SessionEvent:
+    """Private fast path: build an event from fields that were already checked and frozen."""
+    event: SessionEvent = _new_object(SessionEvent)
+    _fill(event, type, seq, time, data, surface_op, seqs)
+    return event
+
+
+def _rebuild_event(*fields: Any) -> SessionEvent:
+    return make_event(*fields)
+
+
+def freeze_data(event_type: str, data: object) -> FrozenDict:
+    """Check and deep-freeze an event's ``data`` (``None`` means ``{}``). ``TypeError`` names the
+    event type and the JSON path of the first bad value."""
+    if data is None:
+        return EMPTY
+    if type(data) is FrozenDict:
+        return data
+    if not isinstance(data, dict):
+        raise TypeError(
+            f"session event {event_type!r}: data must be a dict of JSON values, "
+            f"got {type(data).__qualname__}"
+        )
+    frozen: FrozenDict = freeze_json(data, label=f"session event {event_type!r}")
+    return frozen
+
+
+class SessionHeader:
+    """The first record of a session: ``version``, ``id``, ``created_at`` (epoch s), ``cwd``
+    and ``meta`` (deep-frozen JSON). Immutable."""
+
+    __slots__ = ("created_at", "cwd", "id", "meta", "version")
+
+    version: int
+    id: str
+    created_at: float
+    cwd: str | None
+    meta: FrozenDict
+
+    def __init__(
+        self,
+        id: str,
+        *,
+        created_at: float | None = None,
+        cwd: str | None = None,
+        meta: Mapping[str, Any] | None = None,
+        version: int = HEADER_VERSION,
+    ) -> None:
+        if type(id) is not str or not id:
+            raise ValueError(f"a session id must be a non-empty str, got {id!r}")
+        if version != HEADER_VERSION:
+            raise ValueError(
+                f"session {id!r}: unsupported header version {version!r} "
+                f"(this agentloop_nb reads version {HEADER_VERSION})"
+            )
+        if cwd is not None and type(cwd) is not str:
+            raise ValueError(f"session {id!r}: cwd must be a str or None, got {cwd!r}")
+        if created_at is None:
+            created_at = _time.time()
+        if not isinstance(created_at, int | float) or isinstance(created_at, bool):
+            raise ValueError(f"session {id!r}: created_at must be epoch seconds")
+        if meta is None:
+            frozen_meta = EMPTY
+        elif isinstance(meta, dict):
+            frozen_meta = freeze_json(meta, label=f"session {id!r} header", root="meta")
+        else:
+            raise TypeError(f"session {id!r}: meta must be a dict of JSON values, got {meta!r}")
+        osa = object.__setattr__
+        osa(self, "version", version)
+        osa(self, "id", id)
+        osa(self, "created_at", float(created_at))
+        osa(self, "cwd", cwd)
+        osa(self, "meta", frozen_meta)
+
+    __setattr__ = _frozen_setattr
+    __delattr__ = _frozen_delattr
+
+    def to_dict(self) -> dict[str, Any]:
+        """The header line's JSON object (``"type": "session"`` marks it as a header)."""
+        return {
+            "type": "session",
+            "version": self.version,
+            "id": self.id,
+            "created_at": self.created_at,
+            "cwd": self.cwd,
+            "meta": self.meta,
+        }
+
+    def to_json(self) -> str:
+        return encode_json(self.to_dict())
+
+    @classmethod
+    def from_dict(cls, obj: Mapping[str, Any]) -> SessionHeader:
+        """Rebuild a header from ``to_dict()`` output (``ValueError`` when malformed)."""
+        if not isinstance(obj, Mapping) or obj.get("type") != "session" or "id" not in obj:
+            raise ValueError("not a session header (expected a JSON object with type 'session')")
+        return cls(
+            obj["id"],
+            created_at=obj.get("created_at"),
+            cwd=obj.get("cwd"),
+            meta=obj.get("meta"),
+            version=obj.get("version", HEADER_VERSION),
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not SessionHeader:
+            return NotImplemented
+        return self.to_dict() == other.to_dict()
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild_header, (self.to_dict(),))
+
+    def __repr__(self) -> str:
+        return (
+            f"SessionHeader(id={self.id!r}, version={self.version}, "
+            f"created_at={self.created_at!r}, cwd={self.cwd!r}, meta={dict.__repr__(self.meta)})"
+        )
+
+
+def _rebuild_header(obj: dict[str, Any]) -> SessionHeader:
+    return SessionHeader.from_dict(obj)

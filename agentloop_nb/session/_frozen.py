@@ -1,0 +1,227 @@
+"""Deep-frozen, lossless JSON values for the session log.
+
+One recursive walk both *checks* that a value is lossless JSON and *freezes* it: dicts become
+``FrozenDict`` (a ``dict`` subclass whose mutators raise ``TypeError``) and lists become tuples.
+Because ``FrozenDict`` is a real ``dict`` and tuples encode as JSON arrays, ``json.dumps`` works
+on frozen data directly, and ``pydantic`` validates it like plain JSON.
+
+Every ``FrozenDict`` in existence holds checked, frozen content (the public constructor runs the
+walk; the walk builds them through a private path), so the walk returns an existing
+``FrozenDict`` unchanged in O(1): re-logging data taken from another event (fork, repair, seed)
+costs nothing.
+
+Errors are ``TypeError`` (for every kind of non-JSON value, NaN/Infinity and cycles included), and
+name the value's JSON path, e.g. ``data['meta']['x'] is a set``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, NoReturn
+
+__all__ = ["EMPTY", "FrozenDict", "freeze_json"]
+
+_JSON_KINDS = "event data must be JSON (dict/list/str/int/finite float/bool/None)"
+
+
+class FrozenDict(dict[str, Any]):
+    """An immutable ``dict`` of checked JSON values (nested dicts frozen, lists as tuples).
+
+    ``FrozenDict(mapping)`` checks and deep-freezes its argument (``TypeError`` for non-JSON
+    content). Every mutating method raises ``TypeError``; ``dict(fd)`` / ``fd.copy()`` give a
+    shallow, mutable plain ``dict``.
+    """
+
+    __slots__ = ()
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        frozen = freeze_json(dict(*args, **kwargs), label="FrozenDict", root="value")
+        dict.__init__(self, frozen)
+
+    def _immutable(self, *args: Any, **kwargs: Any) -> NoReturn:
+        raise TypeError(
+            "FrozenDict is immutable: session event data cannot be changed after append "
+            "(copy it with dict(...) to build a modified value)"
+        )
+
+    __setitem__ = _immutable
+    __delitem__ = _immutable
+    __ior__ = _immutable
+    clear = _immutable
+    pop = _immutable
+    popitem = _immutable
+    setdefault = _immutable
+    update = _immutable
+
+    def __copy__(self) -> FrozenDict:
+        return self
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> FrozenDict:
+        return self
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # The default dict-subclass pickling refills through ``__setitem__``, which raises.
+        return (_rebuild, (dict(self),))
+
+    def __repr__(self) -> str:
+        return f"FrozenDict({dict.__repr__(self)})"
+
+
+_new_dict = dict.__new__
+_init_dict = dict.__init__
+
+
+def _make(items: dict[str, Any]) -> FrozenDict:
+    """Wrap already-frozen items without re-checking them (private construction path)."""
+    fd: FrozenDict = _new_dict(FrozenDict)
+    _init_dict(fd, items)
+    return fd
+
+
+def _rebuild(items: dict[str, Any]) -> FrozenDict:
+    return _make(items)
+
+
+EMPTY: FrozenDict = _make({})
+"""The shared empty ``FrozenDict`` (``data`` of an event appended with ``data=None``)."""
+
+
+class _Bad(Exception):
+    """Internal: a non-JSON value; ``path`` is built innermost-first while unwinding."""
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+        self.path: list[str | int] = []
+        self.here = False
+
+
+def _describe(value: object) -> str:
+    if isinstance(value, float):
+        return f"{value!r} (not a finite number)"
+    if isinstance(value, set | frozenset):
+        return "a set" if isinstance(value, set) else "a frozenset"
+    if isinstance(value, bytes | bytearray):
+        return "bytes"
+    kind = type(value)
+    hint = ""
+    if hasattr(kind, "model_dump"):
+        hint = " (dump pydantic models first: model.model_dump(mode='json'))"
+    name = kind.__qualname__
+    article = "an" if name[:1].lower() in "aeiou" else "a"
+    return f"{article} {name} object{hint}"
+
+
+def _bad_key(key: object) -> _Bad:
+    bad = _Bad(f"has a non-string key {key!r} ({type(key).__qualname__})")
+    bad.here = True  # the problem is the dict at the current path, not one of its values
+    return bad
+
+
+def _scalar_subclass(value: object) -> object:
+    """Normalise subclasses of str/int/float (enums...) to the exact JSON type, else fail."""
+    if isinstance(value, bool):
+        return bool(value)
+    if isinstance(value, str):
+        return str.__str__(value)
+    if isinstance(value, int):
+        return int.__int__(value)
+    if isinstance(value, float):
+        f = float.__float__(value)
+        if math.isfinite(f):
+            return f
+    raise _Bad(f"is {_describe(value)}")
+
+
+def _walk_dict(value: dict[Any, Any], active: set[int]) -> FrozenDict:
+    ident = id(value)
+    if ident in active:
+        raise _Bad("is a cycle (a container that contains itself)")
+    active.add(ident)
+    out: dict[str, Any] = {}
+    key: Any = None
+    try:
+        for key, item in value.items():
+            if type(key) is not str:
+                if not isinstance(key, str):
+                    raise _bad_key(key)
+                # str subclasses (StrEnum...) encode as their plain value: keep that, not the type
+                key = str.__str__(key)
+            ti = type(item)
+            if ti is str or ti is int or ti is bool or item is None:
+                out[key] = item
+            else:
+                out[key] = _walk(item, active)
+    except _Bad as bad:
+        if bad.here:
+            bad.here = False
+        else:
+            bad.path.append(key)
+        raise
+    active.discard(ident)
+    return _make(out)
+
+
+def _walk_list(value: list[Any] | tuple[Any, ...], active: set[int]) -> tuple[Any, ...]:
+    ident = id(value)
+    if ident in active:
+        raise _Bad("is a cycle (a container that contains itself)")
+    active.add(ident)
+    index = -1
+    try:
+        frozen: list[Any] = []
+        append = frozen.append
+        for item in value:
+            index += 1
+            ti = type(item)
+            if ti is str or ti is int or ti is bool or item is None:
+                append(item)
+            else:
+                append(_walk(item, active))
+    except _Bad as bad:
+        bad.path.append(index)
+        raise
+    active.discard(ident)
+    return tuple(frozen)
+
+
+def _walk(value: Any, active: set[int]) -> Any:
+    t = type(value)
+    if t is str or t is int or t is bool or value is None:
+        return value
+    if t is float:
+        if value - value == 0.0:  # False for NaN and ±Infinity
+            return value
+        raise _Bad(f"is {_describe(value)}")
+    if t is FrozenDict:
+        return value
+    if t is dict:
+        return _walk_dict(value, active)
+    if t is list or t is tuple:
+        return _walk_list(value, active)
+    if isinstance(value, dict):  # OrderedDict, defaultdict...: frozen like a plain dict
+        return _walk_dict(value, active)
+    if isinstance(value, list | tuple) and not hasattr(value, "_fields"):
+        return _walk_list(value, active)  # list/tuple subclasses, but not namedtuples
+    return _scalar_subclass(value)
+
+
+def _format_path(root: str, path: list[str | int]) -> str:
+    return root + "".join(f"[{p!r}]" for p in reversed(path))
+
+
+def freeze_json(value: Any, *, label: str, root: str = "data") -> Any:
+    """Check that ``value`` is lossless JSON and return a deep-frozen copy.
+
+    ``label`` prefixes the error (e.g. ``"session event 'tool/result'"``) and ``root`` names the
+    value in the JSON path. Raises ``TypeError`` naming the path of the first bad value: NaN or
+    ±Infinity, a non-``str`` key, a cycle, a set, bytes or any other object (pydantic models
+    included: callers dump them first). Subclasses of ``str``/``int``/``float`` (enums) are
+    normalised to the plain type.
+    """
+    try:
+        return _walk(value, set())
+    except _Bad as bad:
+        where = _format_path(root, bad.path)
+        raise TypeError(f"{label}: {where} {bad.what}; {_JSON_KINDS}") from None
+    except RecursionError:
+        raise TypeError(f"{label}: {root} is nested too deeply; {_JSON_KINDS}") from None

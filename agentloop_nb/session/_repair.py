@@ -1,0 +1,130 @@
+"""Crash repair (SPEC §3.2): close what a crash left open so no provider sees a dangling call."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ._events import SessionEvent
+from ._session import Session
+
+__all__ = ["TOOL_OUTCOME_UNKNOWN", "repair"]
+
+TOOL_OUTCOME_UNKNOWN = "TOOL_OUTCOME_UNKNOWN"
+_UNKNOWN_TEXT = "Error: tool outcome unknown (the session ended before the tool finished)"
+_UNKNOWN_MESSAGE = (
+    "the session ended before this tool call finished; it may or may not have taken effect"
+)
+_UNDISPATCHED_MESSAGE = (
+    "the session ended after the model asked for this tool call but before it was dispatched"
+)
+
+
+class _Call:
+    __slots__ = ("arguments", "call_id", "logged", "name", "step", "turn")
+
+    def __init__(
+        self, call_id: str, turn: Any, step: Any, name: Any, arguments: Any, logged: bool
+    ) -> None:
+        self.call_id = call_id
+        self.turn = turn
+        self.step = step
+        self.name = name
+        self.arguments = arguments
+        self.logged = logged  # a ``tool/call`` event exists
+
+
+def _message_tool_calls(data: Any) -> list[dict[str, Any]]:
+    message = data.get("message")
+    if not isinstance(message, dict):
+        return []
+    content = message.get("content")
+    if not isinstance(content, tuple):
+        return []
+    return [b for b in content if isinstance(b, dict) and b.get("type") == "tool-call"]
+
+
+def repair(session: Session) -> list[SessionEvent]:
+    """Append the events a crash left missing and return them (empty when nothing is open).
+
+    In log order: every tool call without a ``tool/result`` (whether logged as ``tool/call`` or
+    only present in an ``assistant/message`` that was never dispatched, which first gets a
+    synthetic ``tool/call``) gets an error ``tool/result`` with code ``TOOL_OUTCOME_UNKNOWN``;
+    then every open step gets ``step/end`` and every open turn ``turn/end{reason: {"kind":
+    "interrupted"}}``. Idempotent: a second call appends nothing. Works on prepared (resumed,
+    not yet published) and published sessions; raises like ``Session.append`` when detached.
+    """
+    calls: dict[str, _Call] = {}  # open calls, in the order they appeared
+    resolved: set[str] = set()
+    open_steps: dict[tuple[Any, Any], None] = {}
+    open_turns: dict[Any, None] = {}
+    for event in session.events:
+        kind, data = event.type, event.data
+        if kind == "tool/call":
+            call_id = data.get("call_id")
+            if isinstance(call_id, str) and call_id not in resolved:
+                calls[call_id] = _Call(
+                    call_id,
+                    data.get("turn"),
+                    data.get("step"),
+                    data.get("name"),
+                    data.get("arguments", ""),
+                    True,
+                )
+        elif kind == "tool/result":
+            call_id = data.get("call_id")
+            if isinstance(call_id, str):
+                resolved.add(call_id)
+                calls.pop(call_id, None)
+        elif kind == "assistant/message":
+            for block in _message_tool_calls(data):
+                call_id = block.get("id")
+                if isinstance(call_id, str) and call_id not in resolved and call_id not in calls:
+                    calls[call_id] = _Call(
+                        call_id,
+                        data.get("turn"),
+                        data.get("step"),
+                        block.get("name"),
+                        block.get("arguments", ""),
+                        False,
+                    )
+        elif kind == "step/start":
+            open_steps[(data.get("turn"), data.get("step"))] = None
+        elif kind == "step/end":
+            open_steps.pop((data.get("turn"), data.get("step")), None)
+        elif kind == "turn/start":
+            open_turns[data.get("turn")] = None
+        elif kind == "turn/end":
+            open_turns.pop(data.get("turn"), None)
+
+    appended: list[SessionEvent] = []
+    for call in calls.values():
+        if not call.logged:
+            call_data: dict[str, Any] = {
+                "turn": call.turn,
+                "step": call.step,
+                "call_id": call.call_id,
+                "name": call.name,
+                "arguments": call.arguments,
+            }
+            appended.append(session.append("tool/call", call_data))
+        result: dict[str, Any] = {
+            "turn": call.turn,
+            "step": call.step,
+            "call_id": call.call_id,
+            "content": _UNKNOWN_TEXT,
+            "is_error": True,
+            "error": {
+                "code": TOOL_OUTCOME_UNKNOWN,
+                "message": _UNKNOWN_MESSAGE if call.logged else _UNDISPATCHED_MESSAGE,
+            },
+        }
+        if isinstance(call.name, str):
+            result["name"] = call.name
+        appended.append(session.append("tool/result", result))
+    for turn, step in open_steps:
+        appended.append(session.append("step/end", {"turn": turn, "step": step}))
+    for turn in open_turns:
+        appended.append(
+            session.append("turn/end", {"turn": turn, "reason": {"kind": "interrupted"}})
+        )
+    return appended

@@ -1,0 +1,352 @@
+"""``Session``: one append-only event log and the model messages derived from it."""
+
+from __future__ import annotations
+
+import time as _time
+from collections.abc import Awaitable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal, Protocol, overload
+
+from pydantic import ValidationError
+
+from ..messages import AssistantMessage, Message, ToolResultMessage, UserMessage
+from ._events import (
+    SURFACE_TYPES,
+    SessionEvent,
+    SessionHeader,
+    SurfaceOp,
+    freeze_data,
+    make_event,
+    normalize_source_seqs,
+    normalize_surface_op,
+)
+from ._frozen import FrozenDict
+
+if TYPE_CHECKING:
+    from ._store import SessionStore
+
+__all__ = [
+    "EventLog",
+    "Session",
+    "SessionDispatch",
+    "SessionEventPayload",
+    "SessionPayload",
+    "SessionState",
+]
+
+_type = type
+_now = _time.time
+
+SessionState = Literal["prepared", "published", "detached"]
+
+
+class SessionDispatch(Protocol):
+    """What a ``SessionStore`` needs to announce session events (the root ``Context`` fits).
+
+    ``emit`` contains listener errors; ``emit_strict`` lets the first one propagate (a veto);
+    ``parallel`` runs every listener concurrently and raises an ``ExceptionGroup`` after all
+    settle.
+    """
+
+    def emit(self, name: str, payload: Any, /) -> object: ...
+
+    def emit_strict(self, name: str, payload: Any, /) -> object: ...
+
+    def parallel(self, name: str, payload: Any, /) -> Awaitable[object]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class SessionPayload:
+    """Payload of ``session/created``, ``session/disposed`` and ``session/flush``."""
+
+    session: Session
+
+
+@dataclass(frozen=True, slots=True)
+class SessionEventPayload:
+    """Payload of ``session/event``: the session and the event just appended."""
+
+    session: Session
+    event: SessionEvent
+
+
+class EventLog(Sequence[SessionEvent]):
+    """A read-only live view of a session's events (no copy; slicing returns a tuple)."""
+
+    __slots__ = ("_events",)
+
+    def __init__(self, events: list[SessionEvent]) -> None:
+        self._events = events
+
+    @overload
+    def __getitem__(self, index: int) -> SessionEvent: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> tuple[SessionEvent, ...]: ...
+
+    def __getitem__(self, index: int | slice) -> SessionEvent | tuple[SessionEvent, ...]:
+        if isinstance(index, slice):
+            return tuple(self._events[index])
+        return self._events[index]
+
+    def __len__(self) -> int:
+        return len(self._events)
+
+    def __iter__(self) -> Iterator[SessionEvent]:
+        return iter(self._events)
+
+    def __reversed__(self) -> Iterator[SessionEvent]:
+        return reversed(self._events)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, EventLog):
+            return self._events == other._events
+        if isinstance(other, list | tuple):
+            return self._events == list(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"<EventLog of {len(self._events)} events>"
+
+
+_UNSET: Any = object()
+
+
+def parse_node(event_type: str, data: FrozenDict, seq: int) -> Message | None:
+    """The message a surface event derives (``None``: an empty assistant message, skipped).
+
+    Raises ``ValueError`` naming the event when ``data`` does not describe the message.
+    """
+    try:
+        if event_type == "tool/result":
+            return ToolResultMessage(
+                call_id=data["call_id"],
+                name=data.get("name"),
+                content=data["content"],
+                is_error=data.get("is_error", False),
+            )
+        if event_type == "assistant/message":
+            message = AssistantMessage.model_validate(data["message"])
+            return message if message.content else None
+        return UserMessage.model_validate(data["message"])
+    except (KeyError, TypeError, ValidationError) as exc:
+        detail = f"missing key {exc}" if isinstance(exc, KeyError) else str(exc)
+        raise ValueError(
+            f"session event {event_type!r} (seq {seq}): data does not describe a message: {detail}"
+        ) from None
+
+
+class Session:
+    """One append-only event log (see SPEC §3.1). Built by ``SessionStore.prepare``/``create``.
+
+    ``append`` checks and freezes its input, assigns the next contiguous ``seq`` and, once the
+    session is published, emits ``session/event`` synchronously (observer errors are the
+    dispatcher's to contain). ``derive_messages`` folds surface events into model messages
+    incrementally. ``durable_seq`` is the last seq known written by a persistence backend
+    (``-1``: none) and ``header_durable`` whether its header is; both are maintained by the
+    backend.
+    """
+
+    __slots__ = (
+        "_derived",
+        "_durable_seq",
+        "_emit",
+        "_events",
+        "_header_durable",
+        "_header_seq",
+        "_nodes",
+        "_state",
+        "_store",
+        "_surface",
+        "_view",
+        "header",
+        "id",
+    )
+
+    def __init__(self, store: SessionStore, header: SessionHeader) -> None:
+        self._store = store
+        self.header = header
+        self.id = header.id
+        self._events: list[SessionEvent] = []
+        self._view = EventLog(self._events)
+        self._state: SessionState = "prepared"
+        self._emit: Any = None  # the dispatcher's bound ``emit`` while published
+        self._surface: list[Message] = []
+        self._derived = 0  # events folded into ``_surface`` so far
+        self._nodes: dict[int, Message | None] = {}  # nodes parsed at append, not yet folded
+        self._header_seq: int | None = None
+        self._durable_seq = -1
+        self._header_durable = False
+
+    # -- read side -------------------------------------------------------------------------
+
+    @property
+    def events(self) -> EventLog:
+        """A read-only live view of the log."""
+        return self._view
+
+    @property
+    def state(self) -> SessionState:
+        """``"prepared"`` (not yet published), ``"published"`` or ``"detached"``."""
+        return self._state
+
+    @property
+    def store(self) -> SessionStore:
+        return self._store
+
+    @property
+    def durable_seq(self) -> int:
+        """The highest seq a persistence backend has written (``-1``: none)."""
+        return self._durable_seq
+
+    @property
+    def header_durable(self) -> bool:
+        """Whether the header is already stored (true for sessions loaded from persistence)."""
+        return self._header_durable
+
+    def _mark_durable(self, seq: int, *, header: bool = True) -> None:
+        # Called by persistence backends (possibly from their writer thread: plain stores).
+        self._header_durable = self._header_durable or header
+        if seq > self._durable_seq:
+            self._durable_seq = seq
+
+    def request_header(self) -> dict[str, Any] | None:
+        """``data["header"]`` of the last ``request/header`` event, or ``None``."""
+        seq = self._header_seq
+        if seq is None:
+            return None
+        header = self._events[seq].data.get("header")
+        return header if isinstance(header, dict) else None
+
+    def derive_messages(self) -> list[Message]:
+        """The model-visible messages (SPEC §3.1), as a fresh list.
+
+        Incremental: only events appended since the last call are folded in (O(new events));
+        a ``replace`` surface op swaps the inclusive span of already derived nodes for its own.
+        Raises ``ValueError`` if a loaded surface event does not describe a message.
+        """
+        if self._derived != len(self._events):
+            self._catch_up()
+        return list(self._surface)
+
+    def _catch_up(self) -> None:
+        events, surface, nodes = self._events, self._surface, self._nodes
+        index = self._derived
+        end = len(events)
+        try:
+            while index < end:
+                event = events[index]
+                if event.type in SURFACE_TYPES:
+                    node = nodes.pop(index, _UNSET)
+                    if node is _UNSET:
+                        node = parse_node(event.type, event.data, index)
+                    op = event.surface_op
+                    if op is None or isinstance(op, str):
+                        if node is not None:
+                            surface.append(node)
+                    else:
+                        # Loaded logs are trusted: slicing clamps an out-of-range span.
+                        surface[op["start"] : op["end"] + 1] = [node] if node is not None else []
+                index += 1
+        finally:
+            self._derived = index
+
+    # -- write side ------------------------------------------------------------------------
+
+    def append(
+        self,
+        type: str,
+        data: dict[str, Any] | None = None,
+        *,
+        surface_op: str | dict[str, Any] | None = None,
+        source_event_seqs: Sequence[int] | None = None,
+    ) -> SessionEvent:
+        """Append one event and return it (immutable; ``data`` deep-frozen).
+
+        Raises, logging nothing: ``TypeError`` when ``data`` is not lossless JSON (naming the
+        event type and the JSON path), ``ValueError`` for an empty type, a malformed
+        ``surface_op`` / ``source_event_seqs``, a surface event whose data is not a message, or
+        a replace span outside the derived surface; ``RuntimeError`` once detached.
+        """
+        return self._append(type, data, surface_op, source_event_seqs, None)
+
+    def _append(
+        self,
+        event_type: str,
+        data: object,
+        surface_op: object,
+        source_event_seqs: object,
+        when: float | None,
+    ) -> SessionEvent:
+        if self._state == "detached":
+            raise RuntimeError(
+                f"session {self.id!r} is detached: it accepts no more events "
+                "(resume it from persistence to continue)"
+            )
+        if _type(event_type) is not str or not event_type:
+            raise ValueError(f"session event type must be a non-empty str, got {event_type!r}")
+        events = self._events
+        seq = len(events)
+        frozen = freeze_data(event_type, data)
+        op: SurfaceOp | None = None
+        if surface_op is not None:
+            op = normalize_surface_op(surface_op, event_type)
+        seqs: tuple[int, ...] = ()
+        if source_event_seqs:
+            seqs = normalize_source_seqs(source_event_seqs, seq, event_type)
+        surface = event_type in SURFACE_TYPES
+        if surface:
+            node = parse_node(event_type, frozen, seq)
+            if op is not None and not isinstance(op, str):
+                self._check_span(event_type, op)
+        event = make_event(event_type, seq, _now() if when is None else when, frozen, op, seqs)
+        events.append(event)
+        if surface:
+            self._nodes[seq] = node
+        elif event_type == "request/header":
+            self._header_seq = seq
+        emit = self._emit
+        if emit is not None:
+            emit("session/event", SessionEventPayload(self, event))
+        return event
+
+    def _check_span(self, event_type: str, op: FrozenDict) -> None:
+        if self._derived != len(self._events):
+            self._catch_up()
+        size = len(self._surface)
+        if op["end"] >= size:
+            raise ValueError(
+                f"session event {event_type!r}: replace span {op['start']}..{op['end']} is "
+                f"outside the derived surface ({size} messages: valid indices 0..{size - 1})"
+            )
+
+    def _adopt(self, events: Sequence[SessionEvent]) -> None:
+        """Take already-durable events (loaded from persistence) as the start of the log."""
+        for index, event in enumerate(events):
+            if _type(event) is not SessionEvent:
+                raise TypeError(f"session {self.id!r}: loaded events must be SessionEvents")
+            if event.seq != index:
+                raise ValueError(
+                    f"session {self.id!r}: loaded events must have contiguous seqs from 0; "
+                    f"event {index} has seq {event.seq}"
+                )
+            if event.type == "request/header":
+                self._header_seq = index
+        self._events.extend(events)
+        self._durable_seq = len(events) - 1
+        self._header_durable = True
+
+    async def flush(self) -> None:
+        """The durability barrier: emit ``session/flush`` (parallel) and await its listeners,
+        i.e. until persistence has written every event appended so far. A no-op for a session
+        that is not published or whose store has no dispatcher. Listener failures propagate as
+        an ``ExceptionGroup``; cancellation cancels the wait, not the writes."""
+        dispatch = self._store.dispatch
+        if self._state != "published" or dispatch is None:
+            return
+        await dispatch.parallel("session/flush", SessionPayload(self))
+
+    def __repr__(self) -> str:
+        return f"<Session {self.id!r} {self._state} events={len(self._events)}>"

@@ -1,0 +1,236 @@
+"""Shipped test doubles: :class:`ScriptedModel` (a zero-latency adapter that replays a script)
+and the helpers that build its entries.
+
+Every helper returns a plain ``list`` of ``StreamChunk``s, so a custom adapter can replay the same
+responses at its own pace::
+
+    model = ScriptedModel([tool_call("c1", "echo", {"text": "ping"}), text("done")])
+    ctx.llm.register_adapter(["scripted"], model)
+
+Script entries, consumed one per request:
+
+- a list of chunks: streamed as is (nothing is awaited between chunks);
+- :data:`HANG`: streams the text ``partial`` and then waits until the request's ``signal``
+  aborts, then finishes ``aborted`` (a request without a signal waits until cancelled);
+- ``hang_after(chunks)``: streams ``chunks`` up to (not including) their finish, then hangs
+  like ``HANG``;
+- a callable: receives the ``GenerateOptions`` and returns an entry (chunks, ``HANG``, ...) or
+  an awaitable of one;
+- when the script is exhausted the response is an error finish
+  (``ScriptedModel: script exhausted``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeAlias
+
+from .llm._chunks import (
+    Aborted,
+    BlockEnd,
+    BlockStart,
+    ErrorFinish,
+    Finish,
+    GenerateOptions,
+    MaxTokens,
+    Stop,
+    StreamChunk,
+    TextDelta,
+    ToolCallDelta,
+    ToolCalls,
+    Usage,
+    UsageChunk,
+)
+
+
+class _Hang:
+    """The :data:`HANG` sentinel."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "HANG"
+
+
+HANG = _Hang()
+"""Script entry: stream ``partial`` then wait for the request's abort signal."""
+
+
+@dataclass(frozen=True, slots=True)
+class HangAfter:
+    """Script entry built by :func:`hang_after`."""
+
+    chunks: tuple[StreamChunk, ...]
+
+
+Response: TypeAlias = list[StreamChunk]
+ScriptEntry: TypeAlias = (
+    Sequence[StreamChunk] | _Hang | HangAfter | Callable[[GenerateOptions], Any]
+)
+
+
+def _text_block(index: int, s: str) -> list[StreamChunk]:
+    chunks: list[StreamChunk] = [BlockStart(index=index, block_type="text")]
+    chunks.extend(TextDelta(index=index, text=ch) for ch in s)
+    # No ``block`` on the end: the assembler builds it from the deltas, and the durable
+    # ``assistant/chunk`` log does not carry the text twice.
+    chunks.append(BlockEnd(index=index))
+    return chunks
+
+
+def text(s: str) -> Response:
+    """A text answer: block-start, one text-delta per character, block-end,
+    usage ``{input 10, output len(s)}``, finish ``stop``."""
+    return [
+        *_text_block(0, s),
+        UsageChunk(usage=Usage(input_tokens=10, output_tokens=len(s))),
+        Finish(reason=Stop()),
+    ]
+
+
+def max_tokens(s: str) -> Response:
+    """Like :func:`text` but the response was cut off: finish ``max-tokens``."""
+    return [
+        *_text_block(0, s),
+        UsageChunk(usage=Usage(input_tokens=10, output_tokens=len(s))),
+        Finish(reason=MaxTokens()),
+    ]
+
+
+def tool_call(id: str, name: str, args: Any, text: str | None = None) -> Response:
+    """One tool call: an optional text block, then a tool-call block whose arguments (``args``
+    as given when it is a ``str``, else ``json.dumps(args)``) arrive in two deltas, usage,
+    finish ``tool-calls``."""
+    arguments = args if isinstance(args, str) else json.dumps(args)
+    chunks: list[StreamChunk] = []
+    index = 0
+    if text is not None:
+        chunks.extend(_text_block(0, text))
+        index = 1
+    half = len(arguments) // 2
+    chunks += [
+        BlockStart(index=index, block_type="tool-call"),
+        ToolCallDelta(index=index, id=id, name=name, arguments_delta=arguments[:half]),
+        ToolCallDelta(index=index, id=id, arguments_delta=arguments[half:]),
+        BlockEnd(index=index),
+        UsageChunk(usage=Usage(input_tokens=10, output_tokens=len(arguments) + len(text or ""))),
+        Finish(reason=ToolCalls()),
+    ]
+    return chunks
+
+
+def combine(*responses: Sequence[StreamChunk]) -> Response:
+    """Merge several responses (typically ``tool_call(...)``s) into one: their blocks in order,
+    re-indexed, then one usage (the sums) and the last response's finish."""
+    out: list[StreamChunk] = []
+    offset = 0
+    input_tokens = output_tokens = 0
+    finish: Finish | None = None
+    for response in responses:
+        indices: set[int] = set()
+        for chunk in response:
+            if isinstance(chunk, Finish):
+                finish = chunk
+            elif isinstance(chunk, UsageChunk):
+                input_tokens = max(input_tokens, chunk.usage.input_tokens)
+                output_tokens += chunk.usage.output_tokens
+            else:
+                indices.add(chunk.index)
+                out.append(chunk.model_copy(update={"index": chunk.index + offset}))
+        offset += max(indices) + 1 if indices else 0
+    out.append(UsageChunk(usage=Usage(input_tokens=input_tokens, output_tokens=output_tokens)))
+    out.append(finish if finish is not None else Finish(reason=Stop()))
+    return out
+
+
+def error(code: str, message: str) -> Response:
+    """A response that is only a terminal error finish with ``code`` and ``message``."""
+    return [Finish(reason=ErrorFinish(code=code, message=message))]
+
+
+def hang_after(chunks: Iterable[StreamChunk]) -> HangAfter:
+    """Stream ``chunks`` (without their finish), then hang like :data:`HANG`."""
+    return HangAfter(tuple(c for c in chunks if not isinstance(c, Finish)))
+
+
+_HANG_PREFIX: tuple[StreamChunk, ...] = (
+    BlockStart(index=0, block_type="text"),
+    TextDelta(index=0, text="partial"),
+)
+_EXHAUSTED = Finish(reason=ErrorFinish(code="UNKNOWN", message="ScriptedModel: script exhausted"))
+_ABORTED = Finish(reason=Aborted())
+
+
+class ScriptedModel:
+    """A deterministic adapter: each request consumes the next script entry (see the module
+    docstring). ``requests`` records every ``GenerateOptions`` received, in order. ``push``
+    appends entries. A callable entry that raises makes ``stream`` raise (the runtime turns
+    that into an error finish)."""
+
+    def __init__(self, script: Iterable[ScriptEntry] = ()) -> None:
+        self._script: list[ScriptEntry] = list(script)
+        self._position = 0
+        self.requests: list[GenerateOptions] = []
+
+    def push(self, *entries: ScriptEntry) -> None:
+        """Append entries to the script."""
+        self._script.extend(entries)
+
+    @property
+    def remaining(self) -> int:
+        """How many entries have not been consumed yet."""
+        return len(self._script) - self._position
+
+    async def stream(self, options: GenerateOptions) -> AsyncIterator[StreamChunk]:
+        self.requests.append(options)
+        if self._position >= len(self._script):
+            yield _EXHAUSTED
+            return
+        entry: Any = self._script[self._position]
+        self._position += 1
+        if callable(entry):
+            entry = entry(options)
+            if inspect.isawaitable(entry):
+                entry = await entry
+        if isinstance(entry, _Hang):
+            prefix: Sequence[StreamChunk] = _HANG_PREFIX
+        elif isinstance(entry, HangAfter):
+            prefix = entry.chunks
+        else:
+            for chunk in entry:
+                yield chunk
+            return
+        for chunk in prefix:
+            yield chunk
+        await _wait_for_abort(options)
+        yield _ABORTED
+
+
+async def _wait_for_abort(options: GenerateOptions) -> None:
+    signal = options.signal
+    if signal is None:
+        # No signal can ever end this: wait until the consumer cancels or closes the stream.
+        await _forever()
+    else:
+        await signal.wait()
+
+
+def _forever() -> Awaitable[None]:
+    return asyncio.get_running_loop().create_future()
+
+
+__all__ = [
+    "HANG",
+    "HangAfter",
+    "ScriptedModel",
+    "combine",
+    "error",
+    "hang_after",
+    "max_tokens",
+    "text",
+    "tool_call",
+]

@@ -1,0 +1,250 @@
+"""Decisions, results, payloads and the per-call ``ToolExecution`` of the tool pipeline.
+
+Decisions are small frozen pydantic models discriminated by a literal ``kind``:
+
+- ``tools/pre-execute`` answers ``Allow()``, ``Deny(reason, info=None)`` or ``Ask(reason=None)``;
+- ``tools/post-execute`` answers ``Accept(content=None, additional_contexts=())`` or
+  ``Block(feedback)``.
+
+A ``ToolResult`` is what one call produced. Tool problems are results, never exceptions: an
+error result has ``is_error=True``, ``error=ToolErrorInfo(code, message)`` and content
+``"Error: <message>"`` so the model can read it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from ..signals import AbortSignal
+
+if TYPE_CHECKING:
+    from ._define import Tool
+
+__all__ = [
+    "ABORTED",
+    "ABORTED_BEFORE_DISPATCH",
+    "BLOCKED",
+    "DENIED",
+    "INVALID_ARGS",
+    "TOOL_ERROR",
+    "TOOL_TIMEOUT",
+    "UNKNOWN_TOOL",
+    "Accept",
+    "Allow",
+    "Ask",
+    "Block",
+    "Deny",
+    "PostExecuteDecision",
+    "PostExecutePayload",
+    "PreExecuteDecision",
+    "ToolErrorInfo",
+    "ToolExecution",
+    "ToolResult",
+    "ToolResultPayload",
+    "aborted_before_dispatch",
+    "error_result",
+]
+
+# Error codes carried by ``ToolResult.error.code``.
+UNKNOWN_TOOL: Final = "UNKNOWN_TOOL"
+INVALID_ARGS: Final = "INVALID_ARGS"
+DENIED: Final = "DENIED"
+TOOL_ERROR: Final = "TOOL_ERROR"
+TOOL_TIMEOUT: Final = "TOOL_TIMEOUT"
+ABORTED: Final = "ABORTED"
+ABORTED_BEFORE_DISPATCH: Final = "ABORTED_BEFORE_DISPATCH"
+#: A ``tools/post-execute`` listener withheld the result with ``Block(feedback)``.
+BLOCKED: Final = "BLOCKED"
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+# -- decisions -------------------------------------------------------------------------------
+
+
+class Allow(_Frozen):
+    """``tools/pre-execute``: let the call proceed (to the guards, then dispatch)."""
+
+    kind: Literal["allow"] = "allow"
+
+
+class Deny(_Frozen):
+    """``tools/pre-execute`` (or a guard): refuse the call. The model receives a ``DENIED``
+    error result quoting ``reason``; ``info`` (JSON) becomes the result's ``meta``."""
+
+    kind: Literal["deny"] = "deny"
+    reason: str
+    info: dict[str, Any] | None = None
+
+
+class Ask(_Frozen):
+    """``tools/pre-execute``: proceed only if the approval service (``ctx.approval``) answers
+    yes. With no approval service, or one that fails, the call is denied."""
+
+    kind: Literal["ask"] = "ask"
+    reason: str | None = None
+
+
+class Accept(_Frozen):
+    """``tools/post-execute``: keep the result. ``content`` (when not ``None``) replaces the
+    result's content; ``additional_contexts`` are appended to the result's own, and the loop
+    injects them into the next step's input."""
+
+    kind: Literal["accept"] = "accept"
+    content: str | None = None
+    additional_contexts: tuple[str, ...] = ()
+
+
+class Block(_Frozen):
+    """``tools/post-execute``: withhold the result. The model receives an error result
+    (code ``BLOCKED``) whose content is ``"Error: <feedback>"``."""
+
+    kind: Literal["block"] = "block"
+    feedback: str
+
+
+PreExecuteDecision = Allow | Deny | Ask
+PostExecuteDecision = Accept | Block
+
+
+# -- results ---------------------------------------------------------------------------------
+
+
+class ToolErrorInfo(_Frozen):
+    """Why a result is an error: a machine-readable ``code`` and a human ``message``."""
+
+    code: str
+    message: str
+
+
+class ToolResult(_Frozen):
+    """The outcome of one tool call.
+
+    ``call_id`` is stamped by the pipeline (a body returning a ``ToolResult`` may leave it
+    empty). ``meta`` is JSON for observers and the log, never shown to the model.
+    """
+
+    content: str
+    is_error: bool = False
+    error: ToolErrorInfo | None = None
+    meta: dict[str, Any] | None = None
+    additional_contexts: tuple[str, ...] = ()
+    call_id: str = ""
+
+    def log_data(self) -> dict[str, Any]:
+        """The ``tool/result`` event fields this result contributes:
+        ``call_id, content, is_error`` and, when present, ``error{code, message}`` and ``meta``."""
+        data: dict[str, Any] = {
+            "call_id": self.call_id,
+            "content": self.content,
+            "is_error": self.is_error,
+        }
+        if self.error is not None:
+            data["error"] = {"code": self.error.code, "message": self.error.message}
+        if self.meta is not None:
+            data["meta"] = self.meta
+        return data
+
+
+def error_result(
+    code: str, message: str, *, call_id: str = "", meta: dict[str, Any] | None = None
+) -> ToolResult:
+    """An error result: content ``"Error: <message>"``, ``is_error=True``, ``error=(code, message)``."""
+    return ToolResult(
+        content=f"Error: {message}",
+        is_error=True,
+        error=ToolErrorInfo(code=code, message=message),
+        meta=meta,
+        call_id=call_id,
+    )
+
+
+def aborted_before_dispatch(call_id: str) -> ToolResult:
+    """The synthetic result the loop logs for a call that cancellation stopped before it started."""
+    return error_result(
+        ABORTED_BEFORE_DISPATCH, "tool call aborted before dispatch", call_id=call_id
+    )
+
+
+# -- the execution and hook payloads ---------------------------------------------------------
+
+
+class ToolExecution:
+    """One tool call travelling through the pipeline; the payload of ``tools/pre-execute`` and
+    ``tools/execute``.
+
+    ``arguments`` is the raw JSON string the model produced; ``args`` is its parsed object
+    (``None`` when it is not a JSON object); ``tool`` is the resolved definition (``None`` for an
+    unknown tool); ``agent`` is the calling agent (or ``None``); ``signal`` is the turn's abort
+    signal, which tool bodies should observe; ``ctx`` is the context hooks dispatch through
+    (``agent.ctx`` when there is an agent), so a body can reach services.
+    """
+
+    __slots__ = (
+        "agent",
+        "args",
+        "args_error",
+        "arguments",
+        "call_id",
+        "ctx",
+        "name",
+        "signal",
+        "step",
+        "tool",
+        "turn",
+    )
+
+    def __init__(
+        self,
+        *,
+        call_id: str,
+        name: str,
+        arguments: str,
+        args: dict[str, Any] | None,
+        tool: Tool | None,
+        agent: Any,
+        signal: AbortSignal,
+        turn: int,
+        step: int,
+        ctx: Any,
+        args_error: str | None = None,
+    ) -> None:
+        self.call_id = call_id
+        self.name = name
+        self.arguments = arguments
+        self.args = args
+        self.tool = tool
+        self.agent = agent
+        self.signal = signal
+        self.turn = turn
+        self.step = step
+        self.ctx = ctx
+        # Why ``args`` is None (a JSON problem), kept so pre_execute can name it.
+        self.args_error = args_error
+
+    def __repr__(self) -> str:
+        return (
+            f"<ToolExecution {self.name!r} call_id={self.call_id!r} "
+            f"turn={self.turn} step={self.step}>"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class PostExecutePayload:
+    """Payload of the ``tools/post-execute`` waterfall."""
+
+    execution: ToolExecution
+    result: ToolResult
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResultPayload:
+    """Payload of the ``tools/result`` emit (observe only)."""
+
+    execution: ToolExecution
+    result: ToolResult

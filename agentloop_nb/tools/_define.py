@@ -1,0 +1,347 @@
+"""Tool definitions: the ``Tool`` class and the ``@tool`` decorator.
+
+``@tool`` reads a typed function's signature once, at decoration time, and builds a private
+pydantic model of its parameters. That model gives the JSON schema the provider sees and
+validates the model's arguments before the body runs. Validation is lax (``"3"`` is accepted
+for an ``int``) and unknown argument names are refused, so a misspelt optional argument is
+reported to the model instead of being silently ignored.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+import sys
+import typing
+from collections.abc import Callable, Mapping
+from functools import partial
+from typing import Any, overload
+
+import anyio.to_thread
+import pydantic_core
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
+
+from ._decisions import ToolExecution, ToolResult
+
+__all__ = [
+    "ConcurrencySafe",
+    "Tool",
+    "ToolExecute",
+    "as_tool",
+    "call_execute",
+    "format_validation_error",
+    "to_result",
+    "tool",
+]
+
+#: ``execute(args, execution)``; sync or async; returns a ``ToolResult``, a ``str`` or any
+#: JSON-serialisable value.
+ToolExecute = Callable[[dict[str, Any], ToolExecution], Any]
+#: ``concurrency_safe``: a bool, or a callable of the parsed arguments returning one.
+ConcurrencySafe = bool | Callable[[dict[str, Any]], Any]
+
+# Providers accept this alphabet for function names (OpenAI and Anthropic agree on it).
+_NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+
+
+class Tool:
+    """A tool definition: what the model sees (``name``, ``description``, ``parameters``) and
+    what runs (``execute``).
+
+    ``execute(args, execution)`` receives the parsed argument object and the
+    :class:`ToolExecution`. An ``async`` execute is awaited on the loop (and is cancelled when
+    the call is aborted or times out); a sync one runs in a worker thread, which cannot be
+    interrupted: on abort or timeout it is abandoned and finishes in the background.
+
+    ``concurrency_safe`` is ``True``/``False`` or a callable of the parsed arguments; only an
+    exact ``True`` lets the loop overlap this call with others. ``timeout`` (seconds) bounds the
+    body; exceeding it yields a ``TOOL_TIMEOUT`` result.
+
+    For a hand-written ``parameters`` schema, the pipeline checks that the arguments form a
+    JSON object carrying every ``required`` property; anything finer is ``execute``'s job.
+
+    Raises ``ValueError`` for a name providers would refuse, a non-object schema or a
+    non-positive timeout.
+    """
+
+    __slots__ = (
+        "_args_model",
+        "_fields",
+        "concurrency_safe",
+        "description",
+        "execute",
+        "fn",
+        "name",
+        "parameters",
+        "timeout",
+    )
+
+    def __init__(
+        self,
+        name: str,
+        description: str,
+        parameters: Mapping[str, Any],
+        execute: ToolExecute,
+        *,
+        concurrency_safe: ConcurrencySafe = False,
+        timeout: float | None = None,
+    ) -> None:
+        if not isinstance(name, str) or not _NAME_RE.match(name):
+            raise ValueError(f"invalid tool name {name!r}: use 1-64 letters, digits, '_' or '-'")
+        if not isinstance(parameters, Mapping) or parameters.get("type") != "object":
+            raise ValueError(
+                f"tool {name!r}: parameters must be a JSON schema with type 'object', "
+                f"got {parameters!r}"
+            )
+        if timeout is not None and not timeout > 0:
+            raise ValueError(f"tool {name!r}: timeout must be a positive number of seconds")
+        if not callable(execute):
+            raise ValueError(f"tool {name!r}: execute must be callable")
+        self.name = name
+        self.description = description
+        self.parameters: dict[str, Any] = dict(parameters)
+        self.execute = execute
+        self.concurrency_safe = concurrency_safe
+        self.timeout = timeout
+        #: The decorated function, for ``@tool`` definitions (``None`` otherwise).
+        self.fn: Callable[..., Any] | None = None
+        self._args_model: type[BaseModel] | None = None
+        # (model field name, function parameter name) pairs, for @tool definitions.
+        self._fields: tuple[tuple[str, str], ...] = ()
+
+    def schema(self) -> dict[str, Any]:
+        """``{"name", "description", "parameters"}`` as sent to providers (do not mutate)."""
+        return {"name": self.name, "description": self.description, "parameters": self.parameters}
+
+    def validate_args(self, args: dict[str, Any]) -> None:
+        """Check ``args`` against the definition; raise ``ValueError`` naming each problem."""
+        if self._args_model is not None:
+            try:
+                self._args_model.model_validate(args)
+            except ValidationError as exc:
+                raise ValueError(format_validation_error(exc)) from None
+            return
+        required = self.parameters.get("required") or ()
+        missing = [key for key in required if key not in args]
+        if missing:
+            raise ValueError("; ".join(f"{key}: Field required" for key in missing))
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Call the decorated function directly (handy in a notebook); no validation, no hooks."""
+        if self.fn is None:
+            raise TypeError(f"tool {self.name!r} was not built from a function; use execute()")
+        return self.fn(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"<Tool {self.name!r}>"
+
+
+def format_validation_error(exc: ValidationError) -> str:
+    """``"a: Field required; b: Input should be a valid integer"``, without input echoes."""
+    parts: list[str] = []
+    for err in exc.errors(include_url=False, include_input=False):
+        loc = ".".join(str(p) for p in err["loc"]) or "arguments"
+        msg = "unexpected argument" if err["type"] == "extra_forbidden" else err["msg"]
+        parts.append(f"{loc}: {msg}")
+    return "; ".join(parts)
+
+
+@overload
+def tool(fn: Callable[..., Any], /) -> Tool: ...
+
+
+@overload
+def tool(
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    concurrency_safe: ConcurrencySafe = False,
+    timeout: float | None = None,
+) -> Callable[[Callable[..., Any]], Tool]: ...
+
+
+def tool(
+    fn: Callable[..., Any] | None = None,
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    concurrency_safe: ConcurrencySafe = False,
+    timeout: float | None = None,
+) -> Tool | Callable[[Callable[..., Any]], Tool]:
+    """Build a :class:`Tool` from a typed function; usable bare (``@tool``) or with options.
+
+    - ``name`` defaults to the function's name, ``description`` to its cleaned docstring.
+    - ``parameters`` is the JSON schema of the parameters' type hints (pydantic), without
+      ``title`` noise; parameters without a default are ``required``; ``Annotated[T,
+      Field(description=...)]`` documents one.
+    - A parameter annotated ``ToolExecution`` receives the execution (``signal``, ``agent``,
+      ``ctx``) and is left out of the schema.
+    - The body gets validated values (nested pydantic models arrive as model instances).
+      ``async def`` bodies are awaited; plain functions run in a worker thread so they never
+      block the kernel loop (such a body cannot be interrupted, only abandoned on abort/timeout).
+    - Return values: ``str`` as is, a ``ToolResult`` passes through, anything else is dumped as
+      JSON (pydantic models, dataclasses, lists, dicts, ...).
+
+    Raises ``TypeError`` for ``*args``/``**kwargs``/positional-only parameters or a type hint
+    that cannot be resolved or turned into a schema.
+    """
+    # Hints naming classes local to the caller (a notebook cell function, a test) resolve
+    # through the caller's namespace, captured now because decoration happens there.
+    localns = dict(sys._getframe(1).f_locals)
+
+    def build(f: Callable[..., Any]) -> Tool:
+        return _build_tool(
+            f,
+            name=name,
+            description=description,
+            concurrency_safe=concurrency_safe,
+            timeout=timeout,
+            localns=localns,
+        )
+
+    return build if fn is None else build(fn)
+
+
+def as_tool(obj: Tool | Callable[..., Any], localns: Mapping[str, Any] | None = None) -> Tool:
+    """``obj`` if it is already a ``Tool``; otherwise ``@tool`` applied to the function."""
+    if isinstance(obj, Tool):
+        return obj
+    if not callable(obj):
+        raise TypeError(f"expected a Tool or a function, got {obj!r}")
+    return _build_tool(
+        obj, name=None, description=None, concurrency_safe=False, timeout=None, localns=localns
+    )
+
+
+def _build_tool(
+    f: Callable[..., Any],
+    *,
+    name: str | None,
+    description: str | None,
+    concurrency_safe: ConcurrencySafe,
+    timeout: float | None,
+    localns: Mapping[str, Any] | None,
+) -> Tool:
+    tool_name = name or getattr(f, "__name__", None) or type(f).__name__
+    if description is None:
+        description = inspect.getdoc(f) or ""  # getdoc already cleans indentation
+    try:
+        hints = typing.get_type_hints(f, localns=dict(localns or {}), include_extras=True)
+    except Exception as exc:  # NameError for an unknown name, TypeError for bad syntax
+        raise TypeError(f"@tool {tool_name!r}: cannot resolve type hints: {exc}") from exc
+
+    field_defs: dict[str, Any] = {}
+    pairs: list[tuple[str, str]] = []
+    execution_param: str | None = None
+    for i, param in enumerate(inspect.signature(f).parameters.values()):
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD, param.POSITIONAL_ONLY):
+            raise TypeError(
+                f"@tool {tool_name!r}: parameter {param.name!r} must be a plain or "
+                "keyword-only parameter (no *args, **kwargs or positional-only)"
+            )
+        annotation = hints.get(param.name, Any)
+        if _is_execution_hint(annotation):
+            execution_param = param.name
+            continue
+        default = ... if param.default is param.empty else param.default
+        # Field names are synthetic and the real name is the alias: a parameter called
+        # ``json`` or ``model_x`` would otherwise shadow BaseModel attributes (a warning).
+        field_name = f"p{i}"
+        field_defs[field_name] = (annotation, Field(default, alias=param.name))
+        pairs.append((field_name, param.name))
+
+    try:
+        model = create_model(
+            f"{tool_name}_arguments",
+            __config__=ConfigDict(extra="forbid", arbitrary_types_allowed=False),
+            **field_defs,
+        )
+        parameters = _strip_titles(model.model_json_schema())
+    except Exception as exc:
+        raise TypeError(f"@tool {tool_name!r}: cannot build an argument schema: {exc}") from exc
+
+    is_async = inspect.iscoroutinefunction(f) or inspect.iscoroutinefunction(
+        getattr(f, "__call__", None)  # noqa: B004 - async callable objects
+    )
+    fields = tuple(pairs)
+
+    async def execute(args: dict[str, Any], execution: ToolExecution) -> Any:
+        values = model.model_validate(args).__dict__
+        kwargs = {param: values[field] for field, param in fields}
+        if execution_param is not None:
+            kwargs[execution_param] = execution
+        if is_async:
+            return await f(**kwargs)
+        # abandon_on_cancel: an abort or timeout returns at once; the thread runs to its end.
+        return await anyio.to_thread.run_sync(partial(f, **kwargs), abandon_on_cancel=True)
+
+    built = Tool(
+        tool_name,
+        description,
+        parameters,
+        execute,
+        concurrency_safe=concurrency_safe,
+        timeout=timeout,
+    )
+    built.fn = f
+    built._args_model = model
+    built._fields = fields
+    return built
+
+
+def _is_execution_hint(annotation: Any) -> bool:
+    if typing.get_origin(annotation) is typing.Annotated:
+        annotation = typing.get_args(annotation)[0]
+    return annotation is ToolExecution
+
+
+# Keys whose value maps *names* to schemas (a property may itself be called "title").
+_NAME_MAPS = frozenset({"properties", "$defs", "definitions", "patternProperties"})
+
+
+def _strip_titles(schema: Any) -> Any:
+    if isinstance(schema, dict):
+        out: dict[str, Any] = {}
+        for key, value in schema.items():
+            if key == "title" and isinstance(value, str):
+                continue
+            if key in _NAME_MAPS and isinstance(value, dict):
+                out[key] = {k: _strip_titles(v) for k, v in value.items()}
+            else:
+                out[key] = _strip_titles(value)
+        return out
+    if isinstance(schema, list):
+        return [_strip_titles(v) for v in schema]
+    return schema
+
+
+def to_result(value: Any, call_id: str) -> ToolResult:
+    """Turn a body's return value into a ``ToolResult`` stamped with ``call_id``.
+
+    Raises ``TypeError`` when the value cannot be serialised as JSON.
+    """
+    if isinstance(value, ToolResult):
+        return value if value.call_id == call_id else value.model_copy(update={"call_id": call_id})
+    if isinstance(value, str):
+        return ToolResult(content=value, call_id=call_id)
+    if isinstance(value, BaseModel):
+        return ToolResult(content=value.model_dump_json(), call_id=call_id)
+    try:
+        content = pydantic_core.to_json(value).decode()
+    except pydantic_core.PydanticSerializationError as exc:
+        raise TypeError(f"tool returned a value that is not JSON serialisable: {exc}") from None
+    return ToolResult(content=content, call_id=call_id)
+
+
+async def call_execute(tool: Tool, args: dict[str, Any], execution: ToolExecution) -> Any:
+    """Run ``tool.execute``: awaited when it is async, in a worker thread when it is sync."""
+    execute = tool.execute
+    if inspect.iscoroutinefunction(execute):
+        return await execute(args, execution)
+    value = await anyio.to_thread.run_sync(
+        partial(execute, args, execution), abandon_on_cancel=True
+    )
+    if inspect.isawaitable(value):
+        return await value
+    return value

@@ -1,0 +1,139 @@
+# shellcheck shell=bash
+# Shared, idempotent setup steps for scripts/test.sh and scripts/quickstart.sh.
+#
+# Source this file from the repository root (`cd "$(dirname "$0")/.."` first). Every step is
+# safe to re-run: it checks what is already there and does only the missing work, so a second
+# `bash scripts/test.sh` goes straight to the tests. Each function prints one "==>" line per
+# stage with its duration, so a slow CI run shows where the time went.
+
+set -euo pipefail
+
+VENV="${AGENTLOOP_VENV:-.venv}"
+CHROMIUM="${AGENTLOOP_CHROMIUM:-/usr/bin/chromium}"
+
+_stage_start=0
+
+_stage() {
+    _stage_start=$SECONDS
+    printf '==> %s\n' "$*"
+}
+
+_stage_done() {
+    printf '    done in %ss\n' "$((SECONDS - _stage_start))"
+}
+
+_warn() {
+    printf '!!! %s\n' "$*" >&2
+}
+
+# A python3.11+ interpreter to build the venv from: newest first, then plain python3.
+_find_python() {
+    local candidate
+    for candidate in python3.13 python3.12 python3.11 python3; do
+        if command -v "$candidate" >/dev/null 2>&1 &&
+            "$candidate" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
+            command -v "$candidate"
+            return 0
+        fi
+    done
+    return 1
+}
+
+# Create $VENV unless a working one is already there.
+ensure_venv() {
+    if [[ -x "$VENV/bin/python" ]] && "$VENV/bin/python" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
+        return 0
+    fi
+    local python
+    if ! python="$(_find_python)"; then
+        _warn "Python 3.11 or newer is required: install python3.11 (apt-get install python3 on Debian 12) and re-run."
+        return 1
+    fi
+    _stage "creating $VENV with $python ($("$python" --version 2>&1))"
+    # --clear: a venv whose interpreter no longer runs (moved, upgraded) is rebuilt from scratch.
+    "$python" -m venv --clear "$VENV"
+    _stage_done
+}
+
+# Install pip requirements into $VENV unless the same inputs were installed before.
+#   ensure_pip_install STAMP_NAME INPUT_FILE... -- PIP_ARGS...
+# The stamp is a hash of the input files' contents plus the pip arguments; it lives inside the
+# venv so deleting the venv forgets it.
+ensure_pip_install() {
+    local name="$1"
+    shift
+    local inputs=()
+    while [[ $# -gt 0 && "$1" != "--" ]]; do
+        inputs+=("$1")
+        shift
+    done
+    shift # the "--"
+    local stamp_file="$VENV/.agentloop-$name.stamp"
+    local want
+    want="$( (cat "${inputs[@]}"; printf '%s\n' "$@") | sha256sum | cut -d' ' -f1)"
+    if [[ -f "$stamp_file" && "$(cat "$stamp_file")" == "$want" ]]; then
+        return 0
+    fi
+    _stage "pip install $* (into $VENV)"
+    "$VENV/bin/python" -m pip install --disable-pip-version-check --progress-bar off -q "$@"
+    printf '%s\n' "$want" >"$stamp_file"
+    _stage_done
+}
+
+# Debian's chromium for the browser tests. Returns 0 when it is there afterwards; otherwise
+# prints why and returns 1 (callers decide whether that is fatal).
+ensure_chromium() {
+    if [[ -x "$CHROMIUM" ]]; then
+        return 0
+    fi
+    if [[ "$(id -u)" != 0 ]]; then
+        _warn "Chromium is not installed and this is not root: run 'sudo apt-get install -y chromium' (browser tests will skip)."
+        return 1
+    fi
+    if ! command -v apt-get >/dev/null 2>&1; then
+        _warn "Chromium is not installed and apt-get is missing: install chromium at $CHROMIUM (browser tests will skip)."
+        return 1
+    fi
+    _stage "apt-get install chromium"
+    if ! { DEBIAN_FRONTEND=noninteractive apt-get update -q >/dev/null &&
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium >/dev/null; }; then
+        _warn "apt-get install chromium failed (browser tests will skip)."
+        return 1
+    fi
+    _stage_done
+    [[ -x "$CHROMIUM" ]]
+}
+
+# The npm test peers (tests/peers/package.json), when that folder exists and node is present.
+# `npm ci` wipes node_modules, so it runs only when the lock file changed since the last install.
+ensure_npm_peers() {
+    local dir=tests/peers
+    [[ -f "$dir/package.json" ]] || return 0
+    if ! command -v npm >/dev/null 2>&1; then
+        _warn "npm is missing: tests that need the npm peers in $dir will skip."
+        return 0
+    fi
+    local lock="$dir/package-lock.json"
+    local stamp="$dir/node_modules/.agentloop-peers.stamp"
+    local want
+    want="$(cat "$dir/package.json" "$lock" 2>/dev/null | sha256sum | cut -d' ' -f1)"
+    if [[ -f "$stamp" && "$(cat "$stamp")" == "$want" ]]; then
+        return 0
+    fi
+    if [[ -f "$lock" ]]; then
+        _stage "npm ci --prefix $dir"
+        npm ci --prefix "$dir" --no-audit --no-fund --loglevel=error
+    else
+        _stage "npm install --prefix $dir (no package-lock.json: commit one for reproducible installs)"
+        npm install --prefix "$dir" --no-audit --no-fund --loglevel=error
+    fi
+    printf '%s\n' "$want" >"$stamp"
+    _stage_done
+}
+
+# Flags JupyterLab needs on these machines: root refuses to start without --allow-root.
+lab_root_flags() {
+    if [[ "$(id -u)" == 0 ]]; then
+        printf '%s\n' --allow-root
+    fi
+}

@@ -1,0 +1,1 @@
+"""Real-browser tests: JupyterLab + ipywidgets front end in headless Chromium via Playwright."""

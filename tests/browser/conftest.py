@@ -1,0 +1,109 @@
+"""Fixtures for the real-browser tests (see ``harness.py`` for the contract).
+
+Without Chromium (or Playwright) every test here skips with the fix in the message; with
+``AGENTLOOP_REQUIRE_BROWSER=1`` (set by ``scripts/test.sh`` under ``CI=true``) it fails instead,
+so CI cannot go green on a machine where the browser chain silently stopped working.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Generator, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+from . import harness
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Browser, ConsoleMessage, Page
+
+_REPORTS = pytest.StashKey[dict[str, pytest.TestReport]]()
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    # Keep each phase's report on the item so `lab_page` can tell a failed test at teardown.
+    report = yield
+    item.stash.setdefault(_REPORTS, {})[report.when] = report
+    return report
+
+
+def _require_browser() -> None:
+    reason = harness.browser_unavailable_reason()
+    if reason is None:
+        return
+    if os.environ.get("AGENTLOOP_REQUIRE_BROWSER") == "1":
+        pytest.fail(reason, pytrace=False)
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def jupyter_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[harness.LabServer]:
+    """JupyterLab serving the repository root on 127.0.0.1 (one server per test session)."""
+    _require_browser()
+    lab = harness.start_lab(harness.REPO_ROOT, tmp_path_factory.mktemp("jupyterlab"))
+    try:
+        yield lab
+    finally:
+        harness.stop_lab(lab)
+
+
+@pytest.fixture(scope="session")
+def chromium_browser() -> Iterator[Browser]:
+    """Debian's Chromium driven by Playwright's sync API (one browser per test session)."""
+    _require_browser()
+    from playwright.sync_api import sync_playwright
+
+    playwright = sync_playwright().start()
+    try:
+        browser = harness.launch_chromium(playwright)
+        try:
+            yield browser
+        finally:
+            browser.close()
+    finally:
+        playwright.stop()
+
+
+@pytest.fixture
+def lab_page(
+    request: pytest.FixtureRequest,
+    jupyter_lab: harness.LabServer,
+    chromium_browser: Browser,
+) -> Iterator[Page]:
+    """A fresh page (own context) that can only reach loopback; screenshot + kernel cleanup after."""
+    context = chromium_browser.new_context(viewport={"width": 1400, "height": 1000})
+    context.route("**/*", harness.block_external)
+    page = context.new_page()
+    page.set_default_timeout(30_000)
+    console: list[str] = []
+
+    def on_console(message: ConsoleMessage) -> None:
+        if message.type in ("error", "warning"):
+            console.append(f"{message.type}: {message.text}")
+
+    page.on("console", on_console)
+    page.on("pageerror", lambda error: console.append(f"pageerror: {error}"))
+    try:
+        yield page
+    finally:
+        reports = request.node.stash.get(_REPORTS, {})
+        failed = any(report.failed for report in reports.values())
+        outcome, stale = ("failed", "passed") if failed else ("passed", "failed")
+        # One picture per test: drop the other outcome's from an earlier run.
+        harness.SCREENSHOTS.joinpath(f"{request.node.name}-{stale}.png").unlink(missing_ok=True)
+        name = f"{request.node.name}-{outcome}"
+        try:
+            shot = harness.screenshot(page, name)
+            if failed:
+                Path(shot.with_suffix(".console.txt")).write_text(
+                    "\n".join(console) + "\n\n--- jupyterlab log ---\n" + jupyter_lab.log_tail(200),
+                    encoding="utf-8",
+                )
+        finally:
+            context.close()
+            jupyter_lab.delete_sessions()

@@ -1,0 +1,428 @@
+"""Real-browser harness: JupyterLab on loopback driven by Debian's Chromium through Playwright.
+
+Contract for test authors (fixtures live in ``tests/browser/conftest.py``):
+
+- ``jupyter_lab`` (session fixture) is a :class:`LabServer` serving the repository root on
+  127.0.0.1 with a random token and isolated Jupyter config/data dirs. Notebook paths are
+  relative to the repository root, e.g. ``"notebooks/01-quickstart.ipynb"``.
+- ``lab_page`` (function fixture) is a fresh Playwright ``Page`` whose context aborts every
+  request that is not to 127.0.0.1 / localhost / data: / blob:. On teardown it saves a screenshot
+  under ``artifacts/screenshots/`` (``<test>-passed.png`` or ``<test>-failed.png``) and shuts
+  down every kernel the test started.
+- :func:`run_all` opens a notebook, restarts its kernel and runs all cells through the menu, and
+  returns when the first code cell's prompt reads ``[1]:``. Cells after it may still be running;
+  use :func:`wait_cells_done` or assert on their outputs with Playwright's ``expect``.
+- :func:`distinct_texts` / :func:`sample_text` prove live updates: they record a locator's text
+  as it changes, which a saved notebook can never show for background-task updates.
+
+Nothing here sleeps to synchronise: waiting is done by Playwright's condition polling
+(``expect``/``wait_for``) or by polling the server's REST API against a deadline.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Browser, Locator, Page, Playwright, Route
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+ARTIFACTS = REPO_ROOT / "artifacts"
+SCREENSHOTS = ARTIFACTS / "screenshots"
+CHROMIUM = Path(os.environ.get("AGENTLOOP_CHROMIUM", "/usr/bin/chromium"))
+
+# The flags these machines need: no sandbox as root, and no background networking, which the
+# closed network would refuse many times a second.
+CHROMIUM_ARGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--disable-dev-shm-usage",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+)
+
+# Stops the "get notified about Jupyter news?" toast that would cover screenshots.
+LAB_SETTING_OVERRIDES: dict[str, Any] = {
+    "@jupyterlab/apputils-extension:notification": {
+        "fetchNews": "false",
+        "checkForUpdates": False,
+    },
+}
+
+NOT_INSTALLED = "Chromium is not installed: run scripts/test.sh as root (apt-get install chromium)"
+
+
+class LabStartError(RuntimeError):
+    """JupyterLab exited or did not answer ``/api/status`` in time; the message has its log."""
+
+
+@dataclass
+class LabServer:
+    """A running JupyterLab; ``root`` is the directory notebook paths are relative to."""
+
+    port: int
+    token: str
+    root: Path
+    process: subprocess.Popen[bytes]
+    log_path: Path
+    home: Path
+    _log_file: Any = field(repr=False, default=None)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def lab_url(self, notebook_path: str | Path) -> str:
+        """URL that opens ``notebook_path`` in a freshly reset workspace."""
+        rel = Path(notebook_path)
+        if rel.is_absolute():
+            rel = rel.relative_to(self.root)
+        quoted = urllib.parse.quote(rel.as_posix())
+        return f"{self.base_url}/lab/tree/{quoted}?reset&token={self.token}"
+
+    def api(self, method: str, path: str, *, timeout: float = 10.0) -> Any:
+        """Call the server's REST API; returns decoded JSON (``None`` for an empty body).
+
+        Raises ``urllib.error.URLError`` when the server does not answer.
+        """
+        request = urllib.request.Request(
+            f"{self.base_url}{path}",
+            method=method,
+            headers={"Authorization": f"token {self.token}"},
+        )
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            body = response.read()
+        return json.loads(body) if body else None
+
+    def delete_sessions(self) -> None:
+        """Shut down every session (and so its kernel): kernels outlive the browser page."""
+        for session in self.api("GET", "/api/sessions"):
+            self.api("DELETE", f"/api/sessions/{session['id']}")
+
+    def log_tail(self, lines: int = 40) -> str:
+        try:
+            text = self.log_path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return "(no log)"
+        return "\n".join(text.splitlines()[-lines:])
+
+
+def free_port() -> int:
+    """A port that was free on 127.0.0.1 a moment ago (the OS picks it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def start_lab(root: Path, workdir: Path, *, startup_timeout: float = 90.0) -> LabServer:
+    """Start JupyterLab for ``root`` with its Jupyter dirs under ``workdir``; wait until it answers.
+
+    The server runs in its own process group so :func:`stop_lab` can end it and its kernels
+    together. Raises :class:`LabStartError` (with the log tail) if it exits or stays silent.
+    """
+    config_dir = workdir / "config"
+    data_dir = workdir / "data"
+    (config_dir / "labconfig").mkdir(parents=True, exist_ok=True)
+    data_dir.mkdir(parents=True, exist_ok=True)
+    # A config dir of our own: no user settings or server config leak in, and the overrides
+    # below reach JupyterLab without writing into the venv.
+    (config_dir / "labconfig" / "default_setting_overrides.json").write_text(
+        json.dumps(LAB_SETTING_OVERRIDES), encoding="utf-8"
+    )
+    env = dict(os.environ)
+    env.update(
+        JUPYTER_CONFIG_DIR=str(config_dir),
+        JUPYTER_DATA_DIR=str(data_dir),
+        IPYTHONDIR=str(workdir / "ipython"),
+        JUPYTER_PLATFORM_DIRS="1",
+    )
+    port = free_port()
+    token = secrets.token_hex(16)
+    cmd = [
+        sys.executable,
+        "-m",
+        "jupyterlab",
+        "--no-browser",
+        "--ip=127.0.0.1",
+        f"--port={port}",
+        "--port-retries=0",
+        f"--IdentityProvider.token={token}",
+        f"--ServerApp.root_dir={root}",
+        "--LabApp.extension_manager=readonly",
+    ]
+    if os.geteuid() == 0:
+        cmd.append("--allow-root")
+    log_path = workdir / "jupyterlab.log"
+    log_file = log_path.open("wb")
+    process = subprocess.Popen(
+        cmd,
+        cwd=root,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=log_file,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    lab = LabServer(port, token, root, process, log_path, workdir, log_file)
+    deadline = time.monotonic() + startup_timeout
+    while True:
+        if process.poll() is not None:
+            stop_lab(lab)
+            raise LabStartError(
+                f"JupyterLab exited with code {process.returncode}:\n{lab.log_tail()}"
+            )
+        try:
+            lab.api("GET", "/api/status", timeout=2.0)
+            return lab
+        except (urllib.error.URLError, ConnectionError, TimeoutError):
+            pass
+        if time.monotonic() > deadline:
+            stop_lab(lab)
+            raise LabStartError(
+                f"JupyterLab did not answer /api/status in {startup_timeout:.0f}s:\n"
+                f"{lab.log_tail()}"
+            )
+        # Polling interval for a server we cannot get a readiness callback from.
+        time.sleep(0.2)
+
+
+def stop_lab(lab: LabServer, *, grace: float = 10.0) -> None:
+    """End the server's process group (server and kernels): SIGTERM, then SIGKILL after ``grace``."""
+    if lab.process.poll() is None:
+        try:
+            os.killpg(lab.process.pid, signal.SIGTERM)
+            lab.process.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            os.killpg(lab.process.pid, signal.SIGKILL)
+            lab.process.wait(timeout=grace)
+        except ProcessLookupError:
+            pass
+    if lab._log_file is not None:
+        lab._log_file.close()
+        lab._log_file = None
+
+
+def browser_unavailable_reason() -> str | None:
+    """Why the browser tests cannot run here, or ``None`` when they can."""
+    if not CHROMIUM.exists():
+        return NOT_INSTALLED
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        return "playwright is not installed: run scripts/test.sh (pip install -e '.[test]')"
+    return None
+
+
+def launch_chromium(playwright: Playwright) -> Browser:
+    """Debian's Chromium through Playwright (never ``playwright install``: no CDN here)."""
+    return playwright.chromium.launch(
+        executable_path=str(CHROMIUM), headless=True, args=list(CHROMIUM_ARGS)
+    )
+
+
+_LOCAL_HOSTS = frozenset({"127.0.0.1", "localhost", "[::1]", "::1"})
+
+
+def is_local_url(url: str) -> bool:
+    """True for loopback http(s)/ws(s) URLs and in-page data:/blob: URLs."""
+    parsed = urllib.parse.urlsplit(url)
+    if parsed.scheme in ("data", "blob", "about"):
+        return True
+    return parsed.hostname in _LOCAL_HOSTS
+
+
+def block_external(route: Route) -> None:
+    """Playwright route handler: only loopback traffic leaves the page."""
+    if is_local_url(route.request.url):
+        route.continue_()
+    else:
+        route.abort()
+
+
+# ---------------------------------------------------------------------------------------------
+# Notebook driving
+# ---------------------------------------------------------------------------------------------
+
+
+def code_cells(page: Page) -> Locator:
+    return page.locator(".jp-Notebook .jp-CodeCell")
+
+
+def cell(page: Page, index: int) -> Locator:
+    """The ``index``-th cell of the notebook (markdown cells count too)."""
+    return page.locator(".jp-Notebook .jp-Cell").nth(index)
+
+
+def cell_output(page: Page, index: int) -> Locator:
+    """The output area of the ``index``-th cell."""
+    return cell(page, index).locator(".jp-OutputArea")
+
+
+def _menu_command(page: Page, menu: str, label: str) -> None:
+    page.locator(".lm-MenuBar-itemLabel", has_text=re.compile(rf"^{re.escape(menu)}$")).click()
+    page.locator(".lm-Menu-itemLabel", has_text=label).first.click()
+
+
+def click_button(page: Page | Locator, text: str, *, timeout: float = 10_000) -> None:
+    """Click the button whose accessible name is ``text`` (waits for it to be enabled)."""
+    page.get_by_role("button", name=text, exact=True).first.click(timeout=timeout)
+
+
+def open_notebook(page: Page, lab: LabServer, notebook_path: str | Path) -> None:
+    """Open ``notebook_path`` and wait until its cells are rendered and the kernel is known."""
+    page.goto(lab.lab_url(notebook_path))
+    page.locator(".jp-Notebook .jp-Cell").first.wait_for(timeout=60_000)
+    # A kernel picker appears when the notebook's kernelspec is unknown; take the default.
+    dialog = page.locator(".jp-Dialog")
+    if dialog.count() and dialog.get_by_text("Select Kernel").count():
+        dialog.locator(".jp-mod-accept").click()
+
+
+def run_all(
+    page: Page,
+    lab: LabServer,
+    notebook_path: str | Path,
+    *,
+    attempts: int = 3,
+    timeout: float = 60_000,
+) -> None:
+    """Open the notebook, then Kernel → "Restart Kernel and Run All Cells…" and confirm.
+
+    Returns once the first code cell's prompt reads ``[1]:`` (later cells may still run).
+    Retries the menu command up to ``attempts`` times (the first click can land while the
+    kernel is still connecting); raises ``AssertionError`` if the prompt never appears.
+    """
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+    from playwright.sync_api import expect
+
+    open_notebook(page, lab, notebook_path)
+    first_prompt = code_cells(page).first.locator(".jp-InputPrompt")
+    per_attempt = timeout / attempts
+    for _attempt in range(attempts):
+        try:
+            code_cells(page).first.click()
+            _menu_command(page, "Kernel", "Restart Kernel and Run All Cells")
+            page.locator(".jp-Dialog .jp-mod-accept").click(timeout=per_attempt)
+            expect(first_prompt).to_have_text("[1]:", timeout=per_attempt)
+            return
+        except (PlaywrightTimeout, AssertionError):
+            # Close a half-open menu or dialog before trying again.
+            page.keyboard.press("Escape")
+    raise AssertionError(
+        f"Run All never reached prompt [1]: in {notebook_path} after {attempts} attempts; "
+        f"prompt reads {first_prompt.inner_text()!r}. Server log:\n{lab.log_tail()}"
+    )
+
+
+def wait_cells_done(page: Page, *, timeout: float = 60_000) -> None:
+    """Wait until every code cell has a numbered prompt (none queued ``[*]`` or never run)."""
+    page.wait_for_function(
+        """() => {
+            const prompts = [...document.querySelectorAll('.jp-Notebook .jp-CodeCell .jp-InputPrompt')];
+            return prompts.length > 0 && prompts.every(p => /^\\[\\d+\\]:$/.test(p.textContent.trim()));
+        }""",
+        timeout=timeout,
+    )
+
+
+def error_outputs(page: Page) -> list[str]:
+    """Texts of the error tracebacks currently shown in the notebook."""
+    return page.locator(
+        '.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.stderr"]'
+    ).all_inner_texts()
+
+
+def distinct_texts(locator: Locator, count: int, *, timeout: float = 30_000) -> list[str]:
+    """Record ``count`` successive distinct texts of ``locator`` as it changes.
+
+    Waits for the element first. Synchronises on Playwright's polling (``not_to_have_text``),
+    not on sleeps; raises ``AssertionError`` if the text stops changing before ``count``
+    values were seen within ``timeout`` ms in total.
+    """
+    from playwright.sync_api import expect
+
+    deadline = time.monotonic() + timeout / 1000
+    locator.wait_for(timeout=timeout)
+    seen = [locator.inner_text()]
+    while len(seen) < count:
+        remaining_ms = max(1.0, (deadline - time.monotonic()) * 1000)
+        try:
+            expect(locator).not_to_have_text(seen[-1], timeout=remaining_ms)
+        except AssertionError as exc:
+            raise AssertionError(
+                f"text stopped changing after {len(seen)} of {count} values: {seen}"
+            ) from exc
+        seen.append(locator.inner_text())
+    return seen
+
+
+def sample_text(page: Page, locator: Locator, n: int, interval: float) -> list[str]:
+    """Read ``locator``'s text ``n`` times, ``interval`` seconds apart (a time series, e.g. to
+    show that streamed text only grows). Sampling at a cadence is the point here, so this uses
+    the page clock's ``wait_for_timeout`` rather than a condition."""
+    samples = []
+    for i in range(n):
+        if i:
+            page.wait_for_timeout(interval * 1000)
+        samples.append(locator.inner_text())
+    return samples
+
+
+def screenshot(page: Page, name: str) -> Path:
+    """Save a full-page screenshot as ``artifacts/screenshots/<name>.png``; returns its path."""
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", name).strip("_")
+    path = SCREENSHOTS / f"{safe}.png"
+    page.screenshot(path=str(path), full_page=True)
+    return path
+
+
+@contextmanager
+def scratch_dir(prefix: str) -> Iterator[Path]:
+    """A directory under ``artifacts/`` (inside the Lab root, so Lab can open notebooks there),
+    removed afterwards."""
+    base = ARTIFACTS / "browser-notebooks"
+    base.mkdir(parents=True, exist_ok=True)
+    path = base / f"{prefix}-{secrets.token_hex(4)}"
+    path.mkdir()
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def write_notebook(path: Path, sources: list[str]) -> Path:
+    """Write a Python 3 notebook with one code cell per source string."""
+    import nbformat
+
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
+    nb.metadata["language_info"] = {"name": "python"}
+    nb.cells = [nbformat.v4.new_code_cell(src) for src in sources]
+    nbformat.write(nb, str(path))
+    return path
