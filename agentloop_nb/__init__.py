@@ -1,5 +1,122 @@
-"""agentloop_nb: kernel-native LLM agents for Jupyter."""
+"""agentloop_nb: kernel-native LLM agents for Jupyter.
+
+The core (this package minus ``agentloop_nb.jupyter``) runs without IPython: importing it does
+not import ipywidgets. ``%load_ext agentloop_nb`` loads the notebook layer.
+"""
 
 from __future__ import annotations
 
+from typing import Any
+
+from .agents import AgentHandle, AgentRegistry
+from .app import App, AppConfig
+from .context import Context, Fiber, InactiveContextError
+from .llm import GenerateOptions, LlmError, LlmRuntime, StreamChunk, Usage
+from .loop import (
+    Agent,
+    AgentConfig,
+    AgentLoop,
+    AgentLoopConfig,
+    AgentOptions,
+    Enter,
+    Reject,
+    RequestConfig,
+    Retry,
+)
+from .messages import (
+    AssistantMessage,
+    ImageBlock,
+    Message,
+    ReasoningBlock,
+    TextBlock,
+    ToolCallBlock,
+    ToolResultMessage,
+    UserMessage,
+)
+from .plugins.invariants import InvariantError
+from .prompt import SystemPrompt
+from .session import JsonlPersistence, Session, SessionEvent, SessionStore
+from .signals import AbortController, AbortError, AbortSignal
+from .tools import (
+    Accept,
+    Allow,
+    Ask,
+    Block,
+    Deny,
+    Tool,
+    ToolExecution,
+    ToolResult,
+    ToolRuntime,
+    tool,
+)
+
 __version__ = "0.1.0"
+
+
+def load_ipython_extension(ipython: Any) -> None:
+    """``%load_ext agentloop_nb``: imports the notebook layer only now."""
+    from .jupyter import load_ipython_extension as load
+
+    load(ipython)
+
+
+def unload_ipython_extension(ipython: Any) -> None:
+    """``%unload_ext agentloop_nb``: disposes the kernel-wide App."""
+    from .jupyter import unload_ipython_extension as unload
+
+    unload(ipython)
+
+
+__all__ = [
+    "AbortController",
+    "AbortError",
+    "AbortSignal",
+    "Accept",
+    "Agent",
+    "AgentConfig",
+    "AgentHandle",
+    "AgentLoop",
+    "AgentLoopConfig",
+    "AgentOptions",
+    "AgentRegistry",
+    "Allow",
+    "App",
+    "AppConfig",
+    "Ask",
+    "AssistantMessage",
+    "Block",
+    "Context",
+    "Deny",
+    "Enter",
+    "Fiber",
+    "GenerateOptions",
+    "ImageBlock",
+    "InactiveContextError",
+    "InvariantError",
+    "JsonlPersistence",
+    "LlmError",
+    "LlmRuntime",
+    "Message",
+    "ReasoningBlock",
+    "Reject",
+    "RequestConfig",
+    "Retry",
+    "Session",
+    "SessionEvent",
+    "SessionStore",
+    "StreamChunk",
+    "SystemPrompt",
+    "TextBlock",
+    "Tool",
+    "ToolCallBlock",
+    "ToolExecution",
+    "ToolResult",
+    "ToolResultMessage",
+    "ToolRuntime",
+    "Usage",
+    "UserMessage",
+    "__version__",
+    "load_ipython_extension",
+    "tool",
+    "unload_ipython_extension",
+]

@@ -292,16 +292,39 @@ async def test_abort_while_consumer_is_busy_between_chunks_does_not_cancel_the_c
     ctx.llm.register_adapter(["scripted"], ScriptedModel([text("abc")]))
     controller = AbortController()
     received: list[StreamChunk] = []
-    async for chunk in ctx.llm.stream(opts(signal=controller.signal)):
-        received.append(chunk)
-        if isinstance(chunk, TextDelta):
-            controller.abort("user")
-            await asyncio.sleep(0)  # the consumer's own await must not be cancelled
+    busy, resume = asyncio.Event(), asyncio.Event()
+
+    async def consume() -> None:
+        async for chunk in ctx.llm.stream(opts(signal=controller.signal)):
+            received.append(chunk)
+            if isinstance(chunk, TextDelta):
+                busy.set()
+                await resume.wait()  # the consumer's own await must not be cancelled
+
+    task = asyncio.create_task(consume())
+    await busy.wait()
+    controller.abort("user")  # from another task, while the consumer is parked outside
+    resume.set()
+    await task
     assert received == [
         BlockStart(index=0, block_type="text"),
         TextDelta(index=0, text="a"),
         Finish(reason=Aborted()),
     ]
+
+
+@pytest.mark.anyio
+async def test_abort_from_inside_the_consuming_task_finishes_aborted_at_the_next_chunk() -> None:
+    ctx = make_ctx()
+    ctx.llm.register_adapter(["scripted"], ScriptedModel([text("abc")]))
+    controller = AbortController()
+    received: list[StreamChunk] = []
+    async for chunk in ctx.llm.stream(opts(signal=controller.signal)):
+        received.append(chunk)
+        if isinstance(chunk, TextDelta):
+            controller.abort("user")
+    assert received[-1] == Finish(reason=Aborted())
+    assert len(received) == 3
 
 
 @pytest.mark.anyio
@@ -535,3 +558,21 @@ def test_assembler_on_scripted_tool_call_response_builds_the_call() -> None:
     assert message.tool_calls == (ToolCallBlock(id="c9", name="add", arguments='{"a": 1}'),)
     assert finish == ToolCalls()
     assert usage is not None and usage.input_tokens == 10
+
+
+@pytest.mark.anyio
+async def test_stream_whose_listener_raised_is_exhausted_afterwards() -> None:
+    ctx = make_ctx()
+    calls: list[int] = []
+
+    def broken(payload: LlmStreamPayload, next: Any) -> Any:
+        calls.append(1)
+        raise RuntimeError("plugin bug")
+
+    ctx.on("llm/stream", broken)
+    stream = ctx.llm.stream(opts())
+    with pytest.raises(RuntimeError):
+        await stream.__anext__()
+    with pytest.raises(StopAsyncIteration):
+        await stream.__anext__()
+    assert calls == [1]

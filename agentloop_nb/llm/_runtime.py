@@ -188,7 +188,11 @@ class _Stream:
         return self._next()
 
     async def _start(self) -> StreamChunk:
-        inner = await self._open()
+        try:
+            inner = await self._open()
+        except BaseException:
+            self._next = _closed  # a raising listener ends this stream; never re-run the chain
+            raise
         self._inner = inner
         self._next = inner.__anext__
         return await self._next()

@@ -76,6 +76,7 @@ class Agent:
         self._task: asyncio.Task[None] | None = None
         self._idle_waiters: list[asyncio.Future[None]] = []
         self._disposed = False
+        self._disposal: asyncio.Future[None] | None = None  # AgentLoop.dispose memo
         self._published = False
         self._resumed = resumed
         self._turn = 0
@@ -137,7 +138,7 @@ class Agent:
         message = make_user_message(content, source)
         if wakeup and self._task is None:
             require_running_loop("Agent.send")
-        self.inbox._insert(target, message)
+        message = self.inbox._insert(target, message)
         if wakeup:
             self._wake = True
             self._ensure_driver()

@@ -114,6 +114,7 @@ async def _run_steps(agent: Agent, t: _Turn) -> None:
         claimed = inbox._claim("next-step", len(inbox._lists["next-step"]), t.turn)
         if t.step == 0:
             claimed += inbox._claim("next-turn", 1, t.turn)
+        agent._wake = False  # this claim serves every waking send so far: no empty extra turn
         step = t.step + 1
         assembly = await interruptible(signal, ctx.system_prompt.assemble(agent))
         entered = await _pre_step(agent, tuple(claimed), t.turn, step)

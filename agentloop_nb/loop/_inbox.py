@@ -115,11 +115,13 @@ class Inbox:
 
     # -- loop-private -----------------------------------------------------------------------
 
-    def _insert(self, target: Target, message: UserMessage) -> None:
+    def _insert(self, target: Target, message: UserMessage) -> UserMessage:
+        """Append ``message`` (re-id'd when its id is already pending); return what was queued."""
         if any(m.id == message.id for t in TARGETS for m in self._lists[t]):
             message = message.model_copy(update={"id": new_message_id()})
         self._splice(target, len(self._lists[target]), 0, (message,))
         self._agent._emit("agent/inbox/inserted", InboxPayload(self._agent, message))
+        return message
 
     def _claim(self, target: Target, count: int, turn: int) -> list[UserMessage]:
         pending = self._lists[target]

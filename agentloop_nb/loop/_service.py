@@ -35,7 +35,6 @@ class AgentLoop:
         self.settings = LoopSettings(max_parallel_tool_calls=self.config.max_parallel_tool_calls)
         self._spawn_fn = spawn
         self._agents: dict[str, Agent] = {}
-        self._disposals: dict[str, asyncio.Future[None] | None] = {}
         self._closed = False
         self._registry_exit: dict[str, Callable[[], Any]] = {}
         ctx.agents.set_factory(_Factory(self))
@@ -70,12 +69,11 @@ class AgentLoop:
     async def dispose(self, agent: Agent) -> None:
         """Teardown: cancel ``disposed`` → quiescence → unwind scope → ``agent/disposed`` →
         ``session/disposed``. Idempotent and memoized."""
-        fut = self._disposals.get(agent.id)
+        fut = agent._disposal  # memoized per agent object: the id may be reused afterwards
         if fut is not None:
             await asyncio.shield(fut)
             return
-        fut = asyncio.get_running_loop().create_future()
-        self._disposals[agent.id] = fut
+        fut = agent._disposal = asyncio.get_running_loop().create_future()
         try:
             await agent._dispose()
             await agent.session.flush()
@@ -87,7 +85,6 @@ class AgentLoop:
             self.ctx.sessions.detach(agent.session)
         finally:
             fut.set_result(None)
-            self._disposals.pop(agent.id, None)
 
     # -- creation transaction ------------------------------------------------------------------
 
@@ -101,9 +98,10 @@ class AgentLoop:
         if self._closed:
             raise RuntimeError("the agent loop is closed (its App was closed)")
         sessions = self.ctx.sessions
-        exit_registry = self.ctx.agents.enter(agent)  # raises "already exists"
+        exit_registry: Callable[[], Any] = lambda: None  # noqa: E731
         entered_session = False
         try:
+            exit_registry = self.ctx.agents.enter(agent)  # raises "already exists"
             sessions.enter(agent.session)
             entered_session = True
             self._agents[agent.id] = agent

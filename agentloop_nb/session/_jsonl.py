@@ -3,7 +3,8 @@
 File format: line 1 is the header (``SessionHeader.to_json()``), then one compact JSON event per
 line (``SessionEvent.to_json()``), each terminated by ``"\\n"``. A batch is written with a single
 ``write`` on an ``O_APPEND`` descriptor, so a crash can only tear the *last* line; committed lines
-are never rewritten (a torn tail is cut off before the first append after a load).
+are never rewritten; a torn tail a crash left behind is cut off before this backend first
+appends to that file.
 
 Write-behind: ``install(ctx)`` subscribes ``session/created`` / ``event`` / ``flush`` /
 ``disposed``. The ``session/event`` listener only puts ``(session, event)`` on a queue (O(1),
@@ -19,6 +20,7 @@ import asyncio
 import atexit
 import builtins
 import contextlib
+import gc
 import json
 import logging
 import os
@@ -30,6 +32,7 @@ from queue import Empty, SimpleQueue
 from typing import Any, Protocol
 
 import anyio
+import anyio.to_thread
 
 from .._disposer import Disposer
 from ._events import SessionEvent, SessionHeader, make_event, normalize_surface_op
@@ -115,6 +118,19 @@ def _line_bytes(event: SessionEvent) -> bytes:
     except UnicodeEncodeError:
         # A lone surrogate has no UTF-8 form: \u-escape this line (still lossless JSON).
         return _encode_ascii(event.to_dict()).encode("ascii") + b"\n"
+
+
+def _rfind_newline(f: Any, end: int) -> int:
+    """Offset of the last ``\n`` before ``end`` in binary file ``f`` (``-1``: none)."""
+    chunk = 1 << 16
+    while end > 0:
+        start = max(0, end - chunk)
+        f.seek(start)
+        found = f.read(end - start).rfind(b"\n")
+        if found >= 0:
+            return start + found
+        end = start
+    return -1
 
 
 class _Control:
@@ -208,8 +224,8 @@ class JsonlPersistence:
         # Worker-thread state, keyed by session object (ids can be reused after detach).
         self._written: builtins.dict[Session, int] = {}
         self._errors: dict[Session, PersistenceError] = {}
-        # Byte length of the committed prefix of files read by ``load`` (cut a torn tail).
-        self._committed: dict[str, int] = {}
+        # Ids whose file tail this instance has verified (or written itself): only the first
+        # append to a file that another run left behind may have a torn tail to cut.
         self._checked: set[str] = set()
         self._atexit: Callable[[], None] | None = None
 
@@ -250,7 +266,8 @@ class JsonlPersistence:
 
     def append(self, id: str, events: Sequence[SessionEvent]) -> None:
         """Append events as lines with one ``write``. ``FileNotFoundError`` if the session was
-        never created. The first append after ``load`` first cuts a torn tail."""
+        never created. The first append to a file this instance did not create first cuts a
+        torn final record left by a crash."""
         if not events:
             return
         path = self.path(id)
@@ -258,7 +275,7 @@ class JsonlPersistence:
         fd = os.open(path, os.O_WRONLY | os.O_APPEND)
         try:
             if id not in self._checked:
-                self._trim_tail(fd, path, self._committed.pop(id, None))
+                self._trim_tail(fd, path)
                 self._checked.add(id)
             view = memoryview(blob)
             while view:
@@ -269,31 +286,29 @@ class JsonlPersistence:
             os.close(fd)
 
     @staticmethod
-    def _trim_tail(fd: int, path: Path, committed: int | None) -> None:
+    def _trim_tail(fd: int, path: Path) -> None:
+        """Cut a torn final record (unterminated, or a terminated line that is not JSON) left
+        by a crash, so new lines never follow garbage. Judged from the file itself, never from
+        an earlier ``load``: the file may have grown since."""
         size = os.fstat(fd).st_size
-        if committed is None:
-            # Not loaded through us: keep everything up to the last newline.
-            if size == 0:
-                return
-            with open(path, "rb") as f:
-                chunk = 1 << 16
-                end = size
-                while end > 0:
-                    start = max(0, end - chunk)
-                    f.seek(start)
-                    block = f.read(end - start)
-                    if end == size and block.endswith(b"\n"):
-                        return
-                    cut = block.rfind(b"\n")
-                    if cut >= 0:
-                        committed = start + cut + 1
-                        break
-                    end = start
-                else:
-                    committed = 0
-        if size > committed:
-            _log.warning("%s: discarding a torn final record (%d bytes)", path, size - committed)
-            os.ftruncate(fd, committed)
+        if size == 0:
+            raise SessionCorruptError(path.resolve(), 1, "the file is empty (no header line)")
+        with open(path, "rb") as f:
+            f.seek(size - 1)
+            if f.read(1) != b"\n":
+                start = _rfind_newline(f, size) + 1
+            else:
+                start = _rfind_newline(f, size - 1) + 1
+                f.seek(start)
+                try:
+                    _decode(f.read(size - start).decode("utf-8"))
+                    return
+                except ValueError:  # UnicodeDecodeError included
+                    pass
+        if start == 0:
+            raise SessionCorruptError(path.resolve(), 1, "the header line is incomplete")
+        _log.warning("%s: discarding a torn final record (%d bytes)", path, size - start)
+        os.ftruncate(fd, start)
 
     def load(self, id: str) -> tuple[SessionHeader, builtins.list[SessionEvent]]:
         """Read a stored session. A torn final line (no newline, or not valid) is ignored;
@@ -333,17 +348,25 @@ class JsonlPersistence:
         events: builtins.list[SessionEvent] = []
         append = events.append
         last_index = len(lines) - 1
-        for index in range(1, len(lines)):
-            try:
-                append(_event_from_line(_decode(lines[index]), index - 1))
-            except (ValueError, TypeError) as exc:
-                if index == last_index:
-                    # A complete but unreadable final line: a torn write. Not committed.
-                    cut -= len(lines[index].encode("utf-8")) + 1
-                    break
-                raise SessionCorruptError(path.resolve(), index + 1, str(exc)) from None
-        self._committed[id] = cut
-        self._checked.discard(id)
+        # Loading builds only acyclic objects; pausing the cyclic GC avoids repeated full
+        # collections over a growing heap (several times the cost of parsing a large log).
+        gc_enabled = gc.isenabled()
+        gc.disable()
+        try:
+            for index in range(1, len(lines)):
+                try:
+                    obj = _decode(lines[index])
+                except ValueError as exc:
+                    if index == last_index:
+                        break  # an unparseable final line is a torn write, never committed
+                    raise SessionCorruptError(path.resolve(), index + 1, str(exc)) from None
+                try:
+                    append(_event_from_line(obj, index - 1))
+                except (ValueError, TypeError) as exc:
+                    raise SessionCorruptError(path.resolve(), index + 1, str(exc)) from None
+        finally:
+            if gc_enabled:
+                gc.enable()
         return header, events
 
     def list(self) -> builtins.list[SessionHeader]:

@@ -161,6 +161,7 @@ class Session:
         "_store",
         "_surface",
         "_view",
+        "__weakref__",
         "header",
         "id",
     )

@@ -52,9 +52,14 @@ def jupyter_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[harness.La
         harness.stop_lab(lab)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def chromium_browser() -> Iterator[Browser]:
-    """Debian's Chromium driven by Playwright's sync API (one browser per test session)."""
+    """Debian's Chromium driven by Playwright's sync API (one browser per test module).
+
+    Module scope on purpose: while a sync Playwright is alive it marks its event loop as the
+    thread's running loop between calls, which breaks every anyio test that runs meanwhile.
+    Stopping it when the module ends keeps the rest of the suite unaffected.
+    """
     _require_browser()
     from playwright.sync_api import sync_playwright
 

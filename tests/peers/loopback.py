@@ -4,7 +4,8 @@ Each request is answered by a :class:`Reply`: a status, headers and body *parts*
 one chunk of a chunked body, so the client sees the bytes exactly as given. Two markers shape
 the flow: :data:`STALL` stops sending until the server is stopped (``stalled`` is set when a
 reply reaches it) and :data:`DROP` closes the socket without ending the body (a dropped
-connection). Requests are recorded in ``requests``.
+connection). The status line and headers go out with the first bytes part, so a leading
+marker stalls or drops before any response. Requests are recorded in ``requests``.
 
 Runs in daemon threads with blocking sockets, so it is independent of the test's event loop.
 """
@@ -112,6 +113,11 @@ class LoopbackServer:
     def __exit__(self, *exc: object) -> None:
         self._release.set()
         if self._sock is not None:
+            try:
+                # Wakes the thread blocked in accept(); close() alone does not on Linux.
+                self._sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
             self._sock.close()
         for conn in list(self._conns):
             try:
@@ -144,8 +150,10 @@ class LoopbackServer:
             head = [f"HTTP/1.1 {reply.status} Status"]
             head += [f"{k}: {v}" for k, v in reply.headers.items()]
             head += ["transfer-encoding: chunked", "connection: close", "", ""]
-            conn.sendall("\r\n".join(head).encode())
+            pending_head: bytes | None = "\r\n".join(head).encode()
             for part in reply.parts:
+                # The status line goes out with the first bytes, so a leading STALL or DROP
+                # happens before the client has any response at all.
                 if part is STALL:
                     self.stalled.set()
                     self._release.wait()
@@ -153,9 +161,12 @@ class LoopbackServer:
                 if part is DROP:
                     return
                 assert isinstance(part, bytes)
+                if pending_head is not None:
+                    conn.sendall(pending_head)
+                    pending_head = None
                 if part:
                     conn.sendall(b"%x\r\n%s\r\n" % (len(part), part))
-            conn.sendall(b"0\r\n\r\n")
+            conn.sendall((pending_head or b"") + b"0\r\n\r\n")
         except OSError:
             return
         finally:

@@ -20,7 +20,7 @@ from agentloop_nb.llm._chunks import (
     Usage,
     UsageChunk,
 )
-from agentloop_nb.messages import ReasoningBlock
+from agentloop_nb.messages import ReasoningBlock, TextBlock, UserMessage
 
 
 async def collect(adapter: Any, options: GenerateOptions) -> list[StreamChunk]:
@@ -103,3 +103,18 @@ def check_contract(chunks: list[StreamChunk]) -> Assembled:
 
 async def run(adapter: Any, options: GenerateOptions) -> Assembled:
     return check_contract(await collect(adapter, options))
+
+
+def user(text: str, id: str = "u1") -> UserMessage:
+    return UserMessage(id=id, content=(TextBlock(text=text),))
+
+
+WEATHER_TOOL = {
+    "name": "get_weather",
+    "description": "Current weather for a city.",
+    "parameters": {
+        "type": "object",
+        "properties": {"city": {"type": "string"}},
+        "required": ["city"],
+    },
+}

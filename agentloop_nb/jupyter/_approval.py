@@ -1,0 +1,113 @@
+"""``WidgetApproval``: the approval service (``ctx.approval``) that notebook views answer.
+
+The tool pipeline calls ``await approval.request(execution, reason)`` for an ``Ask`` decision;
+this service parks the request as a :class:`PendingApproval`, tells its observers (the
+``ToolPoolView`` of that agent shows Approve/Deny buttons on the call) and returns the answer.
+No answer within ``timeout`` seconds is a deny, so an unattended kernel never waits forever.
+Pure asyncio: no widget code lives here, so it also works without a front end (call
+``approve(call_id)`` / ``deny(call_id)`` from a cell).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from .._disposer import Disposer
+
+_log = logging.getLogger("agentloop_nb.jupyter")
+
+DEFAULT_APPROVAL_TIMEOUT = 300.0
+
+
+@dataclass(eq=False)
+class PendingApproval:
+    """One call waiting for a person: ``call_id``, tool ``name``, raw JSON ``arguments``,
+    ``reason`` (from ``Ask``), the calling ``agent`` and the future the answer resolves."""
+
+    call_id: str
+    name: str
+    arguments: str
+    reason: str | None
+    agent: Any
+    future: asyncio.Future[bool] = field(repr=False)
+
+
+class WidgetApproval:
+    """Approval service answered by widget buttons (or ``approve``/``deny`` calls).
+
+    ``request`` returns ``True`` only when someone approves; ``False`` on deny or timeout.
+    Cancelling the waiting call (the turn was aborted) withdraws the request.
+    """
+
+    def __init__(self, timeout: float = DEFAULT_APPROVAL_TIMEOUT) -> None:
+        if timeout <= 0:
+            raise ValueError(f"approval timeout must be > 0 seconds, got {timeout!r}")
+        self.timeout = timeout
+        self._pending: dict[str, PendingApproval] = {}
+        self._observers: list[Callable[[], None]] = []
+
+    @property
+    def pending(self) -> list[PendingApproval]:
+        """Requests waiting for an answer, oldest first."""
+        return list(self._pending.values())
+
+    def pending_for(self, agent: Any) -> list[PendingApproval]:
+        return [p for p in self._pending.values() if p.agent is agent]
+
+    async def request(self, execution: Any, reason: str | None) -> bool:
+        fut: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        call_id = str(execution.call_id)
+        entry = PendingApproval(call_id, str(execution.name), str(execution.arguments), reason,
+                                execution.agent, fut)
+        self._pending[call_id] = entry
+        self._notify()
+        try:
+            return await asyncio.wait_for(fut, self.timeout)
+        except TimeoutError:
+            return False
+        finally:
+            if self._pending.get(call_id) is entry:
+                del self._pending[call_id]
+            self._notify()
+
+    def approve(self, call_id: str) -> bool:
+        """Answer yes; ``False`` when no such request is pending."""
+        return self._answer(call_id, True)
+
+    def deny(self, call_id: str) -> bool:
+        """Answer no; ``False`` when no such request is pending."""
+        return self._answer(call_id, False)
+
+    def _answer(self, call_id: str, answer: bool) -> bool:
+        entry = self._pending.get(call_id)
+        if entry is None or entry.future.done():
+            return False
+        entry.future.set_result(answer)
+        return True
+
+    def subscribe(self, observer: Callable[[], None]) -> Disposer:
+        """Call ``observer()`` whenever the pending set changes."""
+        self._observers.append(observer)
+
+        def remove() -> None:
+            if observer in self._observers:
+                self._observers.remove(observer)
+
+        return Disposer(remove)
+
+    def _notify(self) -> None:
+        for observer in tuple(self._observers):
+            try:
+                observer()
+            except Exception:
+                _log.exception("approval observer failed")
+
+    def __repr__(self) -> str:
+        return f"<WidgetApproval pending={len(self._pending)} timeout={self.timeout}s>"
+
+
+__all__ = ["DEFAULT_APPROVAL_TIMEOUT", "PendingApproval", "WidgetApproval"]

@@ -1,0 +1,313 @@
+"""``%agent`` / ``%%agent`` / ``%%plugin`` (SPEC §7).
+
+Every subcommand only schedules work on the kernel loop and returns at once. Bad arguments and
+other problems a person fixes by typing something else print one ``UsageError: ...`` line to
+stderr (never a traceback, and the cell still succeeds); ``%agent --help`` and
+``%agent SUB --help`` print argparse help; ``%agent?`` shows the docstring.
+"""
+
+from __future__ import annotations
+
+import argparse
+import keyword
+import shlex
+import sys
+import time
+from typing import Any, NoReturn
+
+from IPython.core.magic import Magics, cell_magic, line_cell_magic, magics_class
+from IPython.display import display
+
+from ..loop import AgentOptions
+from ._cellplugin import run_plugin_cell
+from ._extension import KernelState, UserError
+from ._sync import run_eagerly
+
+DEFAULT_PROVIDER = "offline"
+DEFAULT_MODEL = "demo"
+_RAW_TEXT = ("steer", "inject")  # TEXT is the raw rest of the line (quotes and all)
+
+
+class _Exit(Exception):
+    """argparse finished on its own (``--help`` was printed)."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise UserError(f"{self.prog}: {message} — {' '.join(self.format_usage().split())}")
+
+    def exit(self, status: int = 0, message: str | None = None) -> NoReturn:
+        if message:
+            sys.stderr.write(message)
+        raise _Exit
+
+
+def _build_parser() -> _Parser:
+    p = _Parser(prog="%agent", description="Create, steer and cancel background agents.",
+                exit_on_error=False)
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    c = sub.add_parser("create", help="create an agent bound to NAME",
+                       description="Create an agent and bind it to NAME in the user namespace.")
+    c.add_argument("name", metavar="NAME")
+    c.add_argument("--provider", metavar="P", default=None,
+                   help=f"model provider (default: {DEFAULT_PROVIDER})")
+    c.add_argument("--model", metavar="M", default=None,
+                   help=f"model name (default with the offline provider: {DEFAULT_MODEL})")
+    c.add_argument("--max-tokens", metavar="N", type=int, default=None, dest="max_tokens")
+    for name, what in (("steer", "steer the running turn (wakes an idle agent)"),
+                       ("inject", "add context for the next step (does not wake)")):
+        s = sub.add_parser(name, help=what, description=what)
+        s.add_argument("name", metavar="NAME")
+        s.add_argument("text", metavar="TEXT", nargs="+")
+    x = sub.add_parser("cancel", help="cancel the running turn (cause: user)")
+    x.add_argument("name", metavar="NAME")
+    x.add_argument("--keep-inbox", action="store_true", help="keep queued input")
+    r = sub.add_parser("resume", help="resume a persisted session as NAME",
+                       description="Resume a persisted session: its history is rendered from the "
+                       "log (nothing re-runs) and the agent accepts new prompts.")
+    r.add_argument("session_id", metavar="SESSION_ID")
+    r.add_argument("--name", metavar="NAME", default=None,
+                   help="variable to bind (default: the id's prefix before '-session-')")
+    sub.add_parser("list", help="list live agents")
+    sh = sub.add_parser("show", help="display the live view of NAME")
+    sh.add_argument("name", metavar="NAME")
+    sub.add_parser("sessions", help="list persisted sessions")
+    d = sub.add_parser("dispose", help="dispose NAME (its turn ends 'disposed')")
+    d.add_argument("name", metavar="NAME")
+    return p
+
+
+def _identifier(name: str, what: str = "NAME") -> str:
+    if not name.isidentifier() or keyword.iskeyword(name):
+        raise UserError(f"{what} must be a Python identifier (it becomes a variable), got {name!r}")
+    return name
+
+
+def _fail(message: str) -> None:
+    print("UsageError: " + " ".join(message.split()), file=sys.stderr)
+
+
+@magics_class
+class AgentMagics(Magics):  # type: ignore[misc]
+    """The magics of one kernel's extension state."""
+
+    def __init__(self, shell: Any, state: KernelState) -> None:
+        super().__init__(shell)
+        self.state = state
+        self.parser = _build_parser()
+
+    @line_cell_magic
+    def agent(self, line: str, cell: str | None = None) -> None:
+        """Drive background agents from cells.
+
+        Line magic::
+
+          %agent create NAME [--provider P] [--model M] [--max-tokens N]
+              create an agent and bind it to NAME (default provider: offline, model: demo)
+          %agent steer NAME TEXT      steer the running turn (wakes an idle agent)
+          %agent inject NAME TEXT     add context for the next step (does not wake)
+          %agent cancel NAME [--keep-inbox]
+                                      cancel the running turn (cause: user)
+          %agent resume SESSION_ID [--name NAME]
+                                      resume a persisted session; history renders from the
+                                      log without re-running anything
+          %agent list                 live agents
+          %agent show NAME            display the live view
+          %agent sessions             persisted sessions (id, created, turns, last activity)
+          %agent dispose NAME         dispose the agent
+
+        Cell magic::
+
+          %%agent NAME
+          prompt text...
+
+        displays NAME's live view and queues the cell body as a follow-up. Every command
+        returns at once; ``await NAME.when_idle()`` in a later cell waits for the agent.
+        Bad arguments print one ``UsageError`` line. ``%agent --help`` prints argparse help.
+        """
+        try:
+            if cell is not None:
+                self._cell(line, cell)
+            else:
+                self._line(line)
+        except _Exit:
+            pass
+        except UserError as exc:
+            _fail(str(exc))
+
+    @cell_magic
+    def plugin(self, line: str, cell: str) -> None:
+        """Run the cell as the named plugin NAME::
+
+          %%plugin NAME
+          ctx.on("agent/status", lambda p: ...)
+
+        While the cell runs, ``ctx`` is the plugin's own context (a child of the App's), so
+        everything registered through it belongs to the scope NAME; the cell's variables land
+        in the user namespace as usual. Re-running the cell disposes the old scope first, so
+        handlers are registered once. If the cell raises, everything it registered is disposed
+        (no half-registered plugin) and the error is shown.
+        """
+        try:
+            words = shlex.split(line)
+        except ValueError as exc:
+            _fail(f"%%plugin: {exc} — usage: %%plugin NAME")
+            return
+        if len(words) != 1:
+            _fail("%%plugin: expected exactly one NAME — usage: %%plugin NAME")
+            return
+        run_plugin_cell(self.shell, self.state.app.ctx, words[0], cell)
+
+    # -- dispatch ---------------------------------------------------------------------------
+
+    def _parse(self, line: str) -> argparse.Namespace:
+        head, _, rest = line.strip().partition(" ")
+        if head in _RAW_TEXT:
+            name, _, text = rest.strip().partition(" ")
+            if name and not name.startswith("-") and text.strip():
+                return argparse.Namespace(command=head, name=name, text=text.strip())
+        try:
+            words = shlex.split(line)
+        except ValueError as exc:
+            raise UserError(f"%agent: {exc} — {' '.join(self.parser.format_usage().split())}") from None
+        try:
+            args = self.parser.parse_args(words)
+        except argparse.ArgumentError as exc:
+            raise UserError(f"%agent: {exc} — {' '.join(self.parser.format_usage().split())}") from None
+        if args.command is None:
+            raise UserError(f"%agent: a COMMAND is required — {' '.join(self.parser.format_usage().split())}")
+        if head in _RAW_TEXT:
+            args.text = " ".join(args.text)
+        return args
+
+    def _line(self, line: str) -> None:
+        args = self._parse(line)
+        getattr(self, f"_cmd_{args.command}")(args)
+
+    def _cell(self, line: str, cell: str) -> None:
+        words = line.split()
+        if len(words) != 1:
+            raise UserError("%%agent: expected exactly one NAME — usage: %%agent NAME (the cell "
+                            "body is the prompt)")
+        agent = self.state.agent(words[0])
+        display(self.state.view(agent))
+        prompt = cell.strip()
+        if prompt:
+            agent.followup(prompt)
+
+    # -- commands ---------------------------------------------------------------------------
+
+    def _cmd_create(self, args: argparse.Namespace) -> None:
+        name = _identifier(args.name)
+        self._check_free(name)
+        provider = args.provider or DEFAULT_PROVIDER
+        model = args.model or (DEFAULT_MODEL if provider == DEFAULT_PROVIDER else None)
+        if model is None:
+            raise UserError(f"%agent create: --model is required with --provider {provider}")
+        if args.max_tokens is not None and args.max_tokens <= 0:
+            raise UserError("%agent create: --max-tokens must be a positive integer")
+        options = AgentOptions(provider=provider, model=model, max_tokens=args.max_tokens)
+        try:
+            agent = self.state.app.agent_loop.create(name, options)
+        except Exception as exc:
+            raise UserError(f"%agent create: {exc}") from None
+        self.state.bind(name, agent)
+        print(f"agent {name!r} ready ({provider}/{model}); session {agent.session.id}")
+
+    def _check_free(self, name: str) -> None:
+        if name in self.state.names:
+            raise UserError(f"an agent named {name!r} exists; %agent dispose {name} first")
+
+    def _cmd_steer(self, args: argparse.Namespace) -> None:
+        self.state.agent(args.name).steer(args.text)
+
+    def _cmd_inject(self, args: argparse.Namespace) -> None:
+        self.state.agent(args.name).inject(args.text)
+
+    def _cmd_cancel(self, args: argparse.Namespace) -> None:
+        if not self.state.agent(args.name).cancel("user", keep_inbox=args.keep_inbox):
+            print(f"{args.name} is idle: nothing to cancel")
+
+    def _cmd_resume(self, args: argparse.Namespace) -> None:
+        sid = args.session_id
+        default = sid.split("-session-")[0] if "-session-" in sid else None
+        if args.name is None and (default is None or not default.isidentifier()):
+            raise UserError(f"%agent resume: cannot derive a NAME from {sid!r}; pass --name NAME")
+        name = _identifier(args.name or default)
+        self._check_free(name)
+        st = self.state
+        try:
+            done, value = run_eagerly(st.app.ctx.agents.resume(resume_session_id=sid))
+        except Exception as exc:
+            raise UserError(f"%agent resume: {exc}") from None
+        if done:
+            self._resumed(name, value.agent)
+            return
+
+        def bind(task: Any) -> None:  # resume had to wait (a setup): bind when it lands
+            if not task.cancelled() and task.exception() is None:
+                self._resumed(name, task.result().agent)
+            else:
+                _fail(f"%agent resume: {task.exception() or 'cancelled'}")
+
+        value.add_done_callback(bind)
+        print(f"resuming {sid} as {name}…")
+
+    def _resumed(self, name: str, agent: Any) -> None:
+        self.state.bind(name, agent)
+        display(self.state.view(agent))
+
+    def _cmd_list(self, _args: argparse.Namespace) -> None:
+        agents = self.state.app.agent_loop.list()
+        if not agents:
+            print("no live agents")
+            return
+        rows = [("NAME", "STATUS", "TURNS", "MODEL", "SESSION")]
+        for a in agents:
+            rows.append((self.state.name_of(a) or "-", a.status, str(a.turn),
+                         f"{a.options.provider}/{a.options.model}", a.session.id))
+        _table(rows)
+
+    def _cmd_show(self, args: argparse.Namespace) -> None:
+        display(self.state.view(self.state.agent(args.name)))
+
+    def _cmd_sessions(self, _args: argparse.Namespace) -> None:
+        persistence = self.state.app.persistence
+        if persistence is None:
+            raise UserError("%agent sessions: this App has no session persistence")
+        rows = []
+        for header in persistence.list():
+            try:
+                _, events = persistence.load(header.id)
+            except Exception as exc:  # one unreadable file must not hide the others
+                rows.append((header.id, _when(header.created_at), "?", f"unreadable: {exc}"))
+                continue
+            turns = sum(1 for e in events if e.type == "turn/start")
+            last = events[-1].time if events else header.created_at
+            rows.append((header.id, _when(header.created_at), str(turns), _when(last)))
+        if not rows:
+            print("no persisted sessions")
+            return
+        rows.sort(key=lambda r: r[3], reverse=True)
+        _table([("SESSION", "CREATED", "TURNS", "LAST ACTIVITY"), *rows])
+
+    def _cmd_dispose(self, args: argparse.Namespace) -> None:
+        st = self.state
+        agent = st.agent(args.name)
+        del st.names[args.name]
+        if self.shell.user_ns.get(args.name) is agent:
+            del self.shell.user_ns[args.name]
+        run_eagerly(st.app.agent_loop.dispose(agent))
+
+
+def _when(t: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t))
+
+
+def _table(rows: list[tuple[str, ...]]) -> None:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    for r in rows:
+        print("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
+
+
+__all__ = ["DEFAULT_MODEL", "DEFAULT_PROVIDER", "AgentMagics"]

@@ -1,0 +1,218 @@
+"""Shared helpers for the agent-loop tests: an App factory that loads the invariant companion
+when it exists, a scripted-agent builder, log queries, event waits (never sleeps) and a
+parallel-safe probe tool that records how many bodies overlap."""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+import anyio
+
+from agentloop_nb.app import App
+from agentloop_nb.loop import Agent, AgentOptions
+from agentloop_nb.messages import AssistantMessage, ToolResultMessage
+from agentloop_nb.session import Session, SessionEvent
+from agentloop_nb.testing import ScriptedModel
+from agentloop_nb.tools import Tool, ToolExecution, tool
+
+HAS_INVARIANTS = importlib.util.find_spec("agentloop_nb.plugins.invariants") is not None
+OPTIONS = AgentOptions(provider="scripted", model="m")
+WAIT = 5.0  # seconds: only a guard against a hang, never a synchronisation point
+
+
+def make_app(**kw: Any) -> App:
+    """``App(**kw)`` with the invariant companion loaded whenever it is importable."""
+    if HAS_INVARIANTS:
+        kw.setdefault("invariants", True)
+    return App(**kw)
+
+
+def scripted(app: App, *entries: Any) -> ScriptedModel:
+    """Register a ``ScriptedModel`` under provider ``scripted`` and return it."""
+    model = ScriptedModel(entries)
+    app.ctx.llm.register_adapter(["scripted"], model)
+    return model
+
+
+def new_agent(app: App, *entries: Any, id: str = "a") -> tuple[Agent, ScriptedModel]:
+    """A ``scripted`` model playing ``entries`` and an agent talking to it."""
+    model = scripted(app, *entries)
+    return app.ctx.agent_loop.create(id, OPTIONS), model
+
+
+async def run(agent: Agent, content: Any = "hi") -> None:
+    """Follow up and wait until idle (guarded against hangs)."""
+    agent.followup(content)
+    with anyio.fail_after(WAIT):
+        await agent.when_idle()
+
+
+async def idle(agent: Agent) -> None:
+    with anyio.fail_after(WAIT):
+        await agent.when_idle()
+
+
+# -- log queries ---------------------------------------------------------------------------
+
+
+def types(agent: Agent | Session, *, chunks: bool = False) -> list[str]:
+    """Event types in log order (``assistant/chunk`` left out unless ``chunks``)."""
+    session = agent.session if isinstance(agent, Agent) else agent
+    return [e.type for e in session.events if chunks or e.type != "assistant/chunk"]
+
+
+def events(agent: Agent, type: str) -> list[SessionEvent]:
+    return [e for e in agent.session.events if e.type == type]
+
+
+def data(agent: Agent, type: str) -> list[Any]:
+    return [e.data for e in agent.session.events if e.type == type]
+
+
+def reasons(agent: Agent) -> list[str]:
+    """The ``turn/end`` reason kinds, in order."""
+    return [d["reason"]["kind"] for d in data(agent, "turn/end")]
+
+
+def user_texts(agent: Agent, turn: int | None = None) -> list[str]:
+    """Texts of the logged ``user/message`` events (of one turn when ``turn`` is given)."""
+    out: list[str] = []
+    current = 0
+    for e in agent.session.events:
+        if e.type == "turn/start":
+            current = e.data["turn"]
+        elif e.type == "user/message" and (turn is None or current == turn):
+            out.append("".join(b["text"] for b in e.data["message"]["content"]))
+    return out
+
+
+def request_texts(model: ScriptedModel, index: int) -> list[str]:
+    """User-visible texts of request ``index`` (user messages only)."""
+    return [
+        "".join(getattr(b, "text", "") for b in m.content)
+        for m in model.requests[index].messages
+        if m.role == "user"
+    ]
+
+
+def dangling_calls(messages: Sequence[Any]) -> list[str]:
+    """Tool calls of assistant messages not answered before the next assistant message (or the
+    end): a provider rejects such a history."""
+    open_ids: list[str] = []
+    problems: list[str] = []
+    for m in messages:
+        if isinstance(m, AssistantMessage):
+            problems.extend(open_ids)
+            open_ids = [c.id for c in m.tool_calls]
+        elif isinstance(m, ToolResultMessage):
+            if m.call_id in open_ids:
+                open_ids.remove(m.call_id)
+            else:
+                problems.append(f"orphan result {m.call_id}")
+        elif open_ids:
+            problems.extend(open_ids)
+            open_ids = []
+    return problems + open_ids
+
+
+# -- waiting on the log ----------------------------------------------------------------------
+
+
+async def wait_for(
+    agent: Agent, predicate: Callable[[SessionEvent], bool], *, timeout: float = WAIT
+) -> SessionEvent:
+    """The first logged event of ``agent`` matching ``predicate`` (already logged or future)."""
+    for e in agent.session.events:
+        if predicate(e):
+            return e
+    found: list[SessionEvent] = []
+    done = anyio.Event()
+
+    def on_event(payload: Any) -> None:
+        if not found and payload.session is agent.session and predicate(payload.event):
+            found.append(payload.event)
+            done.set()
+
+    off = agent.ctx.root.on("session/event", on_event)
+    try:
+        with anyio.fail_after(timeout):
+            await done.wait()
+    finally:
+        off()
+    return found[0]
+
+
+def is_type(type: str, **fields: Any) -> Callable[[SessionEvent], bool]:
+    """Predicate: an event of ``type`` whose data has ``fields``."""
+    return lambda e: e.type == type and all(e.data.get(k) == v for k, v in fields.items())
+
+
+def chunk_text(text: str) -> Callable[[SessionEvent], bool]:
+    """Predicate: an ``assistant/chunk`` carrying a text delta ``text``."""
+    return lambda e: e.type == "assistant/chunk" and e.data["chunk"].get("text") == text
+
+
+# -- tools -----------------------------------------------------------------------------------
+
+
+class Probe:
+    """Tools whose bodies block until released, recording start order and peak overlap.
+
+    ``probe(key)`` is parallel-safe, ``barrier(key)`` exclusive; ``started[key]`` is set when a
+    body starts, ``release(key)`` lets it return ``"done:<key>"``."""
+
+    def __init__(self, *, auto: Iterable[str] = ()) -> None:
+        self.active = 0
+        self.peak = 0
+        self.log: list[str] = []
+        self._started: dict[str, anyio.Event] = {}
+        self._release: dict[str, anyio.Event] = {}
+        for key in auto:
+            self.release(key)
+        self.probe: Tool = self._make("probe", True)
+        self.barrier: Tool = self._make("barrier", False)
+
+    def started(self, key: str) -> anyio.Event:
+        return self._started.setdefault(key, anyio.Event())
+
+    def release(self, key: str) -> None:
+        self._release.setdefault(key, anyio.Event()).set()
+
+    def is_started(self, key: str) -> bool:
+        return key in self._started and self._started[key].is_set()
+
+    async def wait_started(self, *keys: str) -> None:
+        with anyio.fail_after(WAIT):
+            for key in keys:
+                await self.started(key).wait()
+
+    def _make(self, name: str, safe: bool) -> Tool:
+        async def body(key: str) -> str:
+            self.active += 1
+            self.peak = max(self.peak, self.active)
+            self.log.append(f"start:{key}")
+            self.started(key).set()
+            try:
+                await self._release.setdefault(key, anyio.Event()).wait()
+            finally:
+                self.active -= 1
+                self.log.append(f"end:{key}")
+            return f"done:{key}"
+
+        body.__name__ = name
+        body.__doc__ = f"Block until the test releases ``key`` ({name})."
+        return tool(concurrency_safe=safe)(body)
+
+
+def register(app: App, *tools: Tool | Callable[..., Any]) -> None:
+    for t in tools:
+        app.ctx.tools.register(t)
+
+
+@tool
+async def wait_for_abort(execution: ToolExecution) -> str:
+    """Wait until the turn is cancelled."""
+    await execution.signal.wait()
+    return "never"

@@ -1,0 +1,277 @@
+"""AnthropicAdapter over real loopback HTTP: llmock (tool loop, request journal), aimock
+(thinking + signature) and hand-written streams (in-stream errors, request details)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from peers.aimock import aimock_url  # noqa: F401  (pytest fixture)
+from peers.loopback import LoopbackServer, sse_events, sse_reply
+from peers.streams import WEATHER_TOOL, run, user
+
+from agentloop_nb.llm._chunks import GenerateOptions
+from agentloop_nb.llm.anthropic import AnthropicAdapter
+from agentloop_nb.messages import (
+    AssistantMessage,
+    ImageBlock,
+    ReasoningBlock,
+    TextBlock,
+    ToolCallBlock,
+    ToolResultMessage,
+)
+
+pytestmark = pytest.mark.anyio
+
+MODEL = "claude-sonnet-4-5"
+
+
+def options(*messages: Any, **kw: Any) -> GenerateOptions:
+    kw.setdefault("model", MODEL)
+    return GenerateOptions(provider="anthropic", messages=messages or (user("hi"),), **kw)
+
+
+def text_stream(text: str = "Hi!", *, stop_reason: str = "end_turn") -> bytes:
+    return sse_events(
+        [
+            ("message_start", {"type": "message_start", "message": {"usage": {"input_tokens": 5, "output_tokens": 1}}}),
+            ("content_block_start", {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
+            ("content_block_delta", {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": text}}),
+            ("content_block_stop", {"type": "content_block_stop", "index": 0}),
+            ("message_delta", {"type": "message_delta", "delta": {"stop_reason": stop_reason}, "usage": {"output_tokens": 3}}),
+            ("message_stop", {"type": "message_stop"}),
+        ]
+    )
+
+
+# -- llmock -------------------------------------------------------------------------------------
+
+
+@pytest.mark.peer
+async def test_text_reply_streams_one_text_block_with_usage_and_stop(llmock: Any) -> None:
+    llmock.reply("Hello from Claude.")
+    adapter = AnthropicAdapter()  # ANTHROPIC_BASE_URL / ANTHROPIC_API_KEY set by llmock
+    try:
+        result = await run(adapter, options(system="Be brief."))
+    finally:
+        await adapter.aclose()
+    assert result.text == "Hello from Claude."
+    assert result.block_types == ["text"]
+    assert result.finish is not None and result.finish.kind == "stop"
+    assert result.usage is not None and result.usage.input_tokens > 0 and result.usage.output_tokens > 0
+    body = llmock.last_request.body
+    assert body["max_tokens"] == 4096 and body["stream"] is True and body["system"] == "Be brief."
+    assert body["messages"] == [{"role": "user", "content": [{"type": "text", "text": "hi"}]}]
+
+
+@pytest.mark.peer
+async def test_tool_loop_sends_tool_use_and_merged_tool_results_back(llmock: Any) -> None:
+    llmock.call_tool("get_weather", {"city": "Paris"})
+    llmock.reply("Sunny in Paris, rainy in Oslo.")
+    adapter = AnthropicAdapter()
+    try:
+        first = await run(adapter, options(user("weather in Paris?"), tools=[WEATHER_TOOL]))
+        assert first.finish is not None and first.finish.kind == "tool-calls"
+        assert [c["name"] for c in first.calls] == ["get_weather"]
+        assert first.call_args() == {"city": "Paris"}
+        call_id = first.calls[0]["id"]
+        history = (
+            user("weather in Paris?"),
+            AssistantMessage(
+                content=(
+                    ToolCallBlock(id=call_id, name="get_weather", arguments=first.calls[0]["arguments"]),
+                    ToolCallBlock(id="toolu_2", name="get_weather", arguments='{"city": "Os'),
+                )
+            ),
+            ToolResultMessage(call_id=call_id, content="sunny"),
+            ToolResultMessage(call_id="toolu_2", content="invalid arguments", is_error=True),
+        )
+        second = await run(adapter, options(*history, tools=[WEATHER_TOOL]))
+    finally:
+        await adapter.aclose()
+    assert second.text == "Sunny in Paris, rainy in Oslo."
+    sent = llmock.requests[-1].body
+    assert sent["tools"] == [
+        {"name": "get_weather", "description": "Current weather for a city.", "input_schema": WEATHER_TOOL["parameters"]}
+    ]
+    assert sent["messages"][1:] == [
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "tool_use", "id": call_id, "name": "get_weather", "input": {"city": "Paris"}},
+                # Invalid JSON arguments are sent as an empty input object.
+                {"type": "tool_use", "id": "toolu_2", "name": "get_weather", "input": {}},
+            ],
+        },
+        {
+            "role": "user",
+            "content": [
+                {"type": "tool_result", "tool_use_id": call_id, "content": "sunny"},
+                {"type": "tool_result", "tool_use_id": "toolu_2", "content": "invalid arguments", "is_error": True},
+            ],
+        },
+    ]
+
+
+# -- aimock: thinking ---------------------------------------------------------------------------
+
+
+@pytest.mark.peer
+async def test_thinking_block_ends_with_its_signature(aimock_url: str) -> None:  # noqa: F811
+    adapter = AnthropicAdapter(aimock_url, "sk-ant-test")
+    try:
+        result = await run(adapter, options(user("claude: what is 6 times 7?"), reasoning_effort="low"))
+    finally:
+        await adapter.aclose()
+    assert result.block_types == ["reasoning", "text"]
+    assert result.reasoning == "Six sevens make forty-two."
+    assert result.signature == "EqQBCkYIBxgCKkDsig-aimock-42"
+    assert result.text == "6 times 7 is 42."
+    assert result.finish is not None and result.finish.kind == "stop"
+
+
+@pytest.mark.peer
+async def test_thinking_tool_loop_round_trips_the_signed_thinking_block(aimock_url: str) -> None:  # noqa: F811
+    adapter = AnthropicAdapter(aimock_url, "sk-ant-test")
+    try:
+        first = await run(adapter, options(user("claude: weather in Paris?"), tools=[WEATHER_TOOL]))
+        assert first.block_types == ["reasoning", "tool-call"]
+        assert first.signature == "EqQBCkYIBxgCKkDsig-aimock-tool"
+        call = first.calls[0]
+        history = (
+            user("claude: weather in Paris?"),
+            AssistantMessage(
+                content=(
+                    ReasoningBlock(text=first.reasoning, signature=first.signature),
+                    ToolCallBlock(id=call["id"], name=call["name"], arguments=call["arguments"]),
+                )
+            ),
+            ToolResultMessage(call_id=call["id"], content="sunny"),
+        )
+        second = await run(adapter, options(*history, tools=[WEATHER_TOOL]))
+    finally:
+        await adapter.aclose()
+    assert second.text == "It is sunny in Paris."
+
+
+async def test_request_headers_path_thinking_and_signed_reasoning() -> None:
+    history = (
+        user("look").model_copy(
+            update={"content": (TextBlock(text="look"), TextBlock(text=""), ImageBlock(media_type="image/png", data="AAAA"))}
+        ),
+        AssistantMessage(
+            content=(
+                ReasoningBlock(text="unsigned, from another provider"),
+                ReasoningBlock(text="signed", signature="sig-1"),
+                TextBlock(text="A square."),
+            )
+        ),
+        user("and now?", id="u2"),
+    )
+    with LoopbackServer(sse_reply(text_stream())) as server:
+        adapter = AnthropicAdapter(server.url, "sk-ant-api03-secret", anthropic_version="2023-06-01")
+        try:
+            await run(adapter, options(*history, reasoning_effort="medium", temperature=0.3, stop=["END"]))
+        finally:
+            await adapter.aclose()
+    request = server.requests[0]
+    assert (request.method, request.path) == ("POST", "/v1/messages")
+    assert request.headers["x-api-key"] == "sk-ant-api03-secret"
+    assert request.headers["anthropic-version"] == "2023-06-01"
+    body = request.json()
+    assert body["thinking"] == {"type": "enabled", "budget_tokens": 4096}
+    assert body["max_tokens"] > 4096 and "temperature" not in body
+    assert body["stop_sequences"] == ["END"]
+    assert body["messages"] == [
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "look"},
+                {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "AAAA"}},
+            ],
+        },
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "thinking", "thinking": "signed", "signature": "sig-1"},
+                {"type": "text", "text": "A square."},
+            ],
+        },
+        {"role": "user", "content": [{"type": "text", "text": "and now?"}]},
+    ]
+
+
+async def test_base_url_ending_in_v1_is_not_doubled() -> None:
+    with LoopbackServer(sse_reply(text_stream())) as server:
+        adapter = AnthropicAdapter(server.url + "/v1/", "sk-ant-test")
+        try:
+            await run(adapter, options())
+        finally:
+            await adapter.aclose()
+    assert server.requests[0].path == "/v1/messages"
+
+
+# -- hand-written streams -----------------------------------------------------------------------
+
+
+async def test_in_stream_error_event_after_200_is_overloaded() -> None:
+    body = sse_events(
+        [
+            ("message_start", {"type": "message_start", "message": {"usage": {"input_tokens": 5, "output_tokens": 1}}}),
+            ("content_block_start", {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
+            ("content_block_delta", {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "Par"}}),
+            ("error", {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}),
+        ]
+    )
+    with LoopbackServer(sse_reply(body)) as server:
+        adapter = AnthropicAdapter(server.url, "sk-ant-test")
+        try:
+            result = await run(adapter, options())
+        finally:
+            await adapter.aclose()
+    assert result.text == "Par"
+    assert result.error.code == "OVERLOADED" and "Overloaded" in result.error.message
+
+
+async def test_redacted_thinking_unknown_events_and_pings_are_ignored() -> None:
+    body = sse_events(
+        [
+            ("message_start", {"type": "message_start", "message": {"usage": {"input_tokens": 5, "output_tokens": 1}}}),
+            ("content_block_start", {"type": "content_block_start", "index": 0, "content_block": {"type": "redacted_thinking", "data": "Enc0ded"}}),
+            ("ping", {"type": "ping"}),
+            ("content_block_stop", {"type": "content_block_stop", "index": 0}),
+            ("brand_new_event", {"type": "brand_new_event", "whatever": 1}),
+            ("content_block_start", {"type": "content_block_start", "index": 1, "content_block": {"type": "text", "text": ""}}),
+            ("content_block_delta", {"type": "content_block_delta", "index": 1, "delta": {"type": "citations_delta", "citation": {}}}),
+            ("content_block_delta", {"type": "content_block_delta", "index": 1, "delta": {"type": "text_delta", "text": "Done."}}),
+            ("content_block_stop", {"type": "content_block_stop", "index": 1}),
+            ("message_delta", {"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 4}}),
+            ("message_stop", {"type": "message_stop"}),
+        ]
+    )
+    with LoopbackServer(sse_reply(body)) as server:
+        adapter = AnthropicAdapter(server.url, "sk-ant-test")
+        try:
+            result = await run(adapter, options())
+        finally:
+            await adapter.aclose()
+    assert result.block_types == ["text"] and result.text == "Done."
+    assert result.chunks[0].type == "block-start" and result.chunks[0].index == 0  # type: ignore[union-attr]
+    assert result.usage is not None and result.usage.output_tokens == 4
+
+
+async def test_empty_end_turn_is_an_empty_response() -> None:
+    with LoopbackServer(sse_reply(text_stream(""))) as server:
+        adapter = AnthropicAdapter(server.url, "sk-ant-test")
+        try:
+            result = await run(adapter, options())
+        finally:
+            await adapter.aclose()
+    assert result.error.code == "EMPTY_RESPONSE" and result.block_types == []
+
+
+async def test_missing_key_is_an_auth_error_naming_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    adapter = AnthropicAdapter("http://127.0.0.1:9")
+    result = await run(adapter, options())
+    assert result.error.code == "AUTH" and "ANTHROPIC_API_KEY" in result.error.message

@@ -1,0 +1,319 @@
+"""OpenAIAdapter over real loopback HTTP: llmock (tool loop, request journal), aimock (DeepSeek
+``reasoning_content``) and hand-written streams for layouts the peers do not produce."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import httpx
+import pytest
+from llmock.scenarios import Reply as LlmockReply
+from peers.aimock import aimock_url  # noqa: F401  (pytest fixture)
+from peers.loopback import LoopbackServer, sse_events, sse_reply
+from peers.streams import WEATHER_TOOL, collect, run, user
+
+from agentloop_nb.llm._chunks import GenerateOptions
+from agentloop_nb.llm.openai import OpenAIAdapter
+from agentloop_nb.llm.providers import build_adapters
+from agentloop_nb.messages import (
+    AssistantMessage,
+    ImageBlock,
+    ReasoningBlock,
+    TextBlock,
+    ToolCallBlock,
+    ToolResultMessage,
+)
+
+pytestmark = pytest.mark.anyio
+
+
+def options(*messages: Any, **kw: Any) -> GenerateOptions:
+    kw.setdefault("model", "gpt-4o-mini")
+    return GenerateOptions(provider="openai", messages=messages or (user("hi"),), **kw)
+
+
+def chunk(delta: dict[str, Any], finish: str | None = None, **extra: Any) -> dict[str, Any]:
+    return {
+        "id": "chatcmpl-1",
+        "object": "chat.completion.chunk",
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+        **extra,
+    }
+
+
+def openai_body(*chunks: dict[str, Any], done: bool = True) -> bytes:
+    events: list[tuple[str | None, Any]] = [(None, c) for c in chunks]
+    if done:
+        events.append((None, "[DONE]"))
+    return sse_events(events)
+
+
+# -- llmock -------------------------------------------------------------------------------------
+
+
+@pytest.mark.peer
+async def test_text_reply_streams_one_text_block_with_usage_and_stop(llmock: Any) -> None:
+    llmock.reply("Hello there, friend.")
+    adapter = OpenAIAdapter()  # base URL and key come from the env llmock sets
+    try:
+        result = await run(adapter, options(system="Be brief."))
+    finally:
+        await adapter.aclose()
+    assert result.text == "Hello there, friend."
+    assert result.block_types == ["text"]
+    assert result.finish is not None and result.finish.kind == "stop"
+    assert result.usage is not None and result.usage.input_tokens > 0 and result.usage.output_tokens > 0
+    body = llmock.last_request.body
+    assert body["stream"] is True and body["stream_options"] == {"include_usage": True}
+    assert body["messages"] == [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "hi"},
+    ]
+    assert "max_tokens" not in body and "tools" not in body
+
+
+@pytest.mark.peer
+async def test_tool_loop_sends_the_call_and_its_result_back(llmock: Any) -> None:
+    llmock.call_tool("get_weather", {"city": "Paris"})
+    llmock.reply("It is sunny in Paris.")
+    adapter = OpenAIAdapter()
+    try:
+        first = await run(adapter, options(user("weather in Paris?"), tools=[WEATHER_TOOL]))
+        assert first.finish is not None and first.finish.kind == "tool-calls"
+        assert [c["name"] for c in first.calls] == ["get_weather"]
+        assert first.call_args() == {"city": "Paris"}
+        call = first.calls[0]
+        history = (
+            user("weather in Paris?"),
+            AssistantMessage(
+                content=(ToolCallBlock(id=call["id"], name="get_weather", arguments=call["arguments"]),)
+            ),
+            ToolResultMessage(call_id=call["id"], name="get_weather", content="sunny, 21 C"),
+        )
+        second = await run(adapter, options(*history, tools=[WEATHER_TOOL]))
+    finally:
+        await adapter.aclose()
+    assert second.text == "It is sunny in Paris."
+    assert second.finish is not None and second.finish.kind == "stop"
+    sent = llmock.requests[-1].body
+    assert sent["tools"] == [
+        {
+            "type": "function",
+            "function": {
+                "name": "get_weather",
+                "description": "Current weather for a city.",
+                "parameters": WEATHER_TOOL["parameters"],
+            },
+        }
+    ]
+    assert sent["messages"][1:] == [
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": call["id"],
+                    "type": "function",
+                    "function": {"name": "get_weather", "arguments": call["arguments"]},
+                }
+            ],
+        },
+        {"role": "tool", "tool_call_id": call["id"], "content": "sunny, 21 C"},
+    ]
+
+
+@pytest.mark.peer
+async def test_finish_reason_length_ends_with_max_tokens(llmock: Any) -> None:
+    llmock.add(LlmockReply(text="This answer is cut", finish_reason="length"))
+    adapter = OpenAIAdapter()
+    try:
+        result = await run(adapter, options(max_tokens=5, temperature=0.2, stop=["\n\n"]))
+    finally:
+        await adapter.aclose()
+    assert result.finish is not None and result.finish.kind == "max-tokens"
+    body = llmock.last_request.body
+    assert (body["max_tokens"], body["temperature"], body["stop"]) == (5, 0.2, ["\n\n"])
+
+
+# -- aimock: DeepSeek reasoning ----------------------------------------------------------------
+
+
+@pytest.mark.peer
+async def test_deepseek_reasoning_content_becomes_a_reasoning_block(aimock_url: str) -> None:  # noqa: F811
+    adapter = build_adapters({"deepseek": {"base_url": aimock_url + "/v1", "api_key": "sk-deepseek-test"}})[
+        "deepseek"
+    ]
+    try:
+        result = await run(
+            adapter,
+            GenerateOptions(
+                provider="deepseek", model="deepseek-reasoner", messages=[user("deepseek: what is 6 times 7?")]
+            ),
+        )
+    finally:
+        await adapter.aclose()
+    assert result.block_types == ["reasoning", "text"]
+    assert result.reasoning == "Six sevens: 7+7+7+7+7+7 = 42."
+    assert result.text == "6 times 7 is 42."
+    assert result.usage is not None and (result.usage.input_tokens, result.usage.output_tokens) == (12, 9)
+    assert result.finish is not None and result.finish.kind == "stop"
+
+
+async def test_reasoning_is_never_sent_back_to_an_openai_compatible_server() -> None:
+    history = (
+        user("what is 6 times 7?"),
+        AssistantMessage(content=(ReasoningBlock(text="Six sevens."), TextBlock(text="42."))),
+        user("and 6 times 8?", id="u2"),
+    )
+    body = sse_events([(None, chunk({"content": "48."}, "stop")), (None, "[DONE]")])
+    with LoopbackServer(sse_reply(body)) as server:
+        adapter = OpenAIAdapter(server.url + "/v1", "sk-test", name="deepseek")
+        try:
+            result = await run(adapter, options(*history, model="deepseek-reasoner"))
+        finally:
+            await adapter.aclose()
+    assert result.text == "48."
+    sent = server.requests[0].json()
+    assert sent["messages"][1] == {"role": "assistant", "content": "42."}
+    assert "reasoning_content" not in json.dumps(sent)
+
+
+# -- request mapping, hand-written streams ------------------------------------------------------
+
+
+async def test_request_carries_bearer_key_images_and_path() -> None:
+    image = ImageBlock(media_type="image/png", data="iVBORw0KGgo=")
+    message = user("describe").model_copy(update={"content": (TextBlock(text="describe"), image)})
+    body = openai_body(chunk({"role": "assistant", "content": "A dot."}, "stop"))
+    with LoopbackServer(sse_reply(body)) as server:
+        adapter = OpenAIAdapter(server.url + "/v1/", "sk-test-bearer", headers={"x-extra": "1"})
+        try:
+            await run(adapter, options(message, reasoning_effort="low"))
+        finally:
+            await adapter.aclose()
+    request = server.requests[0]
+    assert (request.method, request.path) == ("POST", "/v1/chat/completions")
+    assert request.headers["authorization"] == "Bearer sk-test-bearer"
+    assert request.headers["x-extra"] == "1"
+    sent = request.json()
+    assert sent["reasoning_effort"] == "low"
+    assert sent["messages"][0]["content"] == [
+        {"type": "text", "text": "describe"},
+        {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}},
+    ]
+
+
+async def test_interleaved_parallel_calls_with_repeated_ids_and_names_stay_separate() -> None:
+    def part(index: int, call_id: str, name: str, args: str) -> dict[str, Any]:
+        # Like llama.cpp: every delta repeats the id and the name.
+        return {"index": index, "id": call_id, "type": "function", "function": {"name": name, "arguments": args}}
+
+    body = openai_body(
+        chunk({"role": "assistant", "content": None, "tool_calls": [part(0, "c0", "get_weather", "")]}),
+        chunk({"tool_calls": [part(1, "c1", "get_time", "")]}),
+        chunk({"tool_calls": [part(0, "c0", "get_weather", '{"city": ')]}),
+        chunk({"tool_calls": [part(1, "c1", "get_time", '{"tz": "UTC"}')]}),
+        chunk({"tool_calls": [part(0, "c0", "get_weather", '"Oslo"}')]}),
+        chunk({}, "tool_calls"),
+        chunk({}, None, usage={"prompt_tokens": 30, "completion_tokens": 20}) | {"choices": []},
+    )
+    with LoopbackServer(sse_reply(body)) as server:
+        adapter = OpenAIAdapter(server.url, "sk-test")
+        try:
+            result = await run(adapter, options(tools=[WEATHER_TOOL]))
+        finally:
+            await adapter.aclose()
+    assert [(c["id"], c["name"]) for c in result.calls] == [("c0", "get_weather"), ("c1", "get_time")]
+    assert [json.loads(c["arguments"]) for c in result.calls] == [{"city": "Oslo"}, {"tz": "UTC"}]
+    assert result.finish is not None and result.finish.kind == "tool-calls"
+    assert result.usage is not None and result.usage.output_tokens == 20
+
+
+async def test_mid_stream_error_chunk_ends_with_its_code_and_message() -> None:
+    body = openai_body(
+        chunk({"role": "assistant", "content": "Part"}),
+        {"error": {"message": "The server had an error while processing your request.", "type": "server_error"}},
+        done=False,
+    )
+    with LoopbackServer(sse_reply(body)) as server:
+        adapter = OpenAIAdapter(server.url, "sk-test")
+        try:
+            result = await run(adapter, options())
+        finally:
+            await adapter.aclose()
+    assert result.text == "Part"
+    assert result.error.code == "SERVER"
+    assert "had an error while processing" in result.error.message
+
+
+async def test_content_filter_finish_is_a_bad_request_error() -> None:
+    body = openai_body(chunk({"role": "assistant", "content": "I"}), chunk({}, "content_filter"))
+    with LoopbackServer(sse_reply(body)) as server:
+        adapter = OpenAIAdapter(server.url, "sk-test")
+        try:
+            result = await run(adapter, options())
+        finally:
+            await adapter.aclose()
+    assert result.error.code == "BAD_REQUEST"
+    assert "content filter" in result.error.message
+
+
+async def test_stop_without_text_or_tool_calls_is_an_empty_response() -> None:
+    body = openai_body(chunk({"role": "assistant", "content": ""}), chunk({}, "stop"))
+    with LoopbackServer(sse_reply(body)) as server:
+        adapter = OpenAIAdapter(server.url, "sk-test")
+        try:
+            result = await run(adapter, options())
+        finally:
+            await adapter.aclose()
+    assert result.error.code == "EMPTY_RESPONSE"
+    assert result.block_types == []
+
+
+async def test_finish_reason_without_done_terminator_still_completes() -> None:
+    body = openai_body(chunk({"content": "Fine."}, "stop"), done=False)
+    with LoopbackServer(sse_reply(body)) as server:
+        adapter = OpenAIAdapter(server.url, "sk-test")
+        try:
+            result = await run(adapter, options())
+        finally:
+            await adapter.aclose()
+    assert result.text == "Fine." and result.finish is not None and result.finish.kind == "stop"
+
+
+async def test_stop_finish_with_tool_calls_is_reported_as_tool_calls() -> None:
+    # Ollama-style: the tool call arrives whole and the finish reason says "stop".
+    call = {"index": 0, "id": "c9", "type": "function", "function": {"name": "get_weather", "arguments": {"city": "Rome"}}}
+    body = openai_body(chunk({"role": "assistant", "tool_calls": [call]}), chunk({}, "stop"))
+    with LoopbackServer(sse_reply(body)) as server:
+        adapter = build_adapters({"ollama": {"base_url": server.url + "/v1"}})["ollama"]
+        try:
+            result = await run(adapter, GenerateOptions(provider="ollama", model="qwen3", messages=[user("hi")]))
+        finally:
+            await adapter.aclose()
+    assert result.finish is not None and result.finish.kind == "tool-calls"
+    assert result.call_args() == {"city": "Rome"}
+    assert "authorization" not in server.requests[0].headers  # ollama needs no key
+
+
+async def test_missing_key_is_an_auth_error_naming_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    adapter = OpenAIAdapter("http://127.0.0.1:9/v1")
+    chunks = await collect(adapter, options())
+    result = await run(adapter, options())
+    assert len(chunks) == 1
+    assert result.error.code == "AUTH"
+    assert "OPENAI_API_KEY" in result.error.message and "providers=" in result.error.message
+
+
+async def test_injected_client_is_used_and_left_open() -> None:
+    body = openai_body(chunk({"content": "ok"}, "stop"))
+    with LoopbackServer(sse_reply(body)) as server:
+        async with httpx.AsyncClient() as client:
+            adapter = OpenAIAdapter(server.url, "sk-test", client=client)
+            result = await run(adapter, options())
+            await adapter.aclose()
+            assert not client.is_closed
+    assert result.text == "ok"
+
