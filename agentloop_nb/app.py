@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from pydantic import ConfigDict
+from pydantic import ConfigDict, Field
 
 from ._supervisor import Supervisor
 from .agents import AgentRegistry
@@ -27,7 +27,7 @@ class AppConfig(AgentLoopConfig):
 
     model_config = ConfigDict(extra="forbid")
 
-    providers: dict[str, dict[str, Any]] = {}
+    providers: dict[str, dict[str, Any]] = Field(default_factory=dict)
     persistence_root: str | None = None
     retry: dict[str, Any] | bool = True
     invariants: bool = False
@@ -51,7 +51,11 @@ class App:
         retry: Mapping[str, Any] | bool | None = None,
         invariants: bool | None = None,
     ) -> None:
-        cfg = config if isinstance(config, AppConfig) else AppConfig.model_validate(dict(config or {}))
+        cfg = (
+            config
+            if isinstance(config, AppConfig)
+            else AppConfig.model_validate(dict(config or {}))
+        )
         updates: dict[str, Any] = {}
         if providers is not None:
             updates["providers"] = {k: dict(v) for k, v in providers.items()}

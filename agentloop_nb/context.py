@@ -509,6 +509,15 @@ class Context:
         listener's return value is the result. A listener that does not call ``next``
         short-circuits the rest. A sync listener may ``return next()``. Exceptions propagate."""
         listeners = self._listeners.get(name, _NO_LISTENERS)
+        if not listeners:
+            # Hot path (several waterfalls per loop step are usually unobserved): no chain to
+            # build, the result is the default's.
+            if default is None:
+                return None
+            result = default()
+            if result is not None and is_awaitable(result):
+                result = await result
+            return result
         agent = self.agent
         count = len(listeners)
 

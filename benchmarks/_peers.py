@@ -147,8 +147,12 @@ class OpenAIAgents:
         self._outputs = [
             [
                 ResponseFunctionToolCall(
-                    arguments="{}", call_id=f"c{i}", name="noop", type="function_call",
-                    id=f"fc{i}", status="completed",
+                    arguments="{}",
+                    call_id=f"c{i}",
+                    name="noop",
+                    type="function_call",
+                    id=f"fc{i}",
+                    status="completed",
                 )
             ]
             for i in range(n)
@@ -156,7 +160,10 @@ class OpenAIAgents:
         self._outputs.append(
             [
                 ResponseOutputMessage(
-                    id="m-final", role="assistant", status="completed", type="message",
+                    id="m-final",
+                    role="assistant",
+                    status="completed",
+                    type="message",
                     content=[ResponseOutputText(text="done", type="output_text", annotations=[])],
                 )
             ]

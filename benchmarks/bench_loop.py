@@ -39,10 +39,10 @@ import anyio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _peers import BareLoop, OpenAIAgents, PydanticAI, versions  # noqa: E402
+from _peers import BareLoop, OpenAIAgents, PydanticAI, versions
 
-from agentloop_nb.app import App  # noqa: E402
-from agentloop_nb.llm._chunks import (  # noqa: E402
+from agentloop_nb.app import App
+from agentloop_nb.llm._chunks import (
     BlockEnd,
     BlockStart,
     Finish,
@@ -53,10 +53,10 @@ from agentloop_nb.llm._chunks import (  # noqa: E402
     Usage,
     UsageChunk,
 )
-from agentloop_nb.loop import AgentOptions  # noqa: E402
-from agentloop_nb.session import JsonlPersistence, SessionStore  # noqa: E402
-from agentloop_nb.testing import combine, text, tool_call  # noqa: E402
-from agentloop_nb.tools import tool  # noqa: E402
+from agentloop_nb.loop import AgentOptions
+from agentloop_nb.session import JsonlPersistence, SessionStore
+from agentloop_nb.testing import combine, text, tool_call
+from agentloop_nb.tools import tool
 
 OPTIONS = AgentOptions(provider="replay", model="bench")
 
@@ -101,20 +101,41 @@ def build_app(responses: Sequence[Sequence[StreamChunk]], root: Path | None, **c
     return app, agent
 
 
+LAST_CPU = [0.0]  # process CPU seconds of the last ``timed`` run (all threads)
+
+
 async def timed(run: Callable[[], Awaitable[Any]]) -> float:
+    """Wall seconds of ``await run()`` after a full collection; the process CPU time (every
+    thread: the JSONL writer included) is left in ``LAST_CPU[0]``. Whatever ``run`` returns is
+    kept alive until the clock has stopped, so freeing results is never timed."""
     gc.collect()
+    cpu = time.process_time()
     start = time.perf_counter()
-    await run()
-    return time.perf_counter() - start
+    result = await run()
+    elapsed = time.perf_counter() - start
+    LAST_CPU[0] = time.process_time() - cpu
+    del result
+    return elapsed
+
+
+def freeze_fixtures() -> None:
+    """Move every object built so far (scripted responses, imported modules) out of the cyclic
+    GC's reach: a real adapter's chunks are short-lived, a pre-built script of 200k chunks would
+    otherwise make every full collection during the timed run walk it."""
+    gc.collect()
+    gc.freeze()
 
 
 def table(title: str, headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     cells = [[str(h) for h in headers]] + [[_fmt(c) for c in row] for row in rows]
     widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
-    lines = [f"\n{title}", "| " + " | ".join(h.ljust(w) for h, w in zip(cells[0], widths)) + " |"]
+    lines = [
+        f"\n{title}",
+        "| " + " | ".join(h.ljust(w) for h, w in zip(cells[0], widths, strict=True)) + " |",
+    ]
     lines.append("|" + "|".join("-" * (w + 2) for w in widths) + "|")
     for row in cells[1:]:
-        lines.append("| " + " | ".join(c.ljust(w) for c, w in zip(row, widths)) + " |")
+        lines.append("| " + " | ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) + " |")
     out = "\n".join(lines)
     print(out, flush=True)
     return out
@@ -187,22 +208,28 @@ async def bench_loop(ns: Sequence[int], reps: int, tmp: Path, prof: bool) -> str
         await ours.finish()
         return ""
     per_step: dict[tuple[str, int], float] = {}
+    cpu_step: dict[tuple[str, int], float] = {}
     for n in ns:
         samples: dict[str, list[float]] = {c.name: [] for c in contenders}
+        cpus: dict[str, list[float]] = {c.name: [] for c in contenders}
         for c in contenders:  # warm-up: imports, caches, first-call costs
             c.prepare(min(n, 10))
             await c.run()
             if hasattr(c, "finish"):
                 await c.finish()
+        step_responses(n)
+        freeze_fixtures()
         for rep in range(reps):
             order = contenders[rep % len(contenders) :] + contenders[: rep % len(contenders)]
             for c in order:
                 c.prepare(n)
                 samples[c.name].append(await timed(c.run))
+                cpus[c.name].append(LAST_CPU[0])
                 if hasattr(c, "finish"):
                     await c.finish()
         for c in contenders:
             per_step[(c.name, n)] = statistics.median(samples[c.name]) * 1000 / n
+            cpu_step[(c.name, n)] = statistics.median(cpus[c.name]) * 1000 / n
     ours_on, ours_off = contenders[0].name, contenders[1].name
     bare, pyd, oai = "bare asyncio loop", "pydantic-ai", "openai-agents"
     rows = []
@@ -213,21 +240,48 @@ async def bench_loop(ns: Sequence[int], reps: int, tmp: Path, prof: bool) -> str
         for n in ns:
             row.append(f"{per_step[(c.name, n)] / per_step[(ours_on, n)]:.2f}x")
         row.append(f"{per_step[(c.name, ns[-1])] / per_step[(c.name, ns[0])]:.2f}x")
+        for n in ns:
+            row.append(cpu_step[(c.name, n)])
         rows.append(row)
     headers = ["contender"] + [f"ms/step N={n}" for n in ns]
     headers += [f"vs ours-on N={n}" for n in ns] + [f"N={ns[-1]}/N={ns[0]}"]
-    out.append(table(f"(a) loop overhead per step (median of {reps} interleaved runs)",
-                     headers, rows))
+    headers += [f"cpu ms/step N={n}" for n in ns]
+    out.append(
+        table(f"(a) loop overhead per step (median of {reps} interleaved runs)", headers, rows)
+    )
     summary = []
     for ours in (ours_on, ours_off):
         for n in ns:
             mine = per_step[(ours, n)]
-            summary.append([ours, n, mine, f"{mine / per_step[(pyd, n)]:.2f}x",
-                            f"{mine / per_step[(oai, n)]:.2f}x", f"{mine / per_step[(bare, n)]:.1f}x"])
-    out.append(table("(a) ours relative to each peer (< 1.00x = faster; goal: lower than both, "
-                     "<= 0.1 ms/step with JSONL on, flatness <= 1.5x)",
-                     ["ours", "N", "ms/step", "/ pydantic-ai", "/ openai-agents", "/ bare loop"],
-                     summary))
+            summary.append(
+                [
+                    ours,
+                    n,
+                    mine,
+                    f"{mine / per_step[(pyd, n)]:.2f}x",
+                    f"{mine / per_step[(oai, n)]:.2f}x",
+                    f"{mine / per_step[(bare, n)]:.0f}x",
+                    f"{cpu_step[(ours, n)] / cpu_step[(pyd, n)]:.2f}x",
+                    f"{cpu_step[(ours, n)] / cpu_step[(oai, n)]:.2f}x",
+                ]
+            )
+    out.append(
+        table(
+            "(a) ours relative to each peer (< 1.00x = faster; goal: lower than both, "
+            "<= 0.1 ms/step with JSONL on, flatness <= 1.5x)",
+            [
+                "ours",
+                "N",
+                "ms/step",
+                "/ pydantic-ai",
+                "/ openai-agents",
+                "/ bare loop",
+                "cpu / pydantic-ai",
+                "cpu / openai-agents",
+            ],
+            summary,
+        )
+    )
     return "\n".join(out)
 
 
@@ -237,8 +291,11 @@ async def bench_loop(ns: Sequence[int], reps: int, tmp: Path, prof: bool) -> str
 async def bench_pool(calls: int, reps: int, tmp: Path, prof: bool) -> str:
     cap, body = 10, 0.01
     ideal = calls * body / cap
-    responses = [combine(*[tool_call(f"c{i}", "sleepy", {"i": i}) for i in range(calls)]),
-                 text("done")]
+    responses = [
+        combine(*[tool_call(f"c{i}", "sleepy", {"i": i}) for i in range(calls)]),
+        text("done"),
+    ]
+    freeze_fixtures()
 
     async def ours(root: Path | None) -> tuple[float, float]:
         app, agent = build_app(responses, root, max_parallel_tool_calls=cap)
@@ -280,15 +337,20 @@ async def bench_pool(calls: int, reps: int, tmp: Path, prof: bool) -> str:
         b = await bare()
         results["bare"].append((b, b))
     rows = []
-    for label, key in (("agentloop_nb (JSONL on)", "on"), ("agentloop_nb (no persistence)", "off"),
-                       ("bare anyio semaphore pool", "bare")):
+    for label, key in (
+        ("agentloop_nb (JSONL on)", "on"),
+        ("agentloop_nb (no persistence)", "off"),
+        ("bare anyio semaphore pool", "bare"),
+    ):
         wall = statistics.median(w for w, _ in results[key])
         span = statistics.median(s for _, s in results[key])
         rows.append([label, wall, f"{wall / ideal:.3f}x", span, f"{span / ideal:.3f}x"])
     return table(
         f"(b) tool pool: {calls} x 10 ms parallel-safe calls in one message, cap {cap}, "
         f"ideal {ideal:.2f} s (median of {reps}; goal <= 1.05x)",
-        ["contender", "turn wall s", "/ ideal", "first call..last result s", "/ ideal"], rows)
+        ["contender", "turn wall s", "/ ideal", "first call..last result s", "/ ideal"],
+        rows,
+    )
 
 
 async def _timed_profiled(run: Callable[[], Awaitable[Any]]) -> float:
@@ -303,14 +365,18 @@ async def _timed_profiled(run: Callable[[], Awaitable[Any]]) -> float:
 def long_text(deltas: int) -> list[StreamChunk]:
     chunks: list[StreamChunk] = [BlockStart(index=0, block_type="text")]
     chunks.extend(TextDelta(index=0, text=f"t{i % 10} ") for i in range(deltas))
-    chunks += [BlockEnd(index=0), UsageChunk(usage=Usage(input_tokens=10, output_tokens=deltas)),
-               Finish(reason=Stop())]
+    chunks += [
+        BlockEnd(index=0),
+        UsageChunk(usage=Usage(input_tokens=10, output_tokens=deltas)),
+        Finish(reason=Stop()),
+    ]
     return chunks
 
 
 async def bench_ingest(deltas: int, reps: int, tmp: Path, prof: bool) -> str:
     chunks = long_text(deltas)
     total = len(chunks)
+    freeze_fixtures()
 
     async def ours(root: Path | None) -> float:
         app, agent = build_app([chunks], root)
@@ -346,23 +412,51 @@ async def bench_ingest(deltas: int, reps: int, tmp: Path, prof: bool) -> str:
         await ours(tmp / "c")
         return ""
     samples: dict[str, list[float]] = {"on": [], "off": [], "async": [], "list": []}
+    cpus: dict[str, list[float]] = {k: [] for k in samples}
     for _ in range(reps):
-        samples["on"].append(await ours(tmp / "c"))
-        samples["off"].append(await ours(None))
-        samples["async"].append(await timed(bare_async))
-        samples["list"].append(await timed(bare_list))
+        for key, run in (
+            ("on", lambda: ours(tmp / "c")),
+            ("off", lambda: ours(None)),
+            ("async", lambda: timed(bare_async)),
+            ("list", lambda: timed(bare_list)),
+        ):
+            samples[key].append(await run())
+            cpus[key].append(LAST_CPU[0])
     on = statistics.median(samples["on"])
     rows = []
-    for label, key in (("agentloop_nb turn (JSONL on, incl. flush)", "on"),
-                       ("agentloop_nb turn (no persistence)", "off"),
-                       ("bare async-generator iteration", "async"),
-                       ("bare list iteration", "list")):
+    for label, key in (
+        ("agentloop_nb turn (JSONL on, incl. flush)", "on"),
+        ("agentloop_nb turn (no persistence)", "off"),
+        ("bare async-generator iteration", "async"),
+        ("bare list iteration", "list"),
+    ):
         t = statistics.median(samples[key])
-        rows.append([label, t * 1000, f"{total / t:,.0f}", t * 1e6 / total, f"{on / t:.1f}x"])
+        cpu = statistics.median(cpus[key])
+        rows.append(
+            [
+                label,
+                t * 1000,
+                f"{total / t:,.0f}",
+                t * 1e6 / total,
+                f"{on / t:.1f}x",
+                f"{total / cpu:,.0f}" if cpu else "-",
+                cpu * 1e6 / total,
+            ]
+        )
     return table(
         f"(c) chunk ingest: one text answer of {total:,} chunks (median of {reps}; "
         "goal >= 100,000 chunks/s with JSONL on)",
-        ["path", "ms", "chunks/s", "us/chunk", "ours-on / this"], rows)
+        [
+            "path",
+            "ms",
+            "chunks/s",
+            "us/chunk",
+            "ours-on / this",
+            "chunks per cpu-s",
+            "cpu us/chunk",
+        ],
+        rows,
+    )
 
 
 # -- (d) resume ----------------------------------------------------------------------------------
@@ -405,9 +499,9 @@ async def bench_resume(target: int, reps: int, tmp: Path, prof: bool) -> str:
             kind = json.loads(line)["type"]
             kinds[kind] = kinds.get(kind, 0) + 1
 
-    async def baseline() -> None:
+    async def baseline() -> Any:
         with open(path, encoding="utf-8") as f:
-            [json.loads(line) for line in f]
+            return [json.loads(line) for line in f]
 
     loaded: dict[str, Any] = {}
 
@@ -421,9 +515,10 @@ async def bench_resume(target: int, reps: int, tmp: Path, prof: bool) -> str:
     async def derive() -> None:
         loaded["s"].derive_messages()
 
-    async def full() -> None:
+    async def full() -> Any:
         header, events = JsonlPersistence(root).load(sid)
-        SessionStore(None).prepare(header=header, events=events).derive_messages()
+        session = SessionStore(None).prepare(header=header, events=events)
+        return session, session.derive_messages()
 
     async def end_to_end() -> float:
         app = App(persistence_root=root)
@@ -438,10 +533,13 @@ async def bench_resume(target: int, reps: int, tmp: Path, prof: bool) -> str:
         await app.aclose()
         return elapsed
 
+    freeze_fixtures()
     if prof:
         await profile("resume (load + prepare + derive)", full)()
         return ""
-    samples: dict[str, list[float]] = {k: [] for k in ("json", "load", "prep", "derive", "full", "e2e")}
+    samples: dict[str, list[float]] = {
+        k: [] for k in ("json", "load", "prep", "derive", "full", "e2e")
+    }
     for _ in range(reps):
         samples["json"].append(await timed(baseline))
         samples["load"].append(await timed(load))
@@ -449,21 +547,26 @@ async def bench_resume(target: int, reps: int, tmp: Path, prof: bool) -> str:
         samples["derive"].append(await timed(derive))
         samples["full"].append(await timed(full))
         samples["e2e"].append(await end_to_end())
+        loaded.clear()
     base = statistics.median(samples["json"])
     rows = []
-    for label, key in (("[json.loads(l) for l in open(path)]  (baseline)", "json"),
-                       ("JsonlPersistence(root).load(id)", "load"),
-                       ("SessionStore.prepare(header=, events=)", "prep"),
-                       ("session.derive_messages()", "derive"),
-                       ("load + prepare + derive", "full"),
-                       ("await app.ctx.agents.resume(resume_session_id=)", "e2e")):
+    for label, key in (
+        ("[json.loads(l) for l in open(path)]  (baseline)", "json"),
+        ("JsonlPersistence(root).load(id)", "load"),
+        ("SessionStore.prepare(header=, events=)", "prep"),
+        ("session.derive_messages()", "derive"),
+        ("load + prepare + derive", "full"),
+        ("await app.ctx.agents.resume(resume_session_id=)", "e2e"),
+    ):
         t = statistics.median(samples[key])
         rows.append([label, t * 1000, f"{t / base:.2f}x"])
     mix = ", ".join(f"{k} {v:,}" for k, v in sorted(kinds.items(), key=lambda kv: -kv[1]))
     return table(
         f"(d) resume: {count:,} events, {size / 1e6:.1f} MB (median of {reps}; goal: load + "
         f"derive <= 2x the baseline)\n    mix: {mix}",
-        ["step", "ms", "/ baseline"], rows)
+        ["step", "ms", "/ baseline"],
+        rows,
+    )
 
 
 # -- main ----------------------------------------------------------------------------------------
@@ -475,23 +578,30 @@ async def main(args: argparse.Namespace) -> None:
     chosen = args.sections or list(SECTIONS)
     quick = args.quick
     tmp = Path(tempfile.mkdtemp(prefix="agentloop-bench-"))
-    print(f"python {sys.version.split()[0]}, {os.cpu_count()} cores, "
-          + ", ".join(f"{k} {v}" for k, v in versions().items())
-          + (" [--quick]" if quick else ""), flush=True)
+    print(
+        f"python {sys.version.split()[0]}, {os.cpu_count()} cores, "
+        + ", ".join(f"{k} {v}" for k, v in versions().items())
+        + (" [--quick]" if quick else ""),
+        flush=True,
+    )
     started = time.perf_counter()
     try:
         for section in chosen:
             if section == "loop":
-                await bench_loop((20, 80) if quick else (50, 200), 3 if quick else 11, tmp,
-                                 args.profile)
+                await bench_loop(
+                    (20, 80) if quick else (50, 200), 2 if quick else 11, tmp, args.profile
+                )
             elif section == "pool":
                 await bench_pool(200 if quick else 1000, 1 if quick else 3, tmp, args.profile)
             elif section == "ingest":
-                await bench_ingest(20_000 if quick else 200_000, 1 if quick else 3, tmp,
-                                   args.profile)
+                await bench_ingest(
+                    20_000 if quick else 200_000, 1 if quick else 3, tmp, args.profile
+                )
             elif section == "resume":
-                await bench_resume(10_000 if quick else 100_000, 1 if quick else 5, tmp,
-                                   args.profile)
+                await bench_resume(
+                    10_000 if quick else 100_000, 1 if quick else 5, tmp, args.profile
+                )
+            gc.unfreeze()
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     print(f"\ntotal {time.perf_counter() - started:.1f} s", flush=True)
@@ -499,11 +609,18 @@ async def main(args: argparse.Namespace) -> None:
 
 def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("sections", nargs="*", metavar="section",
-                        help=f"any of {', '.join(SECTIONS)} (default: all)")
+    parser.add_argument(
+        "sections",
+        nargs="*",
+        metavar="section",
+        help=f"any of {', '.join(SECTIONS)} (default: all)",
+    )
     parser.add_argument("--quick", action="store_true", help="small sizes: a < 20 s smoke run")
-    parser.add_argument("--profile", action="store_true",
-                        help="instead of measuring, cProfile one of our runs per chosen section")
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="instead of measuring, cProfile one of our runs per chosen section",
+    )
     args = parser.parse_args(argv)
     unknown = [s for s in args.sections if s not in SECTIONS]
     if unknown:

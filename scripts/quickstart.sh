@@ -15,5 +15,12 @@ ensure_venv
 ensure_pip_install quickstart pyproject.toml binder/requirements.txt -- -r binder/requirements.txt
 
 notebook="${AGENTLOOP_NOTEBOOK:-notebooks/01-quickstart.ipynb}"
+if [[ ! -f "$notebook" ]]; then
+    _warn "$notebook does not exist."
+    exit 1
+fi
 mapfile -t root_flags < <(lab_root_flags)
-exec "$VENV/bin/jupyter" lab "$notebook" --ip 127.0.0.1 "${root_flags[@]}" "$@"
+# Serve the repository root (not just notebooks/) and land on the notebook, the same URL a
+# Binder link with urlpath=lab/tree/notebooks/01-quickstart.ipynb opens.
+exec "$VENV/bin/jupyter" lab --ip 127.0.0.1 --ServerApp.root_dir="$PWD" \
+    --LabApp.default_url="/lab/tree/$notebook" "${root_flags[@]}" "$@"

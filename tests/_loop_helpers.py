@@ -120,9 +120,7 @@ def dangling_calls(messages: Sequence[Any]) -> list[str]:
 # -- waiting on the log ----------------------------------------------------------------------
 
 
-async def wait_for(
-    agent: Agent, predicate: Callable[[SessionEvent], bool], *, timeout: float = WAIT
-) -> SessionEvent:
+async def wait_for(agent: Agent, predicate: Callable[[SessionEvent], bool]) -> SessionEvent:
     """The first logged event of ``agent`` matching ``predicate`` (already logged or future)."""
     for e in agent.session.events:
         if predicate(e):
@@ -137,7 +135,7 @@ async def wait_for(
 
     off = agent.ctx.root.on("session/event", on_event)
     try:
-        with anyio.fail_after(timeout):
+        with anyio.fail_after(WAIT):
             await done.wait()
     finally:
         off()
@@ -213,6 +211,6 @@ def register(app: App, *tools: Tool | Callable[..., Any]) -> None:
 
 @tool
 async def wait_for_abort(execution: ToolExecution) -> str:
-    """Wait until the turn is cancelled."""
-    await execution.signal.wait()
-    return "never"
+    """Wait until the turn is cancelled, then report the cause."""
+    reason = await execution.signal.wait()
+    return f"stopped: {reason['kind']}"

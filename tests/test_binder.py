@@ -10,9 +10,17 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import shutil
+import signal
+import socket
 import subprocess
 import sys
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass
 from pathlib import Path
 
 import nbformat
@@ -60,19 +68,42 @@ def _pip_install(python: Path, *args: str, cwd: Path) -> None:
     )
 
 
-def _isolated_jupyter_env(venv_python: Path, home: Path) -> dict[str, str]:
-    # Own Jupyter/IPython dirs so a user-level kernelspec cannot send the notebook to another
-    # interpreter; the venv's bin first on PATH like an activated Binder image.
-    env = dict(os.environ)
-    env.update(
-        JUPYTER_CONFIG_DIR=str(home / "config"),
-        JUPYTER_DATA_DIR=str(home / "data"),
-        IPYTHONDIR=str(home / "ipython"),
-        JUPYTER_PLATFORM_DIRS="1",
-        PATH=f"{venv_python.parent}{os.pathsep}{env.get('PATH', '')}",
-    )
-    env.pop("PYTHONPATH", None)
+def _binder_user_env(venv_python: Path, home: Path) -> dict[str, str]:
+    # A Binder-like user: its own HOME (so ~/.jupyter, ~/.local and ~/.ipython are fresh and a
+    # user-level kernelspec cannot send the notebook to another interpreter) and the venv's
+    # bin first on PATH, like the activated image.
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("JUPYTER") and k not in ("IPYTHONDIR", "PYTHONPATH")
+    }
+    env.update(HOME=str(home), PATH=f"{venv_python.parent}{os.pathsep}{env.get('PATH', '')}")
     return env
+
+
+@dataclass(frozen=True)
+class BinderEnv:
+    python: Path
+    env: dict[str, str]
+    workdir: Path  # a copy of the notebooks, laid out as in the repository
+
+
+@pytest.fixture(scope="module")
+def binder_env(tmp_path_factory: pytest.TempPathFactory) -> BinderEnv:
+    """A venv built only from binder/requirements.txt, with binder/postBuild applied."""
+    root = tmp_path_factory.mktemp("binder")
+    python = _venv(root / "venv")
+    # From the repository root, as repo2docker does: that is what `-e .` resolves against.
+    _pip_install(python, "-r", str(BINDER / "requirements.txt"), cwd=REPO)
+    home = root / "home"
+    home.mkdir()
+    env = _binder_user_env(python, home)
+    if (BINDER / "postBuild").exists():
+        _run([str(BINDER / "postBuild")], cwd=REPO, env=env, timeout=120)
+    # Run against a copy of notebooks/ so executions leave no session logs in the checkout.
+    workdir = root / "repo"
+    shutil.copytree(REPO / "notebooks", workdir / "notebooks")
+    return BinderEnv(python, env, workdir)
 
 
 def test_binder_runtime_pins_python_311() -> None:
@@ -90,37 +121,33 @@ def test_binder_requirements_install_this_repo_editable_with_jupyterlab() -> Non
 
 
 @pytest.mark.kernel
-def test_quickstart_runs_in_a_venv_built_only_from_binder_requirements(tmp_path: Path) -> None:
-    python = _venv(tmp_path / "venv")
-    # From the repository root, as repo2docker does: that is what `-e .` resolves against.
-    _pip_install(python, "-r", str(BINDER / "requirements.txt"), cwd=REPO)
-
-    # Execute a copy of notebooks/ so the run leaves no session logs in the checkout; a last
-    # cell proves the kernel was the Binder venv's and imported this checkout.
-    workdir = tmp_path / "repo"
-    shutil.copytree(REPO / "notebooks", workdir / "notebooks")
-    notebook = workdir / QUICKSTART
+def test_quickstart_runs_in_a_venv_built_only_from_binder_requirements(
+    binder_env: BinderEnv, tmp_path: Path
+) -> None:
+    notebook = binder_env.workdir / QUICKSTART
     nb = nbformat.read(notebook, as_version=4)
+    # A last cell proves the kernel was the Binder venv's and imported this checkout.
     check = (
         "import sys, pathlib, agentloop_nb\n"
-        f"assert sys.prefix == {str(tmp_path / 'venv')!r}, sys.prefix\n"
+        f"assert sys.prefix == {str(binder_env.python.parent.parent)!r}, sys.prefix\n"
         "assert pathlib.Path(agentloop_nb.__file__).resolve().is_relative_to("
         f"{str(REPO)!r}), agentloop_nb.__file__\n"
         f"print({_MARK!r})"
     )
     nb.cells.append(nbformat.v4.new_code_cell(check))
-    nbformat.write(nb, notebook)
+    checked = notebook.with_name(f"{notebook.stem}-checked.ipynb")
+    nbformat.write(nb, checked)
 
     executed = tmp_path / "executed.ipynb"
     _run(
         [
-            str(python.parent / "jupyter"),
+            str(binder_env.python.parent / "jupyter"),
             *("nbconvert", "--to", "notebook", "--execute", "--output", str(executed)),
             *("--ExecutePreprocessor.timeout=240", "--ExecutePreprocessor.kernel_name=python3"),
-            str(notebook),
+            str(checked),
         ],
         cwd=notebook.parent,
-        env=_isolated_jupyter_env(python, tmp_path / "jupyter-home"),
+        env=binder_env.env,
         timeout=300,
     )
     result = nbformat.read(executed, as_version=4)
@@ -128,6 +155,63 @@ def test_quickstart_runs_in_a_venv_built_only_from_binder_requirements(tmp_path:
     assert errors == []
     last_output = "".join(o.get("text", "") for o in result.cells[-1].outputs)
     assert _MARK in last_output, json.dumps(result.cells[-1].outputs)[:2000]
+
+
+def test_binder_lab_lands_on_the_quickstart_notebook(binder_env: BinderEnv) -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    token = secrets.token_hex(8)
+    cmd = [
+        str(binder_env.python.parent / "jupyter"),
+        *("lab", "--no-browser", "--ip=127.0.0.1", f"--port={port}", "--port-retries=0"),
+        f"--IdentityProvider.token={token}",
+        f"--ServerApp.root_dir={binder_env.workdir}",
+    ]
+    if os.geteuid() == 0:
+        cmd.append("--allow-root")
+    log = binder_env.workdir / "lab.log"
+    with log.open("wb") as log_file:
+        server = subprocess.Popen(
+            cmd,
+            cwd=binder_env.workdir,
+            env=binder_env.env,
+            stdin=subprocess.DEVNULL,
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        try:
+            location = _root_redirect(f"http://127.0.0.1:{port}/?token={token}", server)
+        finally:
+            os.killpg(server.pid, signal.SIGTERM)
+            server.wait(timeout=30)
+    assert location is not None, log.read_text(errors="replace")[-3000:]
+    assert urllib.parse.urlsplit(location).path == f"/lab/tree/{QUICKSTART.as_posix()}"
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *args: object, **kwargs: object) -> None:
+        return None
+
+
+def _root_redirect(url: str, server: subprocess.Popen[bytes], timeout: float = 90) -> str | None:
+    """Where the server redirects ``url`` to, polling until it answers (None if it never does)."""
+    opener = urllib.request.build_opener(_NoRedirect)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and server.poll() is None:
+        try:
+            opener.open(url, timeout=5)
+        except urllib.error.HTTPError as exc:
+            if exc.code in (301, 302, 303, 307, 308):
+                return exc.headers["Location"]
+            raise
+        except (urllib.error.URLError, ConnectionError, TimeoutError):
+            # Not listening yet: a server start has no readiness callback to wait on.
+            time.sleep(0.2)
+            continue
+        return None  # answered without a redirect
+    return None
 
 
 def test_repo2docker_builds_from_binder_folder_with_python_311(tmp_path: Path) -> None:

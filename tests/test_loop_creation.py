@@ -8,13 +8,25 @@ from typing import Any
 
 import anyio
 import pytest
-from _loop_helpers import OPTIONS, idle, make_app, new_agent, run, scripted, types, wait_for
+from _loop_helpers import (
+    OPTIONS,
+    data,
+    idle,
+    is_type,
+    make_app,
+    new_agent,
+    run,
+    scripted,
+    types,
+    wait_for,
+)
 
 from agentloop_nb.app import App
 from agentloop_nb.context import Context
 from agentloop_nb.loop import AgentOptions
 from agentloop_nb.signals import AbortController
-from agentloop_nb.testing import HANG, text
+from agentloop_nb.testing import HANG, text, tool_call
+from agentloop_nb.tools import ToolExecution, tool
 
 pytestmark = pytest.mark.anyio
 
@@ -155,7 +167,7 @@ async def test_concurrent_creates_with_one_id_exactly_one_wins_and_the_loser_rol
     assert "already exists" in str(errors[0])
     assert [a.id for a in app.ctx.agents.list()] == ["dup"]
     assert sorted(c.active for c in contexts) == [False, True]  # the loser's scope unwound
-    winner = handles[0].agent  # type: ignore[union-attr]
+    winner = handles[0].agent
     assert app.ctx.sessions.get("dup") is winner.session
 
 
@@ -244,7 +256,7 @@ async def test_prompt_variables_provider_model_and_cwd_are_supplied(app: App) ->
     app.ctx.system_prompt.section("where", "{{provider}}/{{model}} in {{cwd}}")
     agent = app.ctx.agent_loop.create("a", OPTIONS, meta={"cwd": "/work/x"})
     await run(agent)
-    assert "scripted/m in /work/x" in model.requests[0].system
+    assert "scripted/m in /work/x" in (model.requests[0].system or "")
 
 
 def test_send_without_a_running_loop_raises_a_clear_error() -> None:
@@ -267,3 +279,34 @@ async def test_when_idle_returns_at_once_for_an_idle_agent(app: App) -> None:
     agent = app.ctx.agent_loop.create("a", OPTIONS)
     await idle(agent)
     assert agent.status == "idle" and types(agent) == []
+
+
+async def test_dispose_waits_for_work_that_ignores_the_signal_before_unpublishing(
+    app: App,
+) -> None:
+    release = anyio.Event()
+    aborted = anyio.Event()
+
+    @tool
+    async def stubborn(execution: ToolExecution) -> str:
+        """Finish what it started even when cancelled."""
+        execution.signal.add_callback(lambda _reason: aborted.set())
+        with anyio.CancelScope(shield=True):
+            await release.wait()
+        return "finished anyway"
+
+    app.ctx.tools.register(stubborn)
+    scripted(app, tool_call("c1", "stubborn", {}))
+    handle = await app.ctx.agents.create(session_id="w", agent_options=OPTIONS)
+    agent = handle.agent
+    agent.followup("go")
+    await wait_for(agent, is_type("tool/call", call_id="c1"))
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(handle.dispose)
+        with anyio.fail_after(5):
+            await aborted.wait()
+        assert app.ctx.agents.get("w") is agent  # still draining: not yet unpublished
+        release.set()
+    assert app.ctx.agents.get("w") is None
+    assert [d["content"] for d in data(agent, "tool/result")] == ["finished anyway"]
+    assert agent.session.events[-1].data["reason"] == {"kind": "disposed"}

@@ -20,6 +20,7 @@ from _loop_helpers import (
 )
 
 from agentloop_nb.app import App
+from agentloop_nb.loop import Reject
 from agentloop_nb.messages import TextBlock, UserMessage
 from agentloop_nb.testing import text, tool_call
 from agentloop_nb.tools import ToolExecution, tool
@@ -88,7 +89,9 @@ async def test_send_logs_one_durable_splice_before_emitting_inserted(app: App) -
     seen: list[Any] = []
     app.ctx.on(
         "agent/inbox/inserted",
-        lambda p: seen.append((p.message, agent.session.events[-1].type, len(agent.session.events))),
+        lambda p: seen.append(
+            (p.message, agent.session.events[-1].type, len(agent.session.events))
+        ),
     )
     agent.inject("one")
     m2 = agent.inject("two", source={"kind": "widget", "cell": 3})
@@ -97,8 +100,14 @@ async def test_send_logs_one_durable_splice_before_emitting_inserted(app: App) -
         "target": "next-step",
         "start": 1,
         "removed_count": 0,
-        "inserted": ({"role": "user", "id": m2.id, "content": ({"type": "text", "text": "two"},),
-                      "source": {"kind": "widget", "cell": 3}},),
+        "inserted": (
+            {
+                "role": "user",
+                "id": m2.id,
+                "content": ({"type": "text", "text": "two"},),
+                "source": {"kind": "widget", "cell": 3},
+            },
+        ),
     }
     assert [(m.text, t, n) for m, t, n in seen] == [
         ("one", "agent/inbox/spliced", 1),
@@ -278,3 +287,31 @@ async def test_claimed_input_is_logged_as_user_messages_of_the_step(app: App) ->
     (logged,) = data(agent, "user/message")
     assert logged["message"]["id"] == sent.id and logged["message"]["source"] == {"kind": "cell"}
     assert model.requests[0].messages[0] == sent
+
+
+async def test_a_wake_while_idle_opens_a_turn_even_when_its_message_was_removed(
+    app: App,
+) -> None:
+    agent, model = new_agent(app)
+    statuses: list[str] = []
+    app.ctx.on("agent/status", lambda p: statuses.append(p.status))
+    message = agent.followup("never mind")
+    agent.inbox.remove(message.id)
+    await idle(agent)
+    assert statuses == ["running", "idle"]
+    assert [d["reason"]["kind"] for d in data(agent, "turn/end")] == ["completed"]
+    assert "step/start" not in types(agent) and model.requests == []
+
+
+async def test_input_inserted_after_a_rejected_claim_stays_pending(app: App) -> None:
+    agent, model = new_agent(app)
+
+    async def reject(payload: Any, next: Any) -> Any:
+        payload.agent.inject("arrived during pre-step")
+        return Reject()
+
+    app.ctx.on("agent/pre-step", reject)
+    await run(agent, "rejected prompt")
+    assert [d["reason"]["kind"] for d in data(agent, "turn/end")] == ["rejected"]
+    assert [m.text for m in agent.inbox.next_step] == ["arrived during pre-step"]
+    assert model.requests == []

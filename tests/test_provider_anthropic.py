@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from llmock.scenarios import Reply as LlmockReply
 from peers.aimock import aimock_url  # noqa: F401  (pytest fixture)
 from peers.loopback import LoopbackServer, sse_events, sse_reply
 from peers.streams import WEATHER_TOOL, run, user
@@ -34,11 +35,38 @@ def options(*messages: Any, **kw: Any) -> GenerateOptions:
 def text_stream(text: str = "Hi!", *, stop_reason: str = "end_turn") -> bytes:
     return sse_events(
         [
-            ("message_start", {"type": "message_start", "message": {"usage": {"input_tokens": 5, "output_tokens": 1}}}),
-            ("content_block_start", {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
-            ("content_block_delta", {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": text}}),
+            (
+                "message_start",
+                {
+                    "type": "message_start",
+                    "message": {"usage": {"input_tokens": 5, "output_tokens": 1}},
+                },
+            ),
+            (
+                "content_block_start",
+                {
+                    "type": "content_block_start",
+                    "index": 0,
+                    "content_block": {"type": "text", "text": ""},
+                },
+            ),
+            (
+                "content_block_delta",
+                {
+                    "type": "content_block_delta",
+                    "index": 0,
+                    "delta": {"type": "text_delta", "text": text},
+                },
+            ),
             ("content_block_stop", {"type": "content_block_stop", "index": 0}),
-            ("message_delta", {"type": "message_delta", "delta": {"stop_reason": stop_reason}, "usage": {"output_tokens": 3}}),
+            (
+                "message_delta",
+                {
+                    "type": "message_delta",
+                    "delta": {"stop_reason": stop_reason},
+                    "usage": {"output_tokens": 3},
+                },
+            ),
             ("message_stop", {"type": "message_stop"}),
         ]
     )
@@ -58,7 +86,11 @@ async def test_text_reply_streams_one_text_block_with_usage_and_stop(llmock: Any
     assert result.text == "Hello from Claude."
     assert result.block_types == ["text"]
     assert result.finish is not None and result.finish.kind == "stop"
-    assert result.usage is not None and result.usage.input_tokens > 0 and result.usage.output_tokens > 0
+    assert (
+        result.usage is not None
+        and result.usage.input_tokens > 0
+        and result.usage.output_tokens > 0
+    )
     body = llmock.last_request.body
     assert body["max_tokens"] == 4096 and body["stream"] is True and body["system"] == "Be brief."
     assert body["messages"] == [{"role": "user", "content": [{"type": "text", "text": "hi"}]}]
@@ -79,7 +111,9 @@ async def test_tool_loop_sends_tool_use_and_merged_tool_results_back(llmock: Any
             user("weather in Paris?"),
             AssistantMessage(
                 content=(
-                    ToolCallBlock(id=call_id, name="get_weather", arguments=first.calls[0]["arguments"]),
+                    ToolCallBlock(
+                        id=call_id, name="get_weather", arguments=first.calls[0]["arguments"]
+                    ),
                     ToolCallBlock(id="toolu_2", name="get_weather", arguments='{"city": "Os'),
                 )
             ),
@@ -92,13 +126,22 @@ async def test_tool_loop_sends_tool_use_and_merged_tool_results_back(llmock: Any
     assert second.text == "Sunny in Paris, rainy in Oslo."
     sent = llmock.requests[-1].body
     assert sent["tools"] == [
-        {"name": "get_weather", "description": "Current weather for a city.", "input_schema": WEATHER_TOOL["parameters"]}
+        {
+            "name": "get_weather",
+            "description": "Current weather for a city.",
+            "input_schema": WEATHER_TOOL["parameters"],
+        }
     ]
     assert sent["messages"][1:] == [
         {
             "role": "assistant",
             "content": [
-                {"type": "tool_use", "id": call_id, "name": "get_weather", "input": {"city": "Paris"}},
+                {
+                    "type": "tool_use",
+                    "id": call_id,
+                    "name": "get_weather",
+                    "input": {"city": "Paris"},
+                },
                 # Invalid JSON arguments are sent as an empty input object.
                 {"type": "tool_use", "id": "toolu_2", "name": "get_weather", "input": {}},
             ],
@@ -107,10 +150,28 @@ async def test_tool_loop_sends_tool_use_and_merged_tool_results_back(llmock: Any
             "role": "user",
             "content": [
                 {"type": "tool_result", "tool_use_id": call_id, "content": "sunny"},
-                {"type": "tool_result", "tool_use_id": "toolu_2", "content": "invalid arguments", "is_error": True},
+                {
+                    "type": "tool_result",
+                    "tool_use_id": "toolu_2",
+                    "content": "invalid arguments",
+                    "is_error": True,
+                },
             ],
         },
     ]
+
+
+@pytest.mark.peer
+async def test_max_tokens_stop_reason_ends_with_max_tokens(llmock: Any) -> None:
+    llmock.add(LlmockReply(text="This answer is cut", finish_reason="length"))
+    adapter = AnthropicAdapter()
+    try:
+        result = await run(adapter, options(max_tokens=5))
+    finally:
+        await adapter.aclose()
+    assert result.finish is not None and result.finish.kind == "max-tokens"
+    assert result.text == "This answer is cut"
+    assert llmock.last_request.body["max_tokens"] == 5
 
 
 # -- aimock: thinking ---------------------------------------------------------------------------
@@ -120,7 +181,9 @@ async def test_tool_loop_sends_tool_use_and_merged_tool_results_back(llmock: Any
 async def test_thinking_block_ends_with_its_signature(aimock_url: str) -> None:  # noqa: F811
     adapter = AnthropicAdapter(aimock_url, "sk-ant-test")
     try:
-        result = await run(adapter, options(user("claude: what is 6 times 7?"), reasoning_effort="low"))
+        result = await run(
+            adapter, options(user("claude: what is 6 times 7?"), reasoning_effort="low")
+        )
     finally:
         await adapter.aclose()
     assert result.block_types == ["reasoning", "text"]
@@ -157,7 +220,13 @@ async def test_thinking_tool_loop_round_trips_the_signed_thinking_block(aimock_u
 async def test_request_headers_path_thinking_and_signed_reasoning() -> None:
     history = (
         user("look").model_copy(
-            update={"content": (TextBlock(text="look"), TextBlock(text=""), ImageBlock(media_type="image/png", data="AAAA"))}
+            update={
+                "content": (
+                    TextBlock(text="look"),
+                    TextBlock(text=""),
+                    ImageBlock(media_type="image/png", data="AAAA"),
+                )
+            }
         ),
         AssistantMessage(
             content=(
@@ -169,9 +238,13 @@ async def test_request_headers_path_thinking_and_signed_reasoning() -> None:
         user("and now?", id="u2"),
     )
     with LoopbackServer(sse_reply(text_stream())) as server:
-        adapter = AnthropicAdapter(server.url, "sk-ant-api03-secret", anthropic_version="2023-06-01")
+        adapter = AnthropicAdapter(
+            server.url, "sk-ant-api03-secret", anthropic_version="2023-06-01"
+        )
         try:
-            await run(adapter, options(*history, reasoning_effort="medium", temperature=0.3, stop=["END"]))
+            await run(
+                adapter, options(*history, reasoning_effort="medium", temperature=0.3, stop=["END"])
+            )
         finally:
             await adapter.aclose()
     request = server.requests[0]
@@ -187,7 +260,10 @@ async def test_request_headers_path_thinking_and_signed_reasoning() -> None:
             "role": "user",
             "content": [
                 {"type": "text", "text": "look"},
-                {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "AAAA"}},
+                {
+                    "type": "image",
+                    "source": {"type": "base64", "media_type": "image/png", "data": "AAAA"},
+                },
             ],
         },
         {
@@ -217,10 +293,33 @@ async def test_base_url_ending_in_v1_is_not_doubled() -> None:
 async def test_in_stream_error_event_after_200_is_overloaded() -> None:
     body = sse_events(
         [
-            ("message_start", {"type": "message_start", "message": {"usage": {"input_tokens": 5, "output_tokens": 1}}}),
-            ("content_block_start", {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
-            ("content_block_delta", {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "Par"}}),
-            ("error", {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}),
+            (
+                "message_start",
+                {
+                    "type": "message_start",
+                    "message": {"usage": {"input_tokens": 5, "output_tokens": 1}},
+                },
+            ),
+            (
+                "content_block_start",
+                {
+                    "type": "content_block_start",
+                    "index": 0,
+                    "content_block": {"type": "text", "text": ""},
+                },
+            ),
+            (
+                "content_block_delta",
+                {
+                    "type": "content_block_delta",
+                    "index": 0,
+                    "delta": {"type": "text_delta", "text": "Par"},
+                },
+            ),
+            (
+                "error",
+                {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}},
+            ),
         ]
     )
     with LoopbackServer(sse_reply(body)) as server:
@@ -236,16 +335,57 @@ async def test_in_stream_error_event_after_200_is_overloaded() -> None:
 async def test_redacted_thinking_unknown_events_and_pings_are_ignored() -> None:
     body = sse_events(
         [
-            ("message_start", {"type": "message_start", "message": {"usage": {"input_tokens": 5, "output_tokens": 1}}}),
-            ("content_block_start", {"type": "content_block_start", "index": 0, "content_block": {"type": "redacted_thinking", "data": "Enc0ded"}}),
+            (
+                "message_start",
+                {
+                    "type": "message_start",
+                    "message": {"usage": {"input_tokens": 5, "output_tokens": 1}},
+                },
+            ),
+            (
+                "content_block_start",
+                {
+                    "type": "content_block_start",
+                    "index": 0,
+                    "content_block": {"type": "redacted_thinking", "data": "Enc0ded"},
+                },
+            ),
             ("ping", {"type": "ping"}),
             ("content_block_stop", {"type": "content_block_stop", "index": 0}),
             ("brand_new_event", {"type": "brand_new_event", "whatever": 1}),
-            ("content_block_start", {"type": "content_block_start", "index": 1, "content_block": {"type": "text", "text": ""}}),
-            ("content_block_delta", {"type": "content_block_delta", "index": 1, "delta": {"type": "citations_delta", "citation": {}}}),
-            ("content_block_delta", {"type": "content_block_delta", "index": 1, "delta": {"type": "text_delta", "text": "Done."}}),
+            (
+                "content_block_start",
+                {
+                    "type": "content_block_start",
+                    "index": 1,
+                    "content_block": {"type": "text", "text": ""},
+                },
+            ),
+            (
+                "content_block_delta",
+                {
+                    "type": "content_block_delta",
+                    "index": 1,
+                    "delta": {"type": "citations_delta", "citation": {}},
+                },
+            ),
+            (
+                "content_block_delta",
+                {
+                    "type": "content_block_delta",
+                    "index": 1,
+                    "delta": {"type": "text_delta", "text": "Done."},
+                },
+            ),
             ("content_block_stop", {"type": "content_block_stop", "index": 1}),
-            ("message_delta", {"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 4}}),
+            (
+                "message_delta",
+                {
+                    "type": "message_delta",
+                    "delta": {"stop_reason": "end_turn"},
+                    "usage": {"output_tokens": 4},
+                },
+            ),
             ("message_stop", {"type": "message_stop"}),
         ]
     )
@@ -256,7 +396,7 @@ async def test_redacted_thinking_unknown_events_and_pings_are_ignored() -> None:
         finally:
             await adapter.aclose()
     assert result.block_types == ["text"] and result.text == "Done."
-    assert result.chunks[0].type == "block-start" and result.chunks[0].index == 0  # type: ignore[union-attr]
+    assert result.chunks[0].type == "block-start" and result.chunks[0].index == 0
     assert result.usage is not None and result.usage.output_tokens == 4
 
 
@@ -270,7 +410,9 @@ async def test_empty_end_turn_is_an_empty_response() -> None:
     assert result.error.code == "EMPTY_RESPONSE" and result.block_types == []
 
 
-async def test_missing_key_is_an_auth_error_naming_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_missing_key_is_an_auth_error_naming_the_variable(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     adapter = AnthropicAdapter("http://127.0.0.1:9")
     result = await run(adapter, options())

@@ -5,15 +5,15 @@ hanging, always ending with exactly one finish."""
 from __future__ import annotations
 
 import time
-from email.utils import format_datetime
 from datetime import UTC, datetime, timedelta
+from email.utils import format_datetime
 from typing import Any
 
 import anyio
 import httpx
 import pytest
 from llmock.scenarios import Fail
-from peers.loopback import DROP, STALL, LoopbackServer, Reply, json_reply, sse_events
+from peers.loopback import DROP, STALL, LoopbackServer, Reply, json_reply, sse_events, sse_reply
 from peers.streams import check_contract, run, user
 
 from agentloop_nb.llm._chunks import Aborted, Finish, GenerateOptions, StreamChunk
@@ -27,9 +27,13 @@ pytestmark = pytest.mark.anyio
 PROVIDERS = ["openai", "anthropic"]
 
 
-def adapter_for(provider: str, base_url: str | None = None, **kw: Any) -> OpenAIAdapter | AnthropicAdapter:
+def adapter_for(
+    provider: str, base_url: str | None = None, **kw: Any
+) -> OpenAIAdapter | AnthropicAdapter:
     if provider == "openai":
-        return OpenAIAdapter(base_url + "/v1" if base_url else None, "sk-test-faults" if base_url else None, **kw)
+        return OpenAIAdapter(
+            base_url + "/v1" if base_url else None, "sk-test-faults" if base_url else None, **kw
+        )
     return AnthropicAdapter(base_url, "sk-ant-test-faults" if base_url else None, **kw)
 
 
@@ -90,12 +94,16 @@ async def test_overloaded_error_body_is_overloaded_whatever_the_status() -> None
 @pytest.mark.peer
 @pytest.mark.parametrize("provider", PROVIDERS)
 @pytest.mark.parametrize("status", [401, 403])
-async def test_401_and_403_are_auth_naming_the_key_variable(llmock: Any, provider: str, status: int) -> None:
+async def test_401_and_403_are_auth_naming_the_key_variable(
+    llmock: Any, provider: str, status: int
+) -> None:
     llmock.fail(status, message="invalid x-api-key")
     result = await run_llmock(provider)
     assert (result.error.code, result.error.status) == ("AUTH", status)
     assert "invalid x-api-key" in result.error.message
-    assert ("OPENAI_API_KEY" if provider == "openai" else "ANTHROPIC_API_KEY") in result.error.message
+    assert (
+        "OPENAI_API_KEY" if provider == "openai" else "ANTHROPIC_API_KEY"
+    ) in result.error.message
 
 
 @pytest.mark.peer
@@ -127,10 +135,18 @@ async def test_404_is_bad_request_saying_model_not_found(llmock: Any, provider: 
 
 
 async def test_anthropic_prompt_too_long_is_context_window_exceeded() -> None:
-    body = {"type": "error", "error": {"type": "invalid_request_error", "message": "prompt is too long: 210012 tokens > 200000 maximum"}}
+    body = {
+        "type": "error",
+        "error": {
+            "type": "invalid_request_error",
+            "message": "prompt is too long: 210012 tokens > 200000 maximum",
+        },
+    }
     with LoopbackServer(json_reply(400, body)) as server:
         result = await run_llmock("anthropic", base_url=server.url)
-    assert result.error.code == "CONTEXT_WINDOW_EXCEEDED" and "210012 tokens" in result.error.message
+    assert (
+        result.error.code == "CONTEXT_WINDOW_EXCEEDED" and "210012 tokens" in result.error.message
+    )
 
 
 async def test_long_error_bodies_are_truncated_in_the_message() -> None:
@@ -207,6 +223,26 @@ async def test_200_that_is_not_an_event_stream_is_bad_response(provider: str) ->
     assert result.error.code == "BAD_RESPONSE" and "captive portal" in result.error.message
 
 
+@pytest.mark.parametrize(
+    ("provider", "body"),
+    [
+        (
+            "openai",
+            b'data: {"choices": [], "usage": {"prompt_tokens": "many"}}\n\n',
+        ),
+        (
+            "anthropic",
+            b'event: content_block_start\ndata: {"type": "content_block_start", "index": {}}\n\n',
+        ),
+        ("openai", b"data: [1, 2]\n\n"),
+    ],
+)
+async def test_json_of_an_unexpected_shape_is_bad_response(provider: str, body: bytes) -> None:
+    with LoopbackServer(sse_reply(body)) as server:
+        result = await run_llmock(provider, base_url=server.url)
+    assert result.error.code == "BAD_RESPONSE"
+
+
 async def test_invalid_base_url_is_an_error_finish_not_an_exception() -> None:
     result = await run_llmock("openai", base_url="ftp://example.invalid")
     assert result.error.code in ("BAD_REQUEST", "TRANSPORT")
@@ -221,9 +257,26 @@ def _stalled_reply(provider: str) -> Reply:
     else:
         first = sse_events(
             [
-                ("message_start", {"type": "message_start", "message": {"usage": {"input_tokens": 1}}}),
-                ("content_block_start", {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
-                ("content_block_delta", {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "Thinking"}}),
+                (
+                    "message_start",
+                    {"type": "message_start", "message": {"usage": {"input_tokens": 1}}},
+                ),
+                (
+                    "content_block_start",
+                    {
+                        "type": "content_block_start",
+                        "index": 0,
+                        "content_block": {"type": "text", "text": ""},
+                    },
+                ),
+                (
+                    "content_block_delta",
+                    {
+                        "type": "content_block_delta",
+                        "index": 0,
+                        "delta": {"type": "text_delta", "text": "Thinking"},
+                    },
+                ),
             ]
         )
     return Reply(parts=[first, STALL])
@@ -234,6 +287,7 @@ async def test_abort_closes_a_stalled_stream_promptly(provider: str) -> None:
     controller = AbortController()
     chunks: list[StreamChunk] = []
     ended_at: list[float] = []
+    first_chunk = anyio.Event()
     with LoopbackServer(_stalled_reply(provider)) as server:
         adapter = adapter_for(provider, server.url)
         try:
@@ -242,13 +296,13 @@ async def test_abort_closes_a_stalled_stream_promptly(provider: str) -> None:
                 async def consume() -> None:
                     async for chunk in adapter.stream(options(provider, controller.signal)):
                         chunks.append(chunk)
+                        first_chunk.set()
                     ended_at.append(time.perf_counter())
 
                 tg.start_soon(consume)
                 # Every task is blocked: the consumer is parked in the network read of the
                 # stalled stream (the server has sent its first event and stopped).
-                while not chunks:
-                    await anyio.wait_all_tasks_blocked()
+                await first_chunk.wait()
                 await anyio.wait_all_tasks_blocked()
                 assert server.stalled.is_set()
                 aborted_at = time.perf_counter()
@@ -273,7 +327,9 @@ async def test_abort_while_waiting_for_response_headers(provider: str) -> None:
                 out: list[StreamChunk] = []
 
                 async def consume() -> None:
-                    out.extend([c async for c in adapter.stream(options(provider, controller.signal))])
+                    out.extend(
+                        [c async for c in adapter.stream(options(provider, controller.signal))]
+                    )
 
                 tg.start_soon(consume)
                 await anyio.wait_all_tasks_blocked()

@@ -63,7 +63,11 @@ async def test_text_reply_streams_one_text_block_with_usage_and_stop(llmock: Any
     assert result.text == "Hello there, friend."
     assert result.block_types == ["text"]
     assert result.finish is not None and result.finish.kind == "stop"
-    assert result.usage is not None and result.usage.input_tokens > 0 and result.usage.output_tokens > 0
+    assert (
+        result.usage is not None
+        and result.usage.input_tokens > 0
+        and result.usage.output_tokens > 0
+    )
     body = llmock.last_request.body
     assert body["stream"] is True and body["stream_options"] == {"include_usage": True}
     assert body["messages"] == [
@@ -87,7 +91,9 @@ async def test_tool_loop_sends_the_call_and_its_result_back(llmock: Any) -> None
         history = (
             user("weather in Paris?"),
             AssistantMessage(
-                content=(ToolCallBlock(id=call["id"], name="get_weather", arguments=call["arguments"]),)
+                content=(
+                    ToolCallBlock(id=call["id"], name="get_weather", arguments=call["arguments"]),
+                )
             ),
             ToolResultMessage(call_id=call["id"], name="get_weather", content="sunny, 21 C"),
         )
@@ -141,14 +147,16 @@ async def test_finish_reason_length_ends_with_max_tokens(llmock: Any) -> None:
 
 @pytest.mark.peer
 async def test_deepseek_reasoning_content_becomes_a_reasoning_block(aimock_url: str) -> None:  # noqa: F811
-    adapter = build_adapters({"deepseek": {"base_url": aimock_url + "/v1", "api_key": "sk-deepseek-test"}})[
-        "deepseek"
-    ]
+    adapter = build_adapters(
+        {"deepseek": {"base_url": aimock_url + "/v1", "api_key": "sk-deepseek-test"}}
+    )["deepseek"]
     try:
         result = await run(
             adapter,
             GenerateOptions(
-                provider="deepseek", model="deepseek-reasoner", messages=[user("deepseek: what is 6 times 7?")]
+                provider="deepseek",
+                model="deepseek-reasoner",
+                messages=[user("deepseek: what is 6 times 7?")],
             ),
         )
     finally:
@@ -156,7 +164,10 @@ async def test_deepseek_reasoning_content_becomes_a_reasoning_block(aimock_url: 
     assert result.block_types == ["reasoning", "text"]
     assert result.reasoning == "Six sevens: 7+7+7+7+7+7 = 42."
     assert result.text == "6 times 7 is 42."
-    assert result.usage is not None and (result.usage.input_tokens, result.usage.output_tokens) == (12, 9)
+    assert result.usage is not None and (result.usage.input_tokens, result.usage.output_tokens) == (
+        12,
+        9,
+    )
     assert result.finish is not None and result.finish.kind == "stop"
 
 
@@ -207,10 +218,17 @@ async def test_request_carries_bearer_key_images_and_path() -> None:
 async def test_interleaved_parallel_calls_with_repeated_ids_and_names_stay_separate() -> None:
     def part(index: int, call_id: str, name: str, args: str) -> dict[str, Any]:
         # Like llama.cpp: every delta repeats the id and the name.
-        return {"index": index, "id": call_id, "type": "function", "function": {"name": name, "arguments": args}}
+        return {
+            "index": index,
+            "id": call_id,
+            "type": "function",
+            "function": {"name": name, "arguments": args},
+        }
 
     body = openai_body(
-        chunk({"role": "assistant", "content": None, "tool_calls": [part(0, "c0", "get_weather", "")]}),
+        chunk(
+            {"role": "assistant", "content": None, "tool_calls": [part(0, "c0", "get_weather", "")]}
+        ),
         chunk({"tool_calls": [part(1, "c1", "get_time", "")]}),
         chunk({"tool_calls": [part(0, "c0", "get_weather", '{"city": ')]}),
         chunk({"tool_calls": [part(1, "c1", "get_time", '{"tz": "UTC"}')]}),
@@ -224,7 +242,10 @@ async def test_interleaved_parallel_calls_with_repeated_ids_and_names_stay_separ
             result = await run(adapter, options(tools=[WEATHER_TOOL]))
         finally:
             await adapter.aclose()
-    assert [(c["id"], c["name"]) for c in result.calls] == [("c0", "get_weather"), ("c1", "get_time")]
+    assert [(c["id"], c["name"]) for c in result.calls] == [
+        ("c0", "get_weather"),
+        ("c1", "get_time"),
+    ]
     assert [json.loads(c["arguments"]) for c in result.calls] == [{"city": "Oslo"}, {"tz": "UTC"}]
     assert result.finish is not None and result.finish.kind == "tool-calls"
     assert result.usage is not None and result.usage.output_tokens == 20
@@ -233,7 +254,12 @@ async def test_interleaved_parallel_calls_with_repeated_ids_and_names_stay_separ
 async def test_mid_stream_error_chunk_ends_with_its_code_and_message() -> None:
     body = openai_body(
         chunk({"role": "assistant", "content": "Part"}),
-        {"error": {"message": "The server had an error while processing your request.", "type": "server_error"}},
+        {
+            "error": {
+                "message": "The server had an error while processing your request.",
+                "type": "server_error",
+            }
+        },
         done=False,
     )
     with LoopbackServer(sse_reply(body)) as server:
@@ -284,12 +310,19 @@ async def test_finish_reason_without_done_terminator_still_completes() -> None:
 
 async def test_stop_finish_with_tool_calls_is_reported_as_tool_calls() -> None:
     # Ollama-style: the tool call arrives whole and the finish reason says "stop".
-    call = {"index": 0, "id": "c9", "type": "function", "function": {"name": "get_weather", "arguments": {"city": "Rome"}}}
+    call = {
+        "index": 0,
+        "id": "c9",
+        "type": "function",
+        "function": {"name": "get_weather", "arguments": {"city": "Rome"}},
+    }
     body = openai_body(chunk({"role": "assistant", "tool_calls": [call]}), chunk({}, "stop"))
     with LoopbackServer(sse_reply(body)) as server:
         adapter = build_adapters({"ollama": {"base_url": server.url + "/v1"}})["ollama"]
         try:
-            result = await run(adapter, GenerateOptions(provider="ollama", model="qwen3", messages=[user("hi")]))
+            result = await run(
+                adapter, GenerateOptions(provider="ollama", model="qwen3", messages=[user("hi")])
+            )
         finally:
             await adapter.aclose()
     assert result.finish is not None and result.finish.kind == "tool-calls"
@@ -297,7 +330,9 @@ async def test_stop_finish_with_tool_calls_is_reported_as_tool_calls() -> None:
     assert "authorization" not in server.requests[0].headers  # ollama needs no key
 
 
-async def test_missing_key_is_an_auth_error_naming_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_missing_key_is_an_auth_error_naming_the_variable(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     adapter = OpenAIAdapter("http://127.0.0.1:9/v1")
     chunks = await collect(adapter, options())
@@ -317,3 +352,41 @@ async def test_injected_client_is_used_and_left_open() -> None:
             assert not client.is_closed
     assert result.text == "ok"
 
+
+# -- presets ------------------------------------------------------------------------------------
+
+
+def test_presets_build_without_keys_and_explicit_config_beats_the_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for var in ("OPENAI_API_KEY", "DEEPSEEK_API_KEY", "ANTHROPIC_API_KEY"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("VLLM_BASE_URL", "http://gpu-box:8000/v1")
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://from-env/v1")
+    adapters = build_adapters({"openai": {"base_url": "http://explicit/v1"}})
+    assert sorted(adapters) == ["anthropic", "deepseek", "offline", "ollama", "openai", "vllm"]
+    assert adapters["openai"].base_url == "http://explicit/v1"
+    assert adapters["deepseek"].base_url == "https://api.deepseek.com/v1"
+    assert adapters["vllm"].base_url == "http://gpu-box:8000/v1"
+    assert adapters["ollama"].base_url == "http://localhost:11434/v1"
+    assert adapters["anthropic"].messages_url == "https://api.anthropic.com/v1/messages"
+    monkeypatch.setenv("DEEPSEEK_API_KEY", "sk-later-0123456789")  # read at request time
+    assert "sk-…redacted" in repr(adapters["deepseek"])
+
+
+def test_custom_provider_needs_a_type_and_options_are_checked() -> None:
+    with pytest.raises(ValueError, match=r"unknown provider 'openrouter'.*'type': 'openai'"):
+        build_adapters({"openrouter": {"base_url": "https://openrouter.ai/api/v1"}})
+    with pytest.raises(ValueError, match=r"does not take option\(s\) \['base_ur'\]"):
+        build_adapters({"openai": {"base_ur": "typo"}})
+    adapters = build_adapters(
+        {
+            "openrouter": {
+                "type": "openai",
+                "base_url": "https://openrouter.ai/api/v1",
+                "api_key_env": "OPENROUTER_API_KEY",
+            }
+        }
+    )
+    assert adapters["openrouter"].name == "openrouter"
+    assert adapters["openrouter"].api_key_env == "OPENROUTER_API_KEY"

@@ -10,6 +10,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from peers.loopback import LoopbackServer, Reply, json_reply, sse_reply
 from peers.streams import Assembled, run, user
@@ -54,13 +55,16 @@ async def replay(provider: str, reply: Reply) -> Assembled:
             adapter = AnthropicAdapter(server.url, "sk-ant-test-replay")
             model = "claude-haiku-4-5"
         try:
-            return await run(adapter, GenerateOptions(provider=provider, model=model, messages=[user("hi")]))
+            return await run(
+                adapter, GenerateOptions(provider=provider, model=model, messages=[user("hi")])
+            )
         finally:
             await adapter.aclose()
 
 
 async def replay_file(provider: str, path: Path, piece: int = 37) -> Assembled:
-    return await replay(provider, sse_reply(path.read_bytes(), piece=piece))
+    raw = await anyio.Path(path).read_bytes()
+    return await replay(provider, sse_reply(raw, piece=piece))
 
 
 def kind(result: Assembled) -> str:
@@ -101,10 +105,15 @@ async def test_every_recorded_anthropic_stream_replays_to_a_clean_finish(path: P
 @SKIP
 async def test_openai_first_chunk_with_role_and_tool_calls_together() -> None:
     result = await replay_file("openai", _file("openai", "2018feb6"))
-    assert [(c["id"], c["name"]) for c in result.calls] == [("call_4XzlGBLtUe9dy3GVNV4jhq7h", "get_weather")]
+    assert [(c["id"], c["name"]) for c in result.calls] == [
+        ("call_4XzlGBLtUe9dy3GVNV4jhq7h", "get_weather")
+    ]
     assert json.loads(result.calls[0]["arguments"]) == {"city": "New York City"}
     assert kind(result) == "tool-calls"
-    assert result.usage is not None and (result.usage.input_tokens, result.usage.output_tokens) == (44, 16)
+    assert result.usage is not None and (result.usage.input_tokens, result.usage.output_tokens) == (
+        44,
+        16,
+    )
     assert result.usage.reasoning_tokens == 0
 
 
@@ -143,13 +152,22 @@ async def test_openai_only_the_first_of_several_choices_is_read() -> None:
 
 @SKIP
 async def test_anthropic_live_tool_use_with_padding_ping_and_cache_usage() -> None:
-    result = await replay_file("anthropic", _file("anthropic", "live_tool_use_stream_haiku45"), piece=13)
-    assert [(c["id"], c["name"]) for c in result.calls] == [("toolu_018acGYLtfR52q9yDbWaEdQZ", "get_weather")]
+    result = await replay_file(
+        "anthropic", _file("anthropic", "live_tool_use_stream_haiku45"), piece=13
+    )
+    assert [(c["id"], c["name"]) for c in result.calls] == [
+        ("toolu_018acGYLtfR52q9yDbWaEdQZ", "get_weather")
+    ]
     assert result.call_args() == {"location": "San Francisco, CA", "units": "f"}
     assert kind(result) == "tool-calls"
     usage = result.usage
     assert usage is not None
-    assert (usage.input_tokens, usage.output_tokens, usage.cache_read_tokens, usage.cache_write_tokens) == (656, 74, 0, 0)
+    assert (
+        usage.input_tokens,
+        usage.output_tokens,
+        usage.cache_read_tokens,
+        usage.cache_write_tokens,
+    ) == (656, 74, 0, 0)
 
 
 @SKIP
@@ -170,7 +188,9 @@ async def test_anthropic_max_tokens_inside_a_tool_call_is_max_tokens() -> None:
 @pytest.mark.parametrize("name", ["compaction_response", "fallback_response"])
 async def test_anthropic_unknown_block_types_are_skipped(name: str) -> None:
     result = await replay_file("anthropic", _file("anthropic", name))
-    assert result.block_types == ["text"] and result.text == "Hello there!" and kind(result) == "stop"
+    assert (
+        result.block_types == ["text"] and result.text == "Hello there!" and kind(result) == "stop"
+    )
 
 
 # -- whole HTTP exchanges -----------------------------------------------------------------------
@@ -192,7 +212,11 @@ def _exchanges() -> list[Any]:
 async def test_anthropic_http_snapshot(response: dict[str, Any]) -> None:
     status = response["status_code"]
     if status >= 400:
-        headers = {k: v for k, v in response["headers"].items() if k not in ("content-length", "connection")}
+        headers = {
+            k: v
+            for k, v in response["headers"].items()
+            if k not in ("content-length", "connection")
+        }
         result = await replay("anthropic", json_reply(status, response["body"], headers))
         assert result.error.status == status
         assert result.error.code == ("RATE_LIMIT" if status == 429 else "BAD_REQUEST")

@@ -215,6 +215,13 @@ def test_frozen_dict_constructor_checks_and_freezes_its_content() -> None:
         FrozenDict(a={1})
     assert pickle.loads(pickle.dumps(fd)) == fd
     assert dict(fd) == fd and type(fd.copy()) is dict
+    nested: dict[str, Any] = {"leaf": [1.5]}
+    for _ in range(40):  # deeper than any fast path: still accepted and frozen all the way
+        nested = {"n": [nested]}
+    frozen = freeze_json(nested, label="x")
+    for _ in range(40):
+        frozen = frozen["n"][0]
+    assert frozen == {"leaf": (1.5,)} and type(frozen) is FrozenDict
     with pytest.raises(TypeError, match="nested too deeply"):
         deep: list[Any] = []
         node = deep

@@ -1,0 +1,52 @@
+"""The notebook layer: the IPython extension, magics, live widgets, plugin cells.
+
+This package is the only part of ``agentloop_nb`` that imports IPython and ipywidgets;
+``import agentloop_nb`` never imports it (the root package's ``load_ipython_extension`` shim
+imports it lazily).
+
+Public surface:
+
+- ``app()`` — the kernel-wide ``App`` created by ``%load_ext agentloop_nb``;
+  ``configure(**app_kwargs)`` — what the next load builds it with; ``view(agent)`` — the
+  agent's cached ``AgentView``; ``wait_closed()`` — await an unloaded App's disposal.
+- ``AgentView``, ``SessionView``, ``ToolPoolView`` — live, throttled widgets;
+  ``WidgetApproval`` — the ``ctx.approval`` service their Approve/Deny buttons answer.
+- ``plugin(name)`` — a named plugin scope (context manager or decorator), like ``%%plugin``.
+- ``run_sync(agent, prompt)`` — opt-in blocking helper (applies ``nest_asyncio`` lazily).
+"""
+
+from __future__ import annotations
+
+from ._approval import PendingApproval, WidgetApproval
+from ._cellplugin import plugin
+from ._extension import (
+    app,
+    configure,
+    load_ipython_extension,
+    unload_ipython_extension,
+    view,
+    wait_closed,
+)
+from ._sync import run_sync
+from ._throttle import Throttle
+from ._transcript import Transcript
+from ._widgets import AgentView, SessionFeed, SessionView, ToolPoolView
+
+__all__ = [
+    "AgentView",
+    "PendingApproval",
+    "SessionFeed",
+    "SessionView",
+    "Throttle",
+    "ToolPoolView",
+    "Transcript",
+    "WidgetApproval",
+    "app",
+    "configure",
+    "load_ipython_extension",
+    "plugin",
+    "run_sync",
+    "unload_ipython_extension",
+    "view",
+    "wait_closed",
+]

@@ -61,8 +61,9 @@ class WidgetApproval:
     async def request(self, execution: Any, reason: str | None) -> bool:
         fut: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
         call_id = str(execution.call_id)
-        entry = PendingApproval(call_id, str(execution.name), str(execution.arguments), reason,
-                                execution.agent, fut)
+        entry = PendingApproval(
+            call_id, str(execution.name), str(execution.arguments), reason, execution.agent, fut
+        )
         self._pending[call_id] = entry
         self._notify()
         try:

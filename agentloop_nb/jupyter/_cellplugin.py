@@ -44,7 +44,7 @@ def run_plugin_cell(shell: Any, root: Any, name: str, cell: str) -> Any:
     return root.plugin(apply, name=name)
 
 
-class plugin:  # noqa: N801 - reads as a function: ``with plugin("guard") as ctx:``
+class plugin:  # lower case: it reads as a function, ``with plugin("guard") as ctx:``
     """A named plugin scope for plain Python, as a context manager or a decorator.
 
     ``with plugin("guard") as ctx: ctx.on(...)`` — registrations made through ``ctx`` inside

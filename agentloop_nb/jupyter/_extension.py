@@ -42,6 +42,7 @@ class KernelState:
         self.approval = approval
         self.names: dict[str, Any] = {}
         self.views: dict[str, Any] = {}
+        self._tasks: set[asyncio.Task[Any]] = set()
         self.hook = InterruptHook(shell, self.cancel_running)
         self._off = app.ctx.on("agent/disposed", self._forget)
 
@@ -81,6 +82,17 @@ class KernelState:
         for name in [n for n, a in self.names.items() if a is agent]:
             del self.names[name]
 
+    def keep(self, task: asyncio.Task[Any]) -> None:
+        """Hold a strong reference to a background task until it ends (the loop keeps only
+        weak ones)."""
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def drain(self) -> None:
+        """Wait for the background work magics scheduled (a dispose, a resume that waited)."""
+        while self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+
     def cancel_running(self) -> int:
         """Cancel every running agent with cause ``user``; returns how many were running."""
         n = 0
@@ -110,6 +122,12 @@ def configure(*, approval_timeout: float = DEFAULT_APPROVAL_TIMEOUT, **app_kwarg
 def app() -> App:
     """The kernel-wide ``App``. Raises ``RuntimeError`` until ``%load_ext agentloop_nb``."""
     return state().app
+
+
+def view(agent: Any) -> Any:
+    """The ``AgentView`` the magics display for ``agent`` (one per agent, created on first
+    use). Read its widgets from a later cell after ``await view(agent).settled()``."""
+    return state().view(agent)
 
 
 def state() -> KernelState:
@@ -143,7 +161,8 @@ def load_ipython_extension(ipython: Any) -> None:
     _STATE = st
     ipython.register_magics(AgentMagics(ipython, st))
     ipython.push({"ctx": application.ctx}, interactive=True)
-    st.hook.install()
+    if getattr(ipython, "kernel", None) is not None:  # a terminal IPython keeps Ctrl-C as is
+        st.hook.install()
 
 
 def unload_ipython_extension(ipython: Any) -> None:
@@ -182,5 +201,6 @@ __all__ = [
     "load_ipython_extension",
     "state",
     "unload_ipython_extension",
+    "view",
     "wait_closed",
 ]

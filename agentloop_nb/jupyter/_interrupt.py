@@ -30,6 +30,7 @@ cancelled cooperatively instead of being killed half-way.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import signal
 import threading
@@ -81,10 +82,8 @@ class InterruptHook:
         if not self._installed:
             return
         self._installed = False
-        try:
+        with contextlib.suppress(ValueError):
             self.shell.events.unregister("pre_run_cell", self._pre_run_cell)
-        except ValueError:
-            pass
         kernel = self.kernel
         previous = self._previous_idle if self._previous_idle is not None else signal.SIG_IGN
         if kernel is not None and getattr(kernel, "saved_sigint_handler", None) is self._idle:

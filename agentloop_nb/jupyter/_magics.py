@@ -13,6 +13,7 @@ import keyword
 import shlex
 import sys
 import time
+from collections.abc import Sequence
 from typing import Any, NoReturn
 
 from IPython.core.magic import Magics, cell_magic, line_cell_magic, magics_class
@@ -43,31 +44,54 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _build_parser() -> _Parser:
-    p = _Parser(prog="%agent", description="Create, steer and cancel background agents.",
-                exit_on_error=False)
+    p = _Parser(
+        prog="%agent",
+        description="Create, steer and cancel background agents.",
+        exit_on_error=False,
+    )
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    c = sub.add_parser("create", help="create an agent bound to NAME",
-                       description="Create an agent and bind it to NAME in the user namespace.")
+    c = sub.add_parser(
+        "create",
+        help="create an agent bound to NAME",
+        description="Create an agent and bind it to NAME in the user namespace.",
+    )
     c.add_argument("name", metavar="NAME")
-    c.add_argument("--provider", metavar="P", default=None,
-                   help=f"model provider (default: {DEFAULT_PROVIDER})")
-    c.add_argument("--model", metavar="M", default=None,
-                   help=f"model name (default with the offline provider: {DEFAULT_MODEL})")
+    c.add_argument(
+        "--provider",
+        metavar="P",
+        default=None,
+        help=f"model provider (default: {DEFAULT_PROVIDER})",
+    )
+    c.add_argument(
+        "--model",
+        metavar="M",
+        default=None,
+        help=f"model name (default with the offline provider: {DEFAULT_MODEL})",
+    )
     c.add_argument("--max-tokens", metavar="N", type=int, default=None, dest="max_tokens")
-    for name, what in (("steer", "steer the running turn (wakes an idle agent)"),
-                       ("inject", "add context for the next step (does not wake)")):
+    for name, what in (
+        ("steer", "steer the running turn (wakes an idle agent)"),
+        ("inject", "add context for the next step (does not wake)"),
+    ):
         s = sub.add_parser(name, help=what, description=what)
         s.add_argument("name", metavar="NAME")
         s.add_argument("text", metavar="TEXT", nargs="+")
     x = sub.add_parser("cancel", help="cancel the running turn (cause: user)")
     x.add_argument("name", metavar="NAME")
     x.add_argument("--keep-inbox", action="store_true", help="keep queued input")
-    r = sub.add_parser("resume", help="resume a persisted session as NAME",
-                       description="Resume a persisted session: its history is rendered from the "
-                       "log (nothing re-runs) and the agent accepts new prompts.")
+    r = sub.add_parser(
+        "resume",
+        help="resume a persisted session as NAME",
+        description="Resume a persisted session: its history is rendered from the "
+        "log (nothing re-runs) and the agent accepts new prompts.",
+    )
     r.add_argument("session_id", metavar="SESSION_ID")
-    r.add_argument("--name", metavar="NAME", default=None,
-                   help="variable to bind (default: the id's prefix before '-session-')")
+    r.add_argument(
+        "--name",
+        metavar="NAME",
+        default=None,
+        help="variable to bind (default: the id's prefix before '-session-')",
+    )
     sub.add_parser("list", help="list live agents")
     sh = sub.add_parser("show", help="display the live view of NAME")
     sh.add_argument("name", metavar="NAME")
@@ -88,7 +112,7 @@ def _fail(message: str) -> None:
 
 
 @magics_class
-class AgentMagics(Magics):  # type: ignore[misc]
+class AgentMagics(Magics):
     """The magics of one kernel's extension state."""
 
     def __init__(self, shell: Any, state: KernelState) -> None:
@@ -169,13 +193,19 @@ class AgentMagics(Magics):  # type: ignore[misc]
         try:
             words = shlex.split(line)
         except ValueError as exc:
-            raise UserError(f"%agent: {exc} — {' '.join(self.parser.format_usage().split())}") from None
+            raise UserError(
+                f"%agent: {exc} — {' '.join(self.parser.format_usage().split())}"
+            ) from None
         try:
             args = self.parser.parse_args(words)
         except argparse.ArgumentError as exc:
-            raise UserError(f"%agent: {exc} — {' '.join(self.parser.format_usage().split())}") from None
+            raise UserError(
+                f"%agent: {exc} — {' '.join(self.parser.format_usage().split())}"
+            ) from None
         if args.command is None:
-            raise UserError(f"%agent: a COMMAND is required — {' '.join(self.parser.format_usage().split())}")
+            raise UserError(
+                f"%agent: a COMMAND is required — {' '.join(self.parser.format_usage().split())}"
+            )
         if head in _RAW_TEXT:
             args.text = " ".join(args.text)
         return args
@@ -187,13 +217,15 @@ class AgentMagics(Magics):  # type: ignore[misc]
     def _cell(self, line: str, cell: str) -> None:
         words = line.split()
         if len(words) != 1:
-            raise UserError("%%agent: expected exactly one NAME — usage: %%agent NAME (the cell "
-                            "body is the prompt)")
+            raise UserError(
+                "%%agent: expected exactly one NAME — usage: %%agent NAME (the cell "
+                "body is the prompt)"
+            )
         agent = self.state.agent(words[0])
-        display(self.state.view(agent))
         prompt = cell.strip()
         if prompt:
-            agent.followup(prompt)
+            agent.followup(prompt)  # first, so the view shows the agent running
+        display(self.state.view(agent))
 
     # -- commands ---------------------------------------------------------------------------
 
@@ -233,7 +265,7 @@ class AgentMagics(Magics):  # type: ignore[misc]
         default = sid.split("-session-")[0] if "-session-" in sid else None
         if args.name is None and (default is None or not default.isidentifier()):
             raise UserError(f"%agent resume: cannot derive a NAME from {sid!r}; pass --name NAME")
-        name = _identifier(args.name or default)
+        name = _identifier(args.name or default or "")
         self._check_free(name)
         st = self.state
         try:
@@ -250,6 +282,7 @@ class AgentMagics(Magics):  # type: ignore[misc]
             else:
                 _fail(f"%agent resume: {task.exception() or 'cancelled'}")
 
+        self.state.keep(value)
         value.add_done_callback(bind)
         print(f"resuming {sid} as {name}…")
 
@@ -264,8 +297,15 @@ class AgentMagics(Magics):  # type: ignore[misc]
             return
         rows = [("NAME", "STATUS", "TURNS", "MODEL", "SESSION")]
         for a in agents:
-            rows.append((self.state.name_of(a) or "-", a.status, str(a.turn),
-                         f"{a.options.provider}/{a.options.model}", a.session.id))
+            rows.append(
+                (
+                    self.state.name_of(a) or "-",
+                    a.status,
+                    str(a.turn),
+                    f"{a.options.provider}/{a.options.model}",
+                    a.session.id,
+                )
+            )
         _table(rows)
 
     def _cmd_show(self, args: argparse.Namespace) -> None:
@@ -295,16 +335,19 @@ class AgentMagics(Magics):  # type: ignore[misc]
         st = self.state
         agent = st.agent(args.name)
         del st.names[args.name]
-        if self.shell.user_ns.get(args.name) is agent:
-            del self.shell.user_ns[args.name]
-        run_eagerly(st.app.agent_loop.dispose(agent))
+        user_ns = st.shell.user_ns
+        if user_ns.get(args.name) is agent:
+            del user_ns[args.name]
+        done, value = run_eagerly(st.app.agent_loop.dispose(agent))
+        if not done:
+            st.keep(value)
 
 
 def _when(t: float) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t))
 
 
-def _table(rows: list[tuple[str, ...]]) -> None:
+def _table(rows: Sequence[tuple[str, ...]]) -> None:
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for r in rows:
         print("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())

@@ -28,7 +28,16 @@ class Throttle:
     that raises is logged and does not stop later renders.
     """
 
-    __slots__ = ("_closed", "_dirty", "_handle", "_last", "_render", "interval", "renders")
+    __slots__ = (
+        "_closed",
+        "_dirty",
+        "_handle",
+        "_last",
+        "_render",
+        "_waiters",
+        "interval",
+        "renders",
+    )
 
     def __init__(self, render: Callable[[], None], interval: float = DEFAULT_INTERVAL) -> None:
         if interval < 0:
@@ -39,6 +48,7 @@ class Throttle:
         self._last = -float("inf")
         self._dirty = False
         self._closed = False
+        self._waiters: list[asyncio.Future[None]] = []
         self.renders = 0
         """How many renders ran (what a benchmark or a test counts)."""
 
@@ -67,6 +77,15 @@ class Throttle:
         else:
             self._handle = loop.call_later(delay, self._fire)
 
+    async def settled(self) -> None:
+        """Return once no change is waiting for a render (at once if none is). This is how a
+        later cell waits for a view to catch up, without sleeping."""
+        if not self._dirty or self._closed:
+            return
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiters.append(fut)
+        await fut
+
     def flush(self) -> None:
         """Render now if a change is pending (cancelling the scheduled render)."""
         if self._handle is not None:
@@ -81,6 +100,7 @@ class Throttle:
         if self._handle is not None:
             self._handle.cancel()
             self._handle = None
+        self._wake()
 
     def _fire(self) -> None:
         self._handle = None
@@ -93,6 +113,14 @@ class Throttle:
             self._render()
         except Exception:  # a broken render must not break the event dispatch that poked it
             _log.exception("agentloop_nb view render failed")
+        if not self._dirty:
+            self._wake()
+
+    def _wake(self) -> None:
+        waiters, self._waiters = self._waiters, []
+        for fut in waiters:
+            if not fut.done():
+                fut.set_result(None)
 
 
 __all__ = ["DEFAULT_INTERVAL", "Throttle"]

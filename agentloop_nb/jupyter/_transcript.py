@@ -144,11 +144,14 @@ class Transcript:
             self._blocks = {}
             self._block_step = key
         if block_type == "tool-call":
-            item = self._add("tool", {"state": "streaming", "call_id": "", "name": "",
-                                      "step": key[1]})
+            item = self._add(
+                "tool", {"state": "streaming", "call_id": "", "name": "", "step": key[1]}
+            )
         else:
-            item = self._add(block_type if block_type == "reasoning" else "assistant",
-                             {"streaming": True, "step": key[1]})
+            item = self._add(
+                block_type if block_type == "reasoning" else "assistant",
+                {"streaming": True, "step": key[1]},
+            )
         self._blocks[index] = item
         return item
 
@@ -170,8 +173,14 @@ class Transcript:
     def _user(self, data: Mapping[str, Any], _time: float) -> None:
         message = data.get("message") or {}
         source = message.get("source") or {}
-        self._add("user", {"text": content_text(message.get("content")),
-                           "source": str(source.get("kind", "user")), "id": message.get("id")})
+        self._add(
+            "user",
+            {
+                "text": content_text(message.get("content")),
+                "source": str(source.get("kind", "user")),
+                "id": message.get("id"),
+            },
+        )
 
     def _assistant(self, data: Mapping[str, Any], _time: float) -> None:
         turn, step = data.get("turn", self.turn), data.get("step", 0)
@@ -211,12 +220,21 @@ class Transcript:
         for block in content:
             btype = block.get("type")
             if btype in ("text", "reasoning"):
-                item = self._add("assistant" if btype == "text" else "reasoning",
-                                 {"streaming": False, "step": step})
+                item = self._add(
+                    "assistant" if btype == "text" else "reasoning",
+                    {"streaming": False, "step": step},
+                )
                 item.parts.append(str(block.get("text", "")))
             elif btype == "tool-call":
-                item = self._add("tool", {"state": "queued", "call_id": block.get("id", ""),
-                                          "name": block.get("name", ""), "step": step})
+                item = self._add(
+                    "tool",
+                    {
+                        "state": "queued",
+                        "call_id": block.get("id", ""),
+                        "name": block.get("name", ""),
+                        "step": step,
+                    },
+                )
                 item.parts.append(str(block.get("arguments", "")))
                 self._calls[item.data["call_id"]] = item
             else:
@@ -228,8 +246,15 @@ class Transcript:
         call_id = str(data.get("call_id", ""))
         item = self._calls.get(call_id)
         if item is None:
-            item = self._add("tool", {"state": "queued", "call_id": call_id,
-                                      "name": data.get("name", ""), "step": data.get("step", 0)})
+            item = self._add(
+                "tool",
+                {
+                    "state": "queued",
+                    "call_id": call_id,
+                    "name": data.get("name", ""),
+                    "step": data.get("step", 0),
+                },
+            )
             item.parts.append(str(data.get("arguments", "")))
             self._calls[call_id] = item
             key = (data.get("turn", self.turn), data.get("step", 0))
@@ -269,12 +294,20 @@ class Transcript:
                 item.data["interrupted"] = True
             self._touch(item)
         self._blocks = {}
-        self._add("error", {"code": failure.get("code", "UNKNOWN"),
-                            "message": failure.get("message", ""), "where": "request"})
+        self._add(
+            "error",
+            {
+                "code": failure.get("code", "UNKNOWN"),
+                "message": failure.get("message", ""),
+                "where": "request",
+            },
+        )
 
     def _retry(self, data: Mapping[str, Any], _time: float) -> None:
-        self._add("retry", {"code": data.get("code"), "attempt": data.get("attempt"),
-                            "delay": data.get("delay")})
+        self._add(
+            "retry",
+            {"code": data.get("code"), "attempt": data.get("attempt"), "delay": data.get("delay")},
+        )
 
     # -- rendering --------------------------------------------------------------------------
 
@@ -361,7 +394,9 @@ def item_text(item: Item) -> str:
     if k == "tool":
         result = d.get("result")
         tail = f" → {result[:200]}" if result is not None else ""
-        return f"tool {d.get('name')}({pretty_args(item.text)}) [{d['state']}]{_duration(item)}{tail}"
+        return (
+            f"tool {d.get('name')}({pretty_args(item.text)}) [{d['state']}]{_duration(item)}{tail}"
+        )
     if k == "usage":
         u = d["usage"]
         return f"(tokens in {u.get('input_tokens', 0)}, out {u.get('output_tokens', 0)})"
@@ -374,8 +409,13 @@ def item_text(item: Item) -> str:
 
 _BOX = "margin:2px 0;padding:2px 6px;border-radius:4px;white-space:pre-wrap;"
 _STATE_COLOURS = {
-    "streaming": "#999", "queued": "#999", "running": "#1f77b4", "done": "#2ca02c",
-    "failed": "#d62728", "aborted": "#ff7f0e", "dropped": "#bbb",
+    "streaming": "#999",
+    "queued": "#999",
+    "running": "#1f77b4",
+    "done": "#2ca02c",
+    "failed": "#d62728",
+    "aborted": "#ff7f0e",
+    "dropped": "#bbb",
 }
 
 
@@ -395,28 +435,39 @@ def _render(item: Item) -> str:
     d = item.data
     k = item.kind
     if k == "turn-start":
-        return (f'<div class="agentloop-turn-start" style="border-top:1px solid #ccc;'
-                f'color:#888;font-size:85%;margin-top:6px">turn {d["turn"]}</div>')
+        return (
+            f'<div class="agentloop-turn-start" style="border-top:1px solid #ccc;'
+            f'color:#888;font-size:85%;margin-top:6px">turn {d["turn"]}</div>'
+        )
     if k == "turn-end":
         kind = escape(str((d["reason"] or {}).get("kind", "unknown")))
-        return (f'<div class="agentloop-turn-end agentloop-turn-end-{kind}" '
-                f'style="color:#888;font-size:85%">turn {d["turn"]} ended: '
-                f'{escape(reason_text(d["reason"]))}</div>')
+        return (
+            f'<div class="agentloop-turn-end agentloop-turn-end-{kind}" '
+            f'style="color:#888;font-size:85%">turn {d["turn"]} ended: '
+            f"{escape(reason_text(d['reason']))}</div>"
+        )
     if k == "user":
         source = escape(d["source"])
-        return (f'<div class="agentloop-user agentloop-source-{source}" style="{_BOX}'
-                f'background:#eef3fb"><b>{source}</b>: {escape(d["text"])}</div>')
+        return (
+            f'<div class="agentloop-user agentloop-source-{source}" style="{_BOX}'
+            f'background:#eef3fb"><b>{source}</b>: {escape(d["text"])}</div>'
+        )
     if k == "assistant":
         classes = "agentloop-assistant"
         if d.get("streaming"):
             classes += " agentloop-streaming"
-        cut = (' <span class="agentloop-interrupted" style="color:#ff7f0e">[interrupted]</span>'
-               if d.get("interrupted") else "")
+        cut = (
+            ' <span class="agentloop-interrupted" style="color:#ff7f0e">[interrupted]</span>'
+            if d.get("interrupted")
+            else ""
+        )
         return f'<div class="{classes}" style="{_BOX}">{escape(item.text)}{cut}</div>'
     if k == "reasoning":
         opened = " open" if d.get("streaming") else ""
-        return (f'<details class="agentloop-reasoning"{opened} style="color:#777;{_BOX}">'
-                f"<summary>reasoning</summary>{escape(item.text)}</details>")
+        return (
+            f'<details class="agentloop-reasoning"{opened} style="color:#777;{_BOX}">'
+            f"<summary>reasoning</summary>{escape(item.text)}</details>"
+        )
     if k == "tool":
         state = d["state"]
         colour = _STATE_COLOURS.get(state, "#999")
@@ -425,22 +476,30 @@ def _render(item: Item) -> str:
         if result is not None:
             shown = result if len(result) <= RESULT_PREVIEW else result[:RESULT_PREVIEW] + "…"
             body = f'<div class="agentloop-tool-result">{escape(shown)}</div>'
-        return (f'<div class="agentloop-tool-call agentloop-tool-{state}" style="{_BOX}'
-                f'border-left:3px solid {colour}"><b>{escape(str(d.get("name")))}</b>'
-                f'<code>({escape(pretty_args(item.text))})</code> '
-                f'<span class="agentloop-tool-state">{state}</span>'
-                f"{escape(_duration(item))}{body}</div>")
+        return (
+            f'<div class="agentloop-tool-call agentloop-tool-{state}" style="{_BOX}'
+            f'border-left:3px solid {colour}"><b>{escape(str(d.get("name")))}</b>'
+            f"<code>({escape(pretty_args(item.text))})</code> "
+            f'<span class="agentloop-tool-state">{state}</span>'
+            f"{escape(_duration(item))}{body}</div>"
+        )
     if k == "usage":
         u = d["usage"]
-        return (f'<div class="agentloop-usage" style="color:#999;font-size:80%">tokens in '
-                f'{int(u.get("input_tokens", 0))}, out {int(u.get("output_tokens", 0))}</div>')
+        return (
+            f'<div class="agentloop-usage" style="color:#999;font-size:80%">tokens in '
+            f"{int(u.get('input_tokens', 0))}, out {int(u.get('output_tokens', 0))}</div>"
+        )
     if k == "error":
-        return (f'<div class="agentloop-error" style="{_BOX}color:#d62728">{escape(d["where"])} '
-                f'error {escape(str(d["code"]))}: {escape(str(d["message"]))}</div>')
+        return (
+            f'<div class="agentloop-error" style="{_BOX}color:#d62728">{escape(d["where"])} '
+            f"error {escape(str(d['code']))}: {escape(str(d['message']))}</div>"
+        )
     if k == "retry":
-        return (f'<div class="agentloop-retry" style="color:#ff7f0e;font-size:85%">retry '
-                f'{escape(str(d["attempt"]))} after {escape(str(d["code"]))} in '
-                f'{escape(str(d["delay"]))}s</div>')
+        return (
+            f'<div class="agentloop-retry" style="color:#ff7f0e;font-size:85%">retry '
+            f"{escape(str(d['attempt']))} after {escape(str(d['code']))} in "
+            f"{escape(str(d['delay']))}s</div>"
+        )
     return ""
 
 

@@ -31,8 +31,14 @@ _POOL_TYPES = frozenset({"assistant/message", "tool/call", "tool/result", "turn/
 _STATUS_TYPES = frozenset({"turn/start", "turn/end", "assistant/message"})
 _TICK = 0.25  # seconds between re-renders of running calls' live durations
 _COLOURS = {
-    "queued": "#bbb", "streaming": "#bbb", "running": "#1f77b4", "awaiting approval": "#9467bd",
-    "done": "#2ca02c", "failed": "#d62728", "aborted": "#ff7f0e", "dropped": "#ddd",
+    "queued": "#bbb",
+    "streaming": "#bbb",
+    "running": "#1f77b4",
+    "awaiting approval": "#9467bd",
+    "done": "#2ca02c",
+    "failed": "#d62728",
+    "aborted": "#ff7f0e",
+    "dropped": "#ddd",
 }
 
 
@@ -74,13 +80,25 @@ class SessionFeed:
             self._off = None
 
 
+class _TextRepr:
+    """Full text transcript as the ``text/plain`` of the display bundle (ipywidgets cuts its
+    plain-text repr at 110 characters; a console or a notebook without a front end should see
+    the whole transcript)."""
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any] | None:
+        data: dict[str, Any] | None = super()._repr_mimebundle_(**kwargs)  # type: ignore[misc]
+        if data is not None:
+            data["text/plain"] = repr(self)
+        return data
+
+
 def _feed_for(session: Any, ctx: Any, feed: SessionFeed | None) -> tuple[SessionFeed, bool]:
     if feed is not None:
         return feed, False
     return SessionFeed(session, ctx), True
 
 
-class SessionView(widgets.VBox):  # type: ignore[misc]
+class SessionView(_TextRepr, widgets.VBox):
     """The live transcript of one session: user/steered/injected messages with their source,
     streaming assistant text and (collapsible) reasoning, tool calls with arguments, state and
     result, turn boundaries with end reasons, request errors, retries and token usage.
@@ -149,7 +167,7 @@ class SessionView(widgets.VBox):  # type: ignore[misc]
         return f"<SessionView {self.session.id!r}>\n{self.text}"
 
 
-class ToolPoolView(widgets.VBox):  # type: ignore[misc]
+class ToolPoolView(_TextRepr, widgets.VBox):
     """The current step's tool calls: queued / running / awaiting approval / done / failed /
     aborted, durations and a per-call timeline (bars positioned by start and end time, so
     parallel calls overlap visibly). Pending ``Ask`` approvals get Approve/Deny buttons.
@@ -183,8 +201,9 @@ class ToolPoolView(widgets.VBox):  # type: ignore[misc]
         # can lag a call that finished early); outermost, so it wraps other plugins' layers.
         self._off_hook = agent.ctx.on("tools/execute", self._time_body, prepend=True)
         self.approval = approval if approval is not None else _approval_of(agent)
-        self._off_approval = (self.approval.subscribe(self._approvals_changed)
-                              if self.approval is not None else None)
+        self._off_approval = (
+            self.approval.subscribe(self._approvals_changed) if self.approval is not None else None
+        )
         self.render()
         self._approvals_changed()
 
@@ -202,9 +221,12 @@ class ToolPoolView(widgets.VBox):  # type: ignore[misc]
 
     def _state(self, item: Item) -> str:
         state = str(item.data["state"])
-        if state == "running" and self.approval is not None:
-            if any(p.call_id == item.data.get("call_id") for p in self.approval.pending_for(self.agent)):
-                return "awaiting approval"
+        approval = self.approval
+        call_id = item.data.get("call_id")
+        if state != "running" or approval is None:
+            return state
+        if any(p.call_id == call_id for p in approval.pending_for(self.agent)):
+            return "awaiting approval"
         return state
 
     def render(self) -> None:
@@ -227,9 +249,11 @@ class ToolPoolView(widgets.VBox):  # type: ignore[misc]
         t1 = max([e if e is not None else now for s, e in spans if s is not None] or [now])
         width = max(t1 - t0, 1e-3)
         turn, step = self.transcript.pool_key
-        parts = [f'<div class="agentloop-pool-title" style="font-size:85%;color:#666">'
-                 f"tools · turn {turn} step {step} · {len(pool)} call(s)</div>"
-                 '<table class="agentloop-pool-table" style="font-size:85%;width:100%">']
+        parts = [
+            f'<div class="agentloop-pool-title" style="font-size:85%;color:#666">'
+            f"tools · turn {turn} step {step} · {len(pool)} call(s)</div>"
+            '<table class="agentloop-pool-table" style="font-size:85%;width:100%">'
+        ]
         for item, call_id, state, start, end in rows:
             colour = _COLOURS.get(state, "#999")
             if start is None:
@@ -238,9 +262,11 @@ class ToolPoolView(widgets.VBox):  # type: ignore[misc]
                 stop = end if end is not None else now
                 left = 100.0 * (start - t0) / width
                 w = max(100.0 * (stop - start) / width, 0.5)
-                bar = (f'<div class="agentloop-bar agentloop-bar-{state.replace(" ", "-")}" '
-                       f'style="position:absolute;left:{left:.2f}%;width:{w:.2f}%;top:0;bottom:0;'
-                       f'background:{colour}"></div>')
+                bar = (
+                    f'<div class="agentloop-bar agentloop-bar-{state.replace(" ", "-")}" '
+                    f'style="position:absolute;left:{left:.2f}%;width:{w:.2f}%;top:0;bottom:0;'
+                    f'background:{colour}"></div>'
+                )
                 dur = f"{stop - start:.2f}s"
             args = pretty_args(item.text)
             args = args if len(args) <= 80 else args[:80] + "…"
@@ -282,8 +308,8 @@ class ToolPoolView(widgets.VBox):  # type: ignore[misc]
             deny = widgets.Button(description="Deny", button_style="danger")
             approve.add_class("agentloop-approve")
             deny.add_class("agentloop-deny")
-            approve.on_click(lambda _b, cid=p.call_id: self.approval.approve(cid))  # type: ignore[union-attr]
-            deny.on_click(lambda _b, cid=p.call_id: self.approval.deny(cid))  # type: ignore[union-attr]
+            approve.on_click(lambda _b, cid=p.call_id: self.approval.approve(cid))
+            deny.on_click(lambda _b, cid=p.call_id: self.approval.deny(cid))
             why = f" — {p.reason}" if p.reason else ""
             label = widgets.HTML(
                 f'<span class="agentloop-approval">approve <b>{escape(p.name)}</b>'
@@ -306,7 +332,9 @@ class ToolPoolView(widgets.VBox):  # type: ignore[misc]
     def text(self) -> str:
         lines = []
         for item in self.transcript.pool:
-            lines.append(f"{item.data.get('name')} [{self._state(item)}] {item.data.get('call_id')}")
+            lines.append(
+                f"{item.data.get('name')} [{self._state(item)}] {item.data.get('call_id')}"
+            )
         return "\n".join(lines)
 
     def close(self) -> None:
@@ -333,7 +361,7 @@ def _approval_of(agent: Any) -> WidgetApproval | None:
     return service if isinstance(service, WidgetApproval) else None
 
 
-class AgentView(widgets.VBox):  # type: ignore[misc]
+class AgentView(_TextRepr, widgets.VBox):
     """Status badge + :class:`SessionView` + :class:`ToolPoolView` + controls: a follow-up box
     with Send, Steer, Inject and Cancel buttons (they call ``agent.followup/steer/inject/
     cancel``; a problem is shown under the controls, never raised into the front end).
@@ -349,24 +377,35 @@ class AgentView(widgets.VBox):  # type: ignore[misc]
         self.status = widgets.HTML()
         self.session_view = SessionView(agent.session, interval=interval, feed=self.feed)
         self.pool_view = ToolPoolView(agent, interval=interval, feed=self.feed)
-        self.prompt = widgets.Textarea(placeholder="message the agent…",
-                                       layout=widgets.Layout(width="60%"))
+        self.prompt = widgets.Textarea(
+            placeholder="message the agent…", layout=widgets.Layout(width="60%")
+        )
         self.send_button = widgets.Button(description="Send", button_style="primary")
         self.steer_button = widgets.Button(description="Steer")
         self.inject_button = widgets.Button(description="Inject")
         self.cancel_button = widgets.Button(description="Cancel", button_style="warning")
-        for b, name in ((self.send_button, "send"), (self.steer_button, "steer"),
-                        (self.inject_button, "inject"), (self.cancel_button, "cancel")):
+        for b, name in (
+            (self.send_button, "send"),
+            (self.steer_button, "steer"),
+            (self.inject_button, "inject"),
+            (self.cancel_button, "cancel"),
+        ):
             b.add_class(f"agentloop-{name}")
         self.send_button.on_click(lambda _b: self._submit("followup"))
         self.steer_button.on_click(lambda _b: self._submit("steer"))
         self.inject_button.on_click(lambda _b: self._submit("inject"))
         self.cancel_button.on_click(lambda _b: self._cancel())
         self.notice = widgets.HTML()
-        self.controls = widgets.HBox([self.prompt, self.send_button, self.steer_button,
-                                      self.inject_button, self.cancel_button])
-        self.children = (self.status, self.session_view, self.pool_view, self.controls,
-                         self.notice)
+        self.controls = widgets.HBox(
+            [
+                self.prompt,
+                self.send_button,
+                self.steer_button,
+                self.inject_button,
+                self.cancel_button,
+            ]
+        )
+        self.children = (self.status, self.session_view, self.pool_view, self.controls, self.notice)
         self.throttle = Throttle(self._render_status, interval)
         self.feed.observe(self._changed)
         self._off_status = agent.ctx.on("agent/status", self._on_status)
@@ -385,12 +424,14 @@ class AgentView(widgets.VBox):  # type: ignore[misc]
         t = self.transcript
         status = str(a.status)
         last = f" · last turn: {escape(reason_text(t.last_end))}" if t.last_end else ""
-        html = (f'<span class="agentloop-status agentloop-status-{escape(status)}" '
-                f'style="padding:1px 6px;border-radius:8px;color:white;background:'
-                f'{"#1f77b4" if status == "running" else "#888"}">{escape(status)}</span> '
-                f'<span class="agentloop-agent-id">{escape(str(a.id))}</span>'
-                f" · turn {t.turn}{last} · tokens in {t.usage['input_tokens']}, "
-                f"out {t.usage['output_tokens']}")
+        html = (
+            f'<span class="agentloop-status agentloop-status-{escape(status)}" '
+            f'style="padding:1px 6px;border-radius:8px;color:white;background:'
+            f'{"#1f77b4" if status == "running" else "#888"}">{escape(status)}</span> '
+            f'<span class="agentloop-agent-id">{escape(str(a.id))}</span>'
+            f" · turn {t.turn}{last} · tokens in {t.usage['input_tokens']}, "
+            f"out {t.usage['output_tokens']}"
+        )
         if self.status.value != html:
             self.status.value = html
 
@@ -420,8 +461,17 @@ class AgentView(widgets.VBox):  # type: ignore[misc]
         self._notice("" if cancelled else "the agent is idle: nothing to cancel")
 
     def _notice(self, text: str) -> None:
-        self.notice.value = (f'<span class="agentloop-notice" style="color:#d62728">'
-                             f"{escape(text)}</span>" if text else "")
+        self.notice.value = (
+            f'<span class="agentloop-notice" style="color:#d62728">{escape(text)}</span>'
+            if text
+            else ""
+        )
+
+    async def settled(self) -> None:
+        """Return once every sub-view has rendered what it was told so far (no sleeping:
+        e.g. ``await view.settled()`` in a later cell before reading widget values)."""
+        for throttle in (self.session_view.throttle, self.pool_view.throttle, self.throttle):
+            await throttle.settled()
 
     def flush(self) -> None:
         """Render everything pending now (tests; normally the throttles do it)."""

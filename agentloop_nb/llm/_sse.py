@@ -158,6 +158,18 @@ async def stream_sse(
                     message = redact(failure.finish.message, secrets)
                     yield Finish(reason=failure.finish.model_copy(update={"message": message}))
                     return
+                except Exception as exc:
+                    # Well-formed JSON of an unexpected shape (a list where an index belongs,
+                    # ...): still a bad response, never an exception out of the adapter.
+                    detail = f"{type(exc).__name__}: {exc}"
+                    message = (
+                        f"{provider}: could not interpret the {event.event!r} event "
+                        f"({truncate(detail, 120)}): {truncate(event.data, 200)!r}"
+                    )
+                    yield Finish(
+                        reason=ErrorFinish(code="BAD_RESPONSE", message=redact(message, secrets))
+                    )
+                    return
                 for chunk in chunks:
                     yield chunk
                 if parser.done:

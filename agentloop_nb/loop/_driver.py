@@ -74,15 +74,17 @@ async def run_turn(agent: Agent) -> dict[str, Any]:
         reason = _abort_reason(signal.reason)
     except anyio.get_cancelled_exc_class():
         # The supervisor is tearing the driver down (App.aclose): close the log, then obey.
-        with anyio.CancelScope(shield=True):
-            _close(agent, t, {"kind": "disposed"})
+        _close(agent, t, {"kind": "disposed"})  # synchronous: nothing to shield
         raise
     except Exception as exc:
         if signal.aborted:
             reason = _abort_reason(signal.reason)
         else:
-            reason = {"kind": "error", "message": str(exc) or type(exc).__name__,
-                      "code": getattr(exc, "code", "UNKNOWN")}
+            reason = {
+                "kind": "error",
+                "message": str(exc) or type(exc).__name__,
+                "code": getattr(exc, "code", "UNKNOWN"),
+            }
             agent._emit("agent/error", ErrorPayload(agent, t.turn, t.step, exc))
     with anyio.CancelScope(shield=True):
         _close(agent, t, reason)
@@ -135,7 +137,8 @@ async def _run_steps(agent: Agent, t: _Turn) -> None:
             continue
         if ctx.has_listeners("agent/turn-stopping"):
             await interruptible(
-                signal, ctx.serial("agent/turn-stopping", TurnStoppingPayload(agent, t.turn, signal))
+                signal,
+                ctx.serial("agent/turn-stopping", TurnStoppingPayload(agent, t.turn, signal)),
             )
         if not inbox._lists["next-step"]:
             return
@@ -168,16 +171,20 @@ async def _pre_step(
 async def _request_config(agent: Agent, t: _Turn) -> RequestConfig:
     o = agent.options
     seed = RequestConfig(
-        provider=o.provider, model=o.model, max_tokens=o.max_tokens,
-        temperature=o.temperature, reasoning_effort=o.reasoning_effort,
+        provider=o.provider,
+        model=o.model,
+        max_tokens=o.max_tokens,
+        temperature=o.temperature,
+        reasoning_effort=o.reasoning_effort,
     )
     ctx = agent.ctx
     if ctx.has_listeners("agent/request"):
         signal = agent._controller.signal
         config = await interruptible(
             signal,
-            ctx.waterfall("agent/request", RequestPayload(agent, t.turn, t.step, seed, signal),
-                          lambda: seed),
+            ctx.waterfall(
+                "agent/request", RequestPayload(agent, t.turn, t.step, seed, signal), lambda: seed
+            ),
         )
         if not isinstance(config, RequestConfig):
             raise TypeError(
@@ -220,36 +227,56 @@ async def _run_step(agent: Agent, t: _Turn, assembly: Any) -> bool:
         tools = ctx.tools.schemas(agent)
         _log_header(agent, config, system, tools)
         options = GenerateOptions(
-            provider=config.provider or "", model=config.model or "",
-            messages=tuple(session.derive_messages()), system=system, tools=tuple(tools),
-            max_tokens=config.max_tokens, temperature=config.temperature,
-            reasoning_effort=config.reasoning_effort, session_id=session.id, signal=signal,
+            provider=config.provider or "",
+            model=config.model or "",
+            messages=tuple(session.derive_messages()),
+            system=system,
+            tools=tuple(tools),
+            max_tokens=config.max_tokens,
+            temperature=config.temperature,
+            reasoning_effort=config.reasoning_effort,
+            session_id=session.id,
+            signal=signal,
         )
         asm = BlockAssembler()
         seqs: list[int] = []
         turn, step = t.turn, t.step
         async for chunk in ctx.llm.stream(options):
-            seqs.append(session.append(
-                "assistant/chunk",
-                {"turn": turn, "step": step, "chunk": chunk.model_dump(mode="json", exclude_none=True)},
-            ).seq)
+            seqs.append(
+                session.append(
+                    "assistant/chunk",
+                    {
+                        "turn": turn,
+                        "step": step,
+                        "chunk": chunk.model_dump(mode="json", exclude_none=True),
+                    },
+                ).seq
+            )
             asm.feed(chunk)
         finish = asm.finish
         kind = getattr(finish, "kind", None)
         if kind != "error":
             break
         failure = finish
-        session.append("assistant/attempt", {
-            "turn": turn, "step": step, "chunks": seqs,
-            "failure": failure.model_dump(mode="json", exclude_none=True),  # type: ignore[union-attr]
-        })
+        session.append(
+            "assistant/attempt",
+            {
+                "turn": turn,
+                "step": step,
+                "chunks": seqs,
+                "failure": failure.model_dump(mode="json", exclude_none=True),  # type: ignore[union-attr]
+            },
+        )
         decision = None
         if ctx.has_listeners("agent/request-error"):
-            decision = await interruptible(signal, ctx.waterfall(
-                "agent/request-error",
-                RequestErrorPayload(agent, turn, step, failure, signal, attempt),  # type: ignore[arg-type]
-                lambda: None,
-            ))
+            decision = await interruptible(
+                signal,
+                ctx.waterfall(
+                    "agent/request-error",
+                    RequestErrorPayload(agent, turn, step, failure, signal, attempt),  # type: ignore[arg-type]
+                    lambda: None,
+                ),
+            )
         if not isinstance(decision, Retry):
             raise LlmError.from_finish(failure)  # type: ignore[arg-type]
     interrupted = kind == "aborted" or kind is None

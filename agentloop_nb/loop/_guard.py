@@ -29,7 +29,9 @@ async def interruptible(signal: AbortSignal, awaitable: Awaitable[T]) -> T:
     with anyio.CancelScope() as scope:
         remove = signal.add_callback(lambda _reason: scope.cancel())
         try:
-            return await awaitable
+            result = await awaitable
         finally:
             remove()
-    raise TurnAborted
+    if signal.aborted:  # a hook may return normally after the abort: the turn still ends
+        raise TurnAborted
+    return result

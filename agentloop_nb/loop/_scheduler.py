@@ -64,7 +64,9 @@ async def run_tool_calls(
     return [st.results[i] for i in range(len(calls))]
 
 
-def _groups(tools: Any, agent: Agent, calls: tuple[ToolCallBlock, ...]) -> list[tuple[str, list[int]]]:
+def _groups(
+    tools: Any, agent: Agent, calls: tuple[ToolCallBlock, ...]
+) -> list[tuple[str, list[int]]]:
     groups: list[tuple[str, list[int]]] = []
     for i, call in enumerate(calls):
         mode = tools.execution_mode(call, agent)
@@ -80,8 +82,13 @@ def _start(st: _StepTools, i: int) -> ToolExecution:
     st.started.add(i)
     st.agent.session.append(
         "tool/call",
-        {"turn": st.turn, "step": st.step, "call_id": call.id, "name": call.name,
-         "arguments": call.arguments},
+        {
+            "turn": st.turn,
+            "step": st.step,
+            "call_id": call.id,
+            "name": call.name,
+            "arguments": call.arguments,
+        },
     )
     return st.agent.ctx.tools.new_execution(
         call, agent=st.agent, signal=st.signal, turn=st.turn, step=st.step
@@ -167,8 +174,12 @@ def _commit(st: _StepTools, i: int, result: ToolResult) -> None:
     call = st.calls[i]
     st.results[i] = result
     data: dict[str, Any] = {
-        "turn": st.turn, "step": st.step, "call_id": call.id, "name": call.name,
-        "content": result.content, "is_error": result.is_error,
+        "turn": st.turn,
+        "step": st.step,
+        "call_id": call.id,
+        "name": call.name,
+        "content": result.content,
+        "is_error": result.is_error,
     }
     if result.error is not None:
         data["error"] = {"code": result.error.code, "message": result.error.message}
@@ -183,8 +194,13 @@ def _log_synthetic(st: _StepTools, i: int) -> None:
     call = st.calls[i]
     st.agent.session.append(
         "tool/call",
-        {"turn": st.turn, "step": st.step, "call_id": call.id, "name": call.name,
-         "arguments": call.arguments},
+        {
+            "turn": st.turn,
+            "step": st.step,
+            "call_id": call.id,
+            "name": call.name,
+            "arguments": call.arguments,
+        },
     )
     _commit(st, i, aborted_before_dispatch(call.id))
 
@@ -194,6 +210,7 @@ def _failed_result(exc: BaseException) -> ToolResult:
 
     message = f"a tools/* plugin raised {type(exc).__name__}: {exc}"
     return ToolResult(
-        content=f"Error: {message}", is_error=True,
+        content=f"Error: {message}",
+        is_error=True,
         error=ToolErrorInfo(code="TOOL_ERROR", message=message),
     )

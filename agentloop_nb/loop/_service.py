@@ -29,7 +29,9 @@ class AgentLoop:
     Also the ``ctx.agents`` factory: ``await ctx.agents.create(session_id=...)`` and
     ``await ctx.agents.resume(resume_session_id=...)`` land here."""
 
-    def __init__(self, ctx: Context, config: AgentLoopConfig | None = None, *, spawn: Spawn) -> None:
+    def __init__(
+        self, ctx: Context, config: AgentLoopConfig | None = None, *, spawn: Spawn
+    ) -> None:
         self.ctx = ctx
         self.config = config or AgentLoopConfig()
         self.settings = LoopSettings(max_parallel_tool_calls=self.config.max_parallel_tool_calls)
@@ -50,6 +52,7 @@ class AgentLoop:
     ) -> Agent:
         """Synchronously create and publish an agent with a fresh session
         ``f"{id}-session-{uuid4()}"``. Raises when a creation listener vetoes."""
+        self._require_open()
         session = self.ctx.sessions.prepare(f"{id}-session-{uuid4()}", meta=meta)
         agent = self._build(session, options or AgentOptions())
         self._publish(agent, "startup")
@@ -88,6 +91,10 @@ class AgentLoop:
 
     # -- creation transaction ------------------------------------------------------------------
 
+    def _require_open(self) -> None:
+        if self._closed:
+            raise RuntimeError("the agent loop is closed (its App was closed); build a new App")
+
     def _build(self, session: Session, options: AgentOptions, *, resumed: bool = False) -> Agent:
         agent = Agent(self, session, None, options, resumed=resumed)  # type: ignore[arg-type]
         agent.ctx = self.ctx.child(name=f"agent:{session.id}", agent=agent)
@@ -95,8 +102,7 @@ class AgentLoop:
 
     def _publish(self, agent: Agent, source: str) -> None:
         """Enter both registries and announce; on any failure roll everything back."""
-        if self._closed:
-            raise RuntimeError("the agent loop is closed (its App was closed)")
+        self._require_open()
         sessions = self.ctx.sessions
         exit_registry: Callable[[], Any] = lambda: None  # noqa: E731
         entered_session = False
@@ -129,6 +135,7 @@ class AgentLoop:
         setup: Setup | None = None,
         signal: AbortSignal | None = None,
     ) -> AgentHandle:
+        self._require_open()
         _check(signal)
         session = self.ctx.sessions.prepare(session_id, meta=meta, seed=seed)
         agent = self._build(session, agent_options or AgentOptions())
@@ -142,6 +149,7 @@ class AgentLoop:
         setup: Setup | None = None,
         signal: AbortSignal | None = None,
     ) -> AgentHandle:
+        self._require_open()
         _check(signal)
         agent = self._load(resume_session_id, agent_options)
         return await self._setup_and_publish(agent, setup, signal, "resume")
@@ -153,8 +161,9 @@ class AgentLoop:
         repair(session)
         options = agent_options or _options_from_log(session)
         agent = self._build(session, options, resumed=True)
-        agent._turn = max((e.data.get("turn", 0) for e in session.events if e.type == "turn/start"),
-                          default=0)
+        agent._turn = max(
+            (e.data.get("turn", 0) for e in session.events if e.type == "turn/start"), default=0
+        )
         agent.inbox._restore(session.events)
         return agent
 
@@ -206,7 +215,7 @@ class AgentLoop:
             persistence = self.ctx.session_persistence
         except AttributeError:
             return False
-        return any(h.get("id") == session_id for h in persistence.list())
+        return any(h.id == session_id for h in persistence.list())  # list() -> SessionHeader
 
     def _spawn(self, coro: Coroutine[Any, Any, None], name: str) -> asyncio.Task[None]:
         return self._spawn_fn(coro, name)
@@ -238,5 +247,7 @@ def _check(signal: AbortSignal | None) -> None:
 def _options_from_log(session: Session) -> AgentOptions:
     header = session.request_header()
     config = dict(header.get("config", {})) if header else {}
-    fields = {k: config[k] for k in ("provider", "model", "max_tokens") if config.get(k) is not None}
+    fields = {
+        k: config[k] for k in ("provider", "model", "max_tokens") if config.get(k) is not None
+    }
     return AgentOptions(**fields)

@@ -4,6 +4,10 @@ Handles ``agent/request-error`` for the codes in ``Config.codes``; each retry lo
 non-surface ``llm/retry{code, attempt, delay}`` event (widgets show it) and waits — a wait the
 turn's signal cancels — then returns ``Retry()``. After ``max_retries`` the failure stands and
 the turn ends ``error``.
+
+The plugin instance is published as the ``retry`` service of the context it is applied to
+(``app.ctx.retry``), so callers can read its ``config``, compute ``delay_for`` or replace its
+``sleep`` (tests record the delays instead of waiting).
 """
 
 from __future__ import annotations
@@ -36,7 +40,12 @@ class RetryConfig(BaseModel):
 
 
 class RetryPlugin:
-    """Class plugin (``ctx.plugin(RetryPlugin, {...})``); on by default in ``App``."""
+    """Class plugin (``ctx.plugin(RetryPlugin, {...})``); on by default in ``App``.
+
+    Applying it provides the instance as the ``retry`` service (``ctx.retry``); re-applying
+    the named plugin through the same context replaces the instance and the service.
+    Attributes: ``config``, ``random`` (the jitter source; seed it for reproducible delays),
+    ``sleep`` (an ``async (seconds) -> None``; cancelled with the turn)."""
 
     name = "retry"
     Config = RetryConfig
@@ -46,6 +55,8 @@ class RetryPlugin:
         self.random = random.Random()
         self.sleep: Callable[[float], Awaitable[Any]] = anyio.sleep
         ctx.on("agent/request-error", self.on_request_error)
+        # The public handle on the live instance (App keeps no reference to its plugins).
+        ctx.provide("retry", self)
 
     def delay_for(self, attempt: int, retry_after: float | None) -> float:
         """Seconds to wait before retry number ``attempt`` (1-based).

@@ -14,7 +14,7 @@ import time as _time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, NoReturn
 
-from ._frozen import EMPTY, FrozenDict, freeze_json
+from ._frozen import EMPTY, FrozenDict, freeze_checked, freeze_json, freeze_plain_dict
 
 __all__ = [
     "HEADER_VERSION",
@@ -316,12 +316,17 @@ def freeze_data(event_type: str, data: object) -> FrozenDict:
         return EMPTY
     if type(data) is FrozenDict:
         return data
-    if not isinstance(data, dict):
+    if type(data) is dict:
+        # Fast path before building the error label: most data is plain JSON.
+        fast = freeze_plain_dict(data)
+        if fast is not None:
+            return fast
+    elif not isinstance(data, dict):
         raise TypeError(
             f"session event {event_type!r}: data must be a dict of JSON values, "
             f"got {type(data).__qualname__}"
         )
-    frozen: FrozenDict = freeze_json(data, label=f"session event {event_type!r}")
+    frozen: FrozenDict = freeze_checked(data, label=f"session event {event_type!r}")
     return frozen
 
 

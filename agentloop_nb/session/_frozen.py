@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 from typing import Any, NoReturn
 
-__all__ = ["EMPTY", "FrozenDict", "freeze_json"]
+__all__ = ["EMPTY", "FrozenDict", "freeze_checked", "freeze_json", "freeze_plain_dict"]
 
 _JSON_KINDS = "event data must be JSON (dict/list/str/int/finite float/bool/None)"
 
@@ -209,6 +209,71 @@ def _format_path(root: str, path: list[str | int]) -> str:
     return root + "".join(f"[{p!r}]" for p in reversed(path))
 
 
+class _Fallback(Exception):
+    """Internal: the fast walk met something only the checked walk may decide."""
+
+
+_FALLBACK = _Fallback()
+_FAST_DEPTH = 32  # deeper (or cyclic) data is left to the checked walk
+
+
+def _fast_dict(value: dict[Any, Any], depth: int) -> FrozenDict:
+    # Exact JSON types only: anything else (subclasses, bad values, deep or cyclic nesting)
+    # raises _Fallback and the checked walk redoes the value from scratch, so results and errors
+    # are exactly the checked walk's. No cycle bookkeeping: the depth cap bounds a cycle.
+    out: dict[str, Any] = {}
+    for key, item in value.items():
+        if type(key) is not str:
+            raise _FALLBACK
+        t = type(item)
+        if t is str or t is int or t is bool or item is None or t is FrozenDict:
+            out[key] = item
+        elif t is dict:
+            if depth >= _FAST_DEPTH:
+                raise _FALLBACK
+            out[key] = _fast_dict(item, depth + 1)
+        elif t is list or t is tuple:
+            if depth >= _FAST_DEPTH:
+                raise _FALLBACK
+            out[key] = _fast_list(item, depth + 1)
+        elif t is float and item - item == 0.0:  # finite
+            out[key] = item
+        else:
+            raise _FALLBACK
+    return _make(out)
+
+
+def _fast_list(value: list[Any] | tuple[Any, ...], depth: int) -> tuple[Any, ...]:
+    out: list[Any] = []
+    append = out.append
+    for item in value:
+        t = type(item)
+        if t is str or t is int or t is bool or item is None or t is FrozenDict:
+            append(item)
+        elif t is dict:
+            if depth >= _FAST_DEPTH:
+                raise _FALLBACK
+            append(_fast_dict(item, depth + 1))
+        elif t is list or t is tuple:
+            if depth >= _FAST_DEPTH:
+                raise _FALLBACK
+            append(_fast_list(item, depth + 1))
+        elif t is float and item - item == 0.0:
+            append(item)
+        else:
+            raise _FALLBACK
+    return tuple(out)
+
+
+def freeze_plain_dict(value: dict[Any, Any]) -> FrozenDict | None:
+    """The fast path of :func:`freeze_json` for an exact ``dict``: its frozen copy, or ``None``
+    when the value needs the checked walk (which then decides the result or the error)."""
+    try:
+        return _fast_dict(value, 0)
+    except (_Fallback, RecursionError):
+        return None
+
+
 def freeze_json(value: Any, *, label: str, root: str = "data") -> Any:
     """Check that ``value`` is lossless JSON and return a deep-frozen copy.
 
@@ -218,6 +283,15 @@ def freeze_json(value: Any, *, label: str, root: str = "data") -> Any:
     included: callers dump them first). Subclasses of ``str``/``int``/``float`` (enums) are
     normalised to the plain type.
     """
+    if type(value) is dict:
+        fast = freeze_plain_dict(value)
+        if fast is not None:
+            return fast
+    return freeze_checked(value, label=label, root=root)
+
+
+def freeze_checked(value: Any, *, label: str, root: str = "data") -> Any:
+    """``freeze_json`` without the fast path: the walk that decides every result and error."""
     try:
         return _walk(value, set())
     except _Bad as bad:

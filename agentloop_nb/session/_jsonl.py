@@ -520,8 +520,13 @@ class JsonlPersistence:
             for session, events in pending.items():
                 self._write(session, events)
             pending.clear()
-            if item.run(self):
-                return True
+            try:
+                if item.run(self):
+                    return True
+            except Exception as exc:  # never strand a flush waiter behind a bug
+                _log.exception("agentloop_nb JSONL writer failed")
+                if isinstance(item, _Waiter):
+                    item.resolve(exc)
         for session, events in pending.items():
             self._write(session, events)
         return False
@@ -550,7 +555,8 @@ class JsonlPersistence:
                 todo = events
             self.append(session.id, todo)
         except Exception as exc:
-            message = f"cannot persist session {session.id!r} to {self.path(session.id)}: {exc}"
+            where = self.root / f"{session.id}.jsonl"
+            message = f"cannot persist session {session.id!r} to {where}: {exc}"
             _log.error("%s", message)
             error = PersistenceError(message, id=session.id)
             error.__cause__ = exc

@@ -150,6 +150,7 @@ class Session:
     """
 
     __slots__ = (
+        "__weakref__",
         "_derived",
         "_durable_seq",
         "_emit",
@@ -161,7 +162,6 @@ class Session:
         "_store",
         "_surface",
         "_view",
-        "__weakref__",
         "header",
         "id",
     )

@@ -12,6 +12,7 @@ Runs in daemon threads with blocking sockets, so it is independent of the test's
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import threading
@@ -113,17 +114,13 @@ class LoopbackServer:
     def __exit__(self, *exc: object) -> None:
         self._release.set()
         if self._sock is not None:
-            try:
+            with contextlib.suppress(OSError):
                 # Wakes the thread blocked in accept(); close() alone does not on Linux.
                 self._sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
             self._sock.close()
         for conn in list(self._conns):
-            try:
+            with contextlib.suppress(OSError):
                 conn.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
             conn.close()
         for thread in self._threads:
             thread.join(timeout=5)
@@ -203,4 +200,3 @@ def sse_events(events: Sequence[tuple[str | None, Any]]) -> bytes:
         payload = data if isinstance(data, str) else json.dumps(data)
         out.append((f"event: {name}\n" if name else "") + f"data: {payload}\n\n")
     return "".join(out).encode()
-

@@ -42,7 +42,9 @@ class Assembled:
 
     @property
     def error(self) -> ErrorFinish:
-        assert isinstance(self.finish, ErrorFinish), f"expected an error finish, got {self.finish!r}"
+        assert isinstance(self.finish, ErrorFinish), (
+            f"expected an error finish, got {self.finish!r}"
+        )
         return self.finish
 
     def call_args(self, i: int = 0) -> Any:
@@ -95,7 +97,11 @@ def check_contract(chunks: list[StreamChunk]) -> Assembled:
                 out.signature = c.block.signature
         elif isinstance(c, UsageChunk):
             out.usage = c.usage
-    if not isinstance(out.finish, ErrorFinish) and out.finish is not None and out.finish.kind != "aborted":
+    if (
+        not isinstance(out.finish, ErrorFinish)
+        and out.finish is not None
+        and out.finish.kind != "aborted"
+    ):
         assert not open_blocks, f"blocks left open at finish: {open_blocks}"
     out.calls = [calls[i] for i in sorted(calls)]
     return out

@@ -1,0 +1,291 @@
+"""Magics, plugin cells and the extension, driven in-process through an IPython shell (the
+real-kernel behaviour — background tasks, interrupts, restarts — is in test_jupyter_kernel.py)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from IPython.core.interactiveshell import InteractiveShell
+from traitlets.config import Config
+
+import agentloop_nb.jupyter as J
+from agentloop_nb.jupyter._extension import state
+from agentloop_nb.jupyter._sync import run_eagerly
+from agentloop_nb.testing import HANG, ScriptedModel, text
+
+EXT = "agentloop_nb.jupyter"
+
+
+@pytest.fixture
+async def shell(tmp_path: Path) -> AsyncIterator[InteractiveShell]:
+    config = Config()
+    config.HistoryManager.enabled = False
+    sh = InteractiveShell.instance(config=config)
+    J.configure(persistence_root=tmp_path / "sessions")
+    sh.run_line_magic("load_ext", EXT)
+    try:
+        yield sh
+    finally:
+        sh.run_line_magic("unload_ext", EXT)
+        await J.wait_closed()
+        J.configure()
+        for name in ("a", "b", "seen", "mine"):
+            sh.user_ns.pop(name, None)
+
+
+def _scripted(sh: InteractiveShell, *script: Any) -> ScriptedModel:
+    model = ScriptedModel(script)
+    sh.user_ns["ctx"].llm.register_adapter(["scripted"], model)
+    return model
+
+
+def _when_event(sh: InteractiveShell, event_type: str) -> asyncio.Future[None]:
+    fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    def check(payload: Any) -> None:
+        if payload.event.type == event_type and not fut.done():
+            fut.set_result(None)
+
+    sh.user_ns["ctx"].on("session/event", check)
+    return fut
+
+
+def _stderr_lines(capsys: pytest.CaptureFixture[str]) -> list[str]:
+    return capsys.readouterr().err.strip().splitlines()
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    "line",
+    [
+        "",
+        "bogus",
+        "create",
+        "create 1abc",
+        "create a --max-tokens x",
+        "create a --max-tokens 0",
+        "create a --provider openai",
+        "steer nobody hello",
+        "cancel a --what",
+        "resume",
+        "resume no-such-session",
+        'create "unbalanced',
+    ],
+)
+async def test_bad_arguments_print_one_usage_line_and_no_traceback(
+    shell: InteractiveShell, capsys: pytest.CaptureFixture[str], line: str
+) -> None:
+    capsys.readouterr()
+    shell.run_line_magic("agent", line)
+    captured = capsys.readouterr()
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 1, captured.err
+    assert lines[0].startswith("UsageError: ")
+    assert "Traceback" not in captured.err + captured.out
+
+
+@pytest.mark.anyio
+async def test_help_prints_argparse_help_and_the_magic_has_a_docstring(
+    shell: InteractiveShell, capsys: pytest.CaptureFixture[str]
+) -> None:
+    shell.run_line_magic("agent", "--help")
+    out = capsys.readouterr().out
+    assert out.startswith("usage: %agent") and "sessions" in out and "resume" in out
+    shell.run_line_magic("agent", "create --help")
+    assert "--max-tokens N" in capsys.readouterr().out
+    doc = shell.find_line_magic("agent").__doc__
+    assert "%agent create NAME" in doc and "%%agent NAME" in doc
+
+
+@pytest.mark.anyio
+async def test_create_binds_the_agent_to_name_with_the_offline_demo_default(
+    shell: InteractiveShell, capsys: pytest.CaptureFixture[str]
+) -> None:
+    shell.run_line_magic("agent", "create a")
+    a = shell.user_ns["a"]
+    assert (a.options.provider, a.options.model) == ("offline", "demo")
+    assert J.app().agent_loop.list() == [a]
+    shell.run_line_magic("agent", "create a")
+    assert "exists" in _stderr_lines(capsys)[-1]
+
+
+@pytest.mark.anyio
+async def test_cell_magic_queues_the_body_and_returns_while_the_agent_runs(
+    shell: InteractiveShell, capsys: pytest.CaptureFixture[str]
+) -> None:
+    model = _scripted(shell, HANG, text("steered answer"))
+    shell.run_line_magic("agent", "create a --provider scripted --model m")
+    a = shell.user_ns["a"]
+    streaming = _when_event(shell, "assistant/chunk")
+    shell.run_cell_magic("agent", "a", "tell me\nsomething")
+    assert a.status == "running"
+    assert "<AgentView" in capsys.readouterr().out
+    await streaming
+    shell.run_line_magic("agent", 'steer a don\'t stop, "really"')
+    shell.run_line_magic("agent", "cancel a --keep-inbox")
+    await a.when_idle()
+    assert [m.source["kind"] for m in a.inbox.next_step] == ["steer"]
+    shell.run_cell_magic("agent", "a", "again")
+    await a.when_idle()
+    user_texts = [
+        m.content[0].text  # type: ignore[union-attr]
+        for m in model.requests[-1].messages
+        if m.role == "user"
+    ]
+    assert user_texts == ["tell me\nsomething", 'don\'t stop, "really"', "again"]
+    ends = [e.data["reason"]["kind"] for e in a.session.events if e.type == "turn/end"]
+    assert ends == ["aborted", "completed"]
+    shell.run_line_magic("agent", "cancel a")
+    assert "nothing to cancel" in capsys.readouterr().out
+
+
+@pytest.mark.anyio
+async def test_inject_does_not_wake_and_list_shows_agents(
+    shell: InteractiveShell, capsys: pytest.CaptureFixture[str]
+) -> None:
+    shell.run_line_magic("agent", "create a")
+    a = shell.user_ns["a"]
+    shell.run_line_magic("agent", "inject a some context")
+    assert a.status == "idle" and a.inbox.next_step[0].source["kind"] == "inject"
+    capsys.readouterr()
+    shell.run_line_magic("agent", "list")
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].split() == ["NAME", "STATUS", "TURNS", "MODEL", "SESSION"]
+    assert out[1].split()[:4] == ["a", "idle", "0", "offline/demo"]
+
+
+@pytest.mark.anyio
+async def test_plugin_cell_run_twice_registers_its_handlers_once(
+    shell: InteractiveShell,
+) -> None:
+    cell = "seen = []\nmine = ctx\nctx.on('agent/status', lambda p: seen.append(p.status))\n"
+    shell.run_cell_magic("plugin", "watch", cell)
+    shell.run_cell_magic("plugin", "watch", cell)
+    assert shell.user_ns["ctx"] is J.app().ctx  # restored after the cell
+    assert shell.user_ns["mine"] is not J.app().ctx
+    shell.run_line_magic("agent", "create a")
+    a = shell.user_ns["a"]
+    a.followup("echo hi")
+    await a.when_idle()
+    assert shell.user_ns["seen"] == ["running", "idle"]
+
+
+@pytest.mark.anyio
+async def test_plugin_cell_that_raises_leaves_no_half_registered_plugin(
+    shell: InteractiveShell,
+) -> None:
+    shell.user_ns["seen"] = []
+    with pytest.raises(ValueError, match="boom"):
+        shell.run_cell_magic(
+            "plugin",
+            "broken",
+            "ctx.on('agent/status', lambda p: seen.append(p.status))\nraise ValueError('boom')",
+        )
+    shell.run_line_magic("agent", "create a")
+    a = shell.user_ns["a"]
+    a.followup("echo hi")
+    await a.when_idle()
+    assert shell.user_ns["seen"] == []
+
+
+@pytest.mark.anyio
+async def test_plugin_context_manager_and_decorator_replace_by_name(
+    shell: InteractiveShell,
+) -> None:
+    seen: list[str] = []
+    for _ in range(2):
+        with J.plugin("cm") as pctx:
+            pctx.on("agent/status", lambda p: seen.append("cm:" + p.status))
+
+    for _ in range(2):
+
+        @J.plugin("deco")
+        def setup(pctx: Any) -> None:
+            pctx.on("agent/status", lambda p: seen.append("deco:" + p.status))
+
+    with pytest.raises(RuntimeError), J.plugin("failing") as pctx:
+        pctx.on("agent/status", lambda p: seen.append("failing"))
+        raise RuntimeError("no")
+    shell.run_line_magic("agent", "create a")
+    a = shell.user_ns["a"]
+    a.followup("echo hi")
+    await a.when_idle()
+    assert sorted(seen) == ["cm:idle", "cm:running", "deco:idle", "deco:running"]
+
+
+@pytest.mark.anyio
+async def test_sessions_and_resume_render_history_and_continue(
+    shell: InteractiveShell, capsys: pytest.CaptureFixture[str]
+) -> None:
+    shell.run_line_magic("agent", "create a")
+    a = shell.user_ns["a"]
+    a.followup("what is 2+3")
+    await a.when_idle()
+    sid = a.session.id
+    shell.run_line_magic("agent", "dispose a")
+    assert "a" not in shell.user_ns
+    await state().drain()
+    assert J.app().agent_loop.list() == []
+    capsys.readouterr()
+    shell.run_line_magic("agent", "sessions")
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].split() == ["SESSION", "CREATED", "TURNS", "LAST", "ACTIVITY"]
+    assert out[1].startswith(sid) and out[1].split()[3] == "1"
+    shell.run_line_magic("agent", f"resume {sid} --name b")
+    b = shell.user_ns["b"]
+    shown = capsys.readouterr().out
+    assert "assistant: 2+3 = 5" in shown  # history rendered, nothing re-run
+    assert b.status == "idle"
+    b.followup("what is 4*5")
+    await b.when_idle()
+    headers = [e.data["reason"] for e in b.session.events if e.type == "request/header"]
+    assert headers == ["initial", "resume"]
+    turns = [e.data["turn"] for e in b.session.events if e.type == "turn/start"]
+    assert turns == [1, 2]
+
+
+@pytest.mark.anyio
+async def test_unload_disposes_the_app_and_removes_the_magics(tmp_path: Path) -> None:
+    config = Config()
+    config.HistoryManager.enabled = False
+    sh = InteractiveShell.instance(config=config)
+    J.configure(persistence_root=tmp_path)
+    try:
+        sh.run_line_magic("load_ext", EXT)
+        app = J.app()
+        _scripted(sh, HANG)
+        sh.run_line_magic("agent", "create a --provider scripted --model m")
+        a = sh.user_ns["a"]
+        a.followup("hang")
+        sh.run_line_magic("unload_ext", EXT)
+        await J.wait_closed()
+        ends = [e.data["reason"]["kind"] for e in a.session.events if e.type == "turn/end"]
+        assert ends == ["disposed"]
+        assert app.agent_loop.list() == []
+        assert sh.find_line_magic("agent") is None
+        with pytest.raises(RuntimeError, match="load_ext"):
+            J.app()
+    finally:
+        J.configure()
+        sh.user_ns.pop("a", None)
+
+
+@pytest.mark.anyio
+async def test_run_eagerly_finishes_sync_coroutines_and_continues_suspended_ones() -> None:
+    async def quick() -> int:
+        return 1
+
+    assert run_eagerly(quick()) == (True, 1)
+    gate: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+
+    async def slow() -> int:
+        return await gate + 1
+
+    done, task = run_eagerly(slow())
+    assert not done
+    gate.set_result(41)
+    assert await task == 42

@@ -1,0 +1,415 @@
+"""Widgets and their throttle, driven in-process (no kernel): ``SessionView``, ``ToolPoolView``,
+``AgentView``, ``WidgetApproval``, ``Throttle``."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any
+
+import comm
+import pytest
+
+from agentloop_nb.app import App
+from agentloop_nb.context import Context
+from agentloop_nb.jupyter import (
+    AgentView,
+    SessionView,
+    Throttle,
+    Transcript,
+    WidgetApproval,
+)
+from agentloop_nb.loop import AgentOptions
+from agentloop_nb.session import SessionStore
+from agentloop_nb.testing import HANG, ScriptedModel, combine, text, tool_call
+from agentloop_nb.tools import Ask, tool
+
+
+@pytest.fixture
+def comm_messages(monkeypatch: pytest.MonkeyPatch) -> Iterator[Counter[str]]:
+    """Count every message widgets send to the front end, by message type."""
+    counts: Counter[str] = Counter()
+    original = comm.DummyComm.publish_msg
+
+    def publish(self: Any, msg_type: str, *args: Any, **kwargs: Any) -> None:
+        counts[msg_type] += 1
+        original(self, msg_type, *args, **kwargs)
+
+    monkeypatch.setattr(comm.DummyComm, "publish_msg", publish)
+    yield counts
+
+
+def _app(script: list[Any]) -> tuple[App, ScriptedModel]:
+    app = App()
+    model = ScriptedModel(script)
+    app.ctx.llm.register_adapter(["scripted"], model)
+    return app, model
+
+
+def _agent(app: App) -> Any:
+    return app.ctx.agent_loop.create("a", AgentOptions(provider="scripted", model="m"))
+
+
+def _chunk_event(session: Any, chunk: dict[str, Any]) -> None:
+    session.append("assistant/chunk", {"turn": 1, "step": 1, "chunk": chunk})
+
+
+@pytest.mark.anyio
+async def test_session_view_coalesces_10000_chunks_into_bounded_updates_with_exact_text(
+    comm_messages: Counter[str],
+) -> None:
+    ctx = Context()
+    store = SessionStore(ctx)
+    session = store.create("s")
+    interval = 0.02
+    view = SessionView(session, interval=interval)
+    comm_messages.clear()
+    session.append("turn/start", {"turn": 1})
+    _chunk_event(session, {"type": "block-start", "index": 0, "block_type": "text"})
+    pieces = [f"t{i} " for i in range(10_000)]
+    start = time.monotonic()
+    for i, piece in enumerate(pieces):
+        _chunk_event(session, {"type": "text-delta", "index": 0, "text": piece})
+        if i % 50 == 0:
+            await asyncio.sleep(0)  # let the loop run, as a real stream would
+    _chunk_event(session, {"type": "block-end", "index": 0})
+    session.append("turn/end", {"turn": 1, "reason": {"kind": "completed"}})
+    await view.throttle.settled()
+    elapsed = time.monotonic() - start
+
+    renders_bound = elapsed / interval + 2
+    assert view.throttle.renders <= renders_bound
+    # one value update per render (+ the turn widget's open and the children update once)
+    assert comm_messages["comm_msg"] <= renders_bound + 2
+    assert view.throttle.renders < 10_000 / 10
+    streamed = "".join(pieces)
+    assert [i.text for i in view.transcript.items if i.kind == "assistant"] == [streamed]
+    assert "agentloop-turn-end" in view.children[-1].value
+    assert streamed[-20:] in view.children[-1].value
+
+
+@pytest.mark.anyio
+async def test_throttle_renders_at_most_once_per_interval_and_always_trails() -> None:
+    seen: list[int] = []
+    state = {"n": 0}
+    throttle = Throttle(lambda: seen.append(state["n"]), interval=0.05)
+    for n in range(1, 101):
+        state["n"] = n
+        throttle.poke()
+    await throttle.settled()
+    assert seen == [100]  # a synchronous burst collapses into one render of the final state
+    state["n"] = 101
+    throttle.poke()
+    assert throttle.pending
+    await throttle.settled()
+    assert seen == [100, 101]
+    throttle.close()
+    throttle.poke()
+    assert not throttle.pending
+
+
+def test_throttle_without_a_running_loop_renders_at_once() -> None:
+    seen: list[str] = []
+    throttle = Throttle(lambda: seen.append("r"))
+    throttle.poke()
+    throttle.poke()
+    assert seen == ["r", "r"]
+
+
+@pytest.mark.anyio
+async def test_session_view_renders_history_of_a_finished_agent_on_construction() -> None:
+    app, _ = _app([text("hello <world> & co")])
+    agent = _agent(app)
+    agent.followup("hi <b>")
+    await agent.when_idle()
+    view = SessionView(agent.session)
+    html = view.children[0].value
+    assert 'class="agentloop-user' in html and "hi &lt;b&gt;" in html
+    assert 'class="agentloop-assistant' in html and "hello &lt;world&gt; &amp; co" in html
+    assert "<world>" not in html and "<b>" not in html.replace("<b>user</b>", "")
+    assert 'class="agentloop-turn-end agentloop-turn-end-completed"' in html
+    assert "assistant: hello <world> & co" in repr(view)
+    view.close()
+    await app.aclose()
+
+
+@pytest.mark.anyio
+async def test_transcript_shows_reasoning_retries_errors_usage_and_interruptions() -> None:
+    ctx = Context()
+    session = SessionStore(ctx).create("s")
+    view = SessionView(session)
+    session.append("turn/start", {"turn": 1})
+    session.append(
+        "user/message",
+        {
+            "message": {
+                "id": "m1",
+                "role": "user",
+                "content": [{"type": "text", "text": "go"}],
+                "source": {"kind": "inject"},
+            }
+        },
+    )
+    _chunk_event(session, {"type": "block-start", "index": 0, "block_type": "reasoning"})
+    _chunk_event(session, {"type": "reasoning-delta", "index": 0, "text": "think"})
+    session.append(
+        "assistant/attempt",
+        {
+            "turn": 1,
+            "step": 1,
+            "chunks": [],
+            "failure": {"kind": "error", "code": "RATE_LIMIT", "message": "slow down"},
+        },
+    )
+    session.append("llm/retry", {"code": "RATE_LIMIT", "attempt": 1, "delay": 0.5})
+    _chunk_event(session, {"type": "block-start", "index": 0, "block_type": "text"})
+    _chunk_event(session, {"type": "text-delta", "index": 0, "text": "half"})
+    session.append(
+        "assistant/message",
+        {
+            "turn": 1,
+            "step": 1,
+            "interrupted": True,
+            "message": {"role": "assistant", "content": [{"type": "text", "text": "half"}]},
+            "usage": {"input_tokens": 3, "output_tokens": 1},
+        },
+    )
+    session.append(
+        "turn/end", {"turn": 1, "reason": {"kind": "aborted", "cause": {"kind": "user"}}}
+    )
+    view.throttle.flush()
+    html = view.children[-1].value
+    for css in (
+        "agentloop-source-inject",
+        "agentloop-reasoning",
+        "agentloop-error",
+        "agentloop-retry",
+        "agentloop-usage",
+        "agentloop-interrupted",
+        "agentloop-turn-end-aborted",
+    ):
+        assert css in html, css
+    assert "<details" in html and "think" in html
+    lines = view.text.splitlines()
+    assert "[user/inject] go" in lines
+    assert "! request error RATE_LIMIT: slow down" in lines
+    assert "assistant: half [interrupted]" in lines
+    assert lines[-1] == "── turn 1 ended: aborted (user) ──"
+
+
+@pytest.mark.anyio
+async def test_tool_pool_view_shows_parallel_calls_running_together_on_a_timeline() -> None:
+    started: list[str] = []
+    both_running = asyncio.Event()
+    release = asyncio.Event()
+
+    @tool(concurrency_safe=True)
+    async def wait(tag: str) -> str:
+        """Wait for the test to release it."""
+        started.append(tag)
+        if len(started) == 2:
+            both_running.set()
+        await release.wait()
+        return f"ok {tag}"
+
+    app, _ = _app(
+        [
+            combine(tool_call("c1", "wait", {"tag": "a"}), tool_call("c2", "wait", {"tag": "b"})),
+            text("done"),
+        ]
+    )
+    app.ctx.tools.register(wait)
+    agent = _agent(app)
+    view = AgentView(agent)
+    agent.followup("go")
+    await both_running.wait()
+    view.flush()
+    table = view.pool_view.table.value
+    assert table.count("agentloop-pool-running") == 2
+    assert table.count('class="agentloop-bar agentloop-bar-running"') == 2
+    assert "running" in view.pool_view.text
+    release.set()
+    await agent.when_idle()
+    await view.settled()
+    table = view.pool_view.table.value
+    assert table.count("agentloop-pool-done") == 2
+    assert 'data-call-id="c1"' in table and 'data-call-id="c2"' in table
+    assert "agentloop-status-idle" in view.status.value
+    view.close()
+    await app.aclose()
+
+
+@pytest.mark.anyio
+async def test_ask_shows_approve_deny_buttons_and_approve_runs_the_tool() -> None:
+    @tool
+    def danger(x: int) -> str:
+        """Needs approval."""
+        return f"ran {x}"
+
+    app, _ = _app(
+        [tool_call("c1", "danger", {"x": 1}), tool_call("c2", "danger", {"x": 2}), text("done")]
+    )
+    approval = WidgetApproval(timeout=30)
+    app.ctx.provide("approval", approval)
+    app.ctx.tools.register(danger)
+    app.ctx.on("tools/pre-execute", lambda execution, next: Ask(reason="risky"))
+    agent = _agent(app)
+    view = AgentView(agent)
+    asked = asyncio.Event()
+    approval.subscribe(lambda: asked.set() if approval.pending else None)
+    agent.followup("go")
+    await asked.wait()
+    await view.pool_view.throttle.settled()
+    assert "awaiting approval" in view.pool_view.table.value
+    buttons = view.pool_view.approval_buttons("c1")
+    assert buttons is not None
+    approve, _deny = buttons
+    asked.clear()
+    approve.click()
+    await asked.wait()  # the second call asks in turn
+    view.pool_view.approval_buttons("c2")[1].click()  # type: ignore[index]
+    await agent.when_idle()
+    results = {e.data["call_id"]: e.data for e in agent.session.events if e.type == "tool/result"}
+    assert results["c1"]["content"] == "ran 1" and not results["c1"]["is_error"]
+    assert results["c2"]["error"]["code"] == "DENIED"
+    assert view.pool_view.approval_buttons("c2") is None
+    view.close()
+    await app.aclose()
+
+
+@pytest.mark.anyio
+async def test_unanswered_approval_is_denied_after_the_timeout() -> None:
+    @tool
+    def danger() -> str:
+        """Needs approval."""
+        return "ran"
+
+    app, _ = _app([tool_call("c1", "danger", {}), text("done")])
+    app.ctx.provide("approval", WidgetApproval(timeout=0.05))
+    app.ctx.tools.register(danger)
+    app.ctx.on("tools/pre-execute", lambda execution, next: Ask())
+    agent = _agent(app)
+    agent.followup("go")
+    await agent.when_idle()
+    result = next(e.data for e in agent.session.events if e.type == "tool/result")
+    assert result["error"]["code"] == "DENIED"
+    await app.aclose()
+
+
+@pytest.mark.anyio
+async def test_agent_view_controls_follow_up_steer_inject_and_cancel() -> None:
+    app, model = _app([HANG, text("after"), text("more")])
+    agent = _agent(app)
+    view = AgentView(agent)
+    streaming = asyncio.Event()
+    app.ctx.on(
+        "session/event", lambda p: streaming.set() if p.event.type == "assistant/chunk" else None
+    )
+    view.send_button.click()
+    assert "type a message first" in view.notice.value
+    view.prompt.value = "first"
+    view.send_button.click()
+    assert agent.status == "running" and view.prompt.value == ""
+    view.prompt.value = "context"
+    view.inject_button.click()
+    assert [m.source["kind"] for m in agent.inbox.next_step] == ["inject"]
+    await streaming.wait()  # cancel a turn that is streaming
+    view.cancel_button.click()
+    await agent.when_idle()
+    assert agent.inbox.next_step == ()
+    view.prompt.value = "again"
+    view.send_button.click()
+    view.prompt.value = "steered"
+    view.steer_button.click()
+    await agent.when_idle()
+    await view.settled()
+    text_ = view.text
+    assert "── turn 1 ended: aborted (user) ──" in text_
+    assert "assistant: partial [interrupted]" in text_
+    assert "[user/steer] steered" in text_ and "assistant: after" in text_
+    assert "agentloop-status-idle" in view.status.value
+    assert len(model.requests) == 2
+    view.cancel_button.click()
+    assert "nothing to cancel" in view.notice.value
+    view.close()
+    await app.aclose()
+
+
+@pytest.mark.anyio
+async def test_view_of_a_resumed_session_renders_history_without_rerunning(tmp_path: Any) -> None:
+    app, _ = _app([text("remembered")])
+    app2 = None
+    try:
+        app = App(persistence_root=tmp_path)
+        model = ScriptedModel([text("remembered")])
+        app.ctx.llm.register_adapter(["scripted"], model)
+        agent = _agent(app)
+        agent.followup("remember this")
+        await agent.when_idle()
+        sid = agent.session.id
+        await app.aclose()
+        app2 = App(persistence_root=tmp_path)
+        model2 = ScriptedModel([])
+        app2.ctx.llm.register_adapter(["scripted"], model2)
+        handle = await app2.ctx.agents.resume(resume_session_id=sid)
+        view = AgentView(handle.agent)
+        assert "assistant: remembered" in view.text
+        assert "[user] remember this" in view.text
+        assert model2.requests == []
+        view.close()
+    finally:
+        await app.aclose()
+        if app2 is not None:
+            await app2.aclose()
+
+
+def test_transcript_folds_a_history_without_chunks() -> None:
+    class E:
+        def __init__(self, type: str, data: dict[str, Any]) -> None:
+            self.type, self.data, self.time = type, data, 1.0
+
+    t = Transcript()
+    t.feed_all(
+        [
+            E("turn/start", {"turn": 1}),
+            E(
+                "assistant/message",
+                {
+                    "turn": 1,
+                    "step": 1,
+                    "message": {
+                        "role": "assistant",
+                        "content": [
+                            {"type": "text", "text": "calling"},
+                            {
+                                "type": "tool-call",
+                                "id": "c1",
+                                "name": "echo",
+                                "arguments": '{"a":1}',
+                            },
+                        ],
+                    },
+                },
+            ),
+            E(
+                "tool/call",
+                {"turn": 1, "step": 1, "call_id": "c1", "name": "echo", "arguments": "{}"},
+            ),
+            E(
+                "tool/result",
+                {
+                    "turn": 1,
+                    "step": 1,
+                    "call_id": "c1",
+                    "content": "x",
+                    "is_error": True,
+                    "error": {"code": "ABORTED", "message": "stop"},
+                },
+            ),
+        ]
+    )
+    assert [i.kind for i in t.items] == ["turn-start", "assistant", "tool"]
+    assert t.items[2].data["state"] == "aborted"
+    assert t.pool == [t.items[2]]

@@ -1,0 +1,307 @@
+"""Cancellation: the turn signal, partial answers, synthetic results, the wake latch, causes,
+keep_inbox, idle no-op, disposal (SPEC §4.6)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import anyio
+import pytest
+from _loop_helpers import (
+    Probe,
+    chunk_text,
+    data,
+    idle,
+    is_type,
+    make_app,
+    new_agent,
+    reasons,
+    register,
+    run,
+    scripted,
+    types,
+    user_texts,
+    wait_for,
+    wait_for_abort,
+)
+
+from agentloop_nb.app import App
+from agentloop_nb.testing import HANG, combine, hang_after, text, tool_call
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+async def app() -> AsyncIterator[App]:
+    app = make_app()
+    yield app
+    await app.aclose()
+
+
+def end_reason(agent: Any, index: int = -1) -> dict[str, Any]:
+    return dict(data(agent, "turn/end")[index]["reason"])
+
+
+async def start_hanging(app: App, *more: Any, content: str = "hi") -> Any:
+    """An agent whose first answer streams ``partial`` and hangs; returns once it is hanging."""
+    agent, model = new_agent(app, HANG, *more)
+    agent.followup(content)
+    await wait_for(agent, chunk_text("partial"))
+    return agent, model
+
+
+async def test_cancel_while_idle_is_a_no_op(app: App) -> None:
+    agent, _ = new_agent(app)
+    pending = agent.inject("keep me")
+    before = len(agent.session.events)
+    assert agent.cancel() is False
+    assert len(agent.session.events) == before and agent.inbox.next_step == (pending,)
+
+
+async def test_cancel_keeps_the_partial_answer_as_an_interrupted_message(app: App) -> None:
+    agent, model = await start_hanging(app, text("after"))
+    assert agent.cancel() is True
+    await idle(agent)
+    assert end_reason(agent) == {"kind": "aborted", "cause": {"kind": "user"}}
+    (message,) = data(agent, "assistant/message")
+    assert message["interrupted"] is True
+    assert message["message"]["content"] == ({"type": "text", "text": "partial"},)
+    assert types(agent)[-3:] == ["assistant/message", "step/end", "turn/end"]
+    await run(agent, "next")
+    assert [m.role for m in model.requests[1].messages] == ["user", "assistant", "user"]
+    assert reasons(agent) == ["aborted", "completed"]
+
+
+async def test_a_half_streamed_tool_call_is_dropped(app: App) -> None:
+    ran: list[str] = []
+    register(app, _recording_tool(ran))
+    partial = tool_call("c1", "record", {"text": "x"}, text="let me")[:-4]  # one args delta
+    agent, _model = new_agent(app, hang_after(partial))
+    agent.followup("go")
+    await wait_for(agent, lambda e: e.data.get("chunk", {}).get("type") == "tool-call-delta")
+    agent.cancel()
+    await idle(agent)
+    (message,) = data(agent, "assistant/message")
+    assert message["interrupted"] is True
+    assert [b["type"] for b in message["message"]["content"]] == ["text"]
+    assert "tool/call" not in types(agent) and ran == []
+
+
+def _recording_tool(ran: list[str]) -> Any:
+    from agentloop_nb.tools import tool
+
+    @tool
+    def record(text: str) -> str:
+        """Record."""
+        ran.append(text)
+        return text
+
+    return record
+
+
+async def test_the_signal_reaches_hooks_and_a_hook_returning_late_does_not_open_a_step(
+    app: App,
+) -> None:
+    agent, model = new_agent(app, text("never"))
+    seen: list[Any] = []
+    entered = anyio.Event()
+
+    async def slow_pre_step(payload: Any, next: Any) -> Any:
+        entered.set()
+        seen.append(await payload.signal.wait())
+        return await next()  # answers although the turn was cancelled
+
+    app.ctx.on("agent/pre-step", slow_pre_step)
+    agent.followup("hi")
+    with anyio.fail_after(5):
+        await entered.wait()
+    agent.cancel({"kind": "hook", "reason": "budget"})
+    await idle(agent)
+    assert end_reason(agent) == {"kind": "aborted", "cause": {"kind": "hook", "reason": "budget"}}
+    assert seen == [{"kind": "hook", "reason": "budget"}]
+    assert model.requests == [] and "step/start" not in types(agent)
+
+
+async def test_a_hook_that_ignores_the_signal_cannot_hold_the_turn_open(app: App) -> None:
+    agent, _ = new_agent(app, text("never"))
+    entered = anyio.Event()
+
+    async def stubborn(payload: Any, next: Any) -> Any:
+        entered.set()
+        await anyio.Event().wait()  # never returns on its own
+        return await next()
+
+    app.ctx.on("agent/request", stubborn)
+    agent.followup("hi")
+    with anyio.fail_after(5):
+        await entered.wait()
+    agent.cancel()
+    await idle(agent)
+    assert reasons(agent) == ["aborted"]
+    assert types(agent)[-2:] == ["step/end", "turn/end"]
+
+
+async def test_the_signal_reaches_tool_bodies_and_unstarted_calls_get_synthetic_pairs(
+    app: App,
+) -> None:
+    register(app, wait_for_abort)
+    script = combine(
+        tool_call("c1", "wait_for_abort", {}),
+        tool_call("c2", "wait_for_abort", {}),
+        tool_call("c3", "wait_for_abort", {}),
+    )
+    agent, model = new_agent(app, script)
+    agent.followup("go")
+    await wait_for(agent, is_type("tool/call", call_id="c1"))
+    agent.cancel()
+    await idle(agent)
+    results = {d["call_id"]: d for d in data(agent, "tool/result")}
+    assert results["c1"]["content"] == "stopped: user"  # started: drained to its real result
+    for cid in ("c2", "c3"):
+        assert results[cid]["is_error"] is True
+        assert results[cid]["error"]["code"] == "ABORTED_BEFORE_DISPATCH"
+        assert results[cid]["content"] == "Error: tool call aborted before dispatch"
+    assert [d["call_id"] for d in data(agent, "tool/call")] == ["c1", "c2", "c3"]
+    assert reasons(agent) == ["aborted"] and len(model.requests) == 1
+
+
+async def test_cancel_in_a_rolling_pool_drains_started_calls_and_starts_no_more(
+    app: App,
+) -> None:
+    probe = Probe()
+    register(app, probe.probe)
+    app.ctx.agent_loop.settings.max_parallel_tool_calls = 2
+    script = combine(*(tool_call(f"c{i}", "probe", {"key": f"k{i}"}) for i in range(1, 5)))
+    agent, _ = new_agent(app, script)
+    agent.followup("go")
+    await probe.wait_started("k1", "k2")
+    agent.cancel()
+    await idle(agent)
+    assert not probe.is_started("k3") and probe.active == 0
+    codes = [d.get("error", {}).get("code") for d in data(agent, "tool/result")]
+    assert codes == ["ABORTED", "ABORTED", "ABORTED_BEFORE_DISPATCH", "ABORTED_BEFORE_DISPATCH"]
+
+
+async def test_cancel_clears_both_inbox_lists_with_a_canceled_outcome(app: App) -> None:
+    agent, _ = await start_hanging(app)
+    discarded: list[str] = []
+    app.ctx.on("agent/inbox/discarded", lambda p: discarded.append(p.message.text))
+    agent.send("queued", wakeup=False)
+    agent.inject("context")
+    agent.cancel()
+    await idle(agent)
+    assert agent.inbox.next_turn == () and agent.inbox.next_step == ()
+    assert sorted(discarded) == ["context", "queued"]
+    cleared = [dict(d) for d in data(agent, "agent/inbox/spliced") if d.get("outcome")]
+    assert {(d["target"], d["removed_count"], d["outcome"]) for d in cleared} == {
+        ("next-turn", 1, "canceled"),
+        ("next-step", 1, "canceled"),
+    }
+
+
+async def test_cancel_with_keep_inbox_keeps_pending_input_for_later(app: App) -> None:
+    agent, _model = await start_hanging(app, text("later"), text("go on"))
+    agent.send("queued", wakeup=False)
+    agent.cancel(keep_inbox=True)
+    await idle(agent)
+    assert [m.text for m in agent.inbox.next_turn] == ["queued"]
+    assert reasons(agent) == ["aborted"]  # an aborted turn does not start the queued one
+    await run(agent, "go")
+    assert user_texts(agent, 2) == ["queued"] and user_texts(agent, 3) == ["go"]
+    assert reasons(agent) == ["aborted", "completed", "completed"]
+
+
+async def test_a_waking_send_after_the_abort_is_latched_and_replayed(app: App) -> None:
+    agent, model = await start_hanging(app, text("replayed"))
+
+    def on_event(p: Any) -> None:
+        if p.event.type == "turn/end" and p.event.data["turn"] == 1:
+            agent.followup("after abort")  # after the abort, before the driver is idle
+
+    app.ctx.on("session/event", on_event)
+    agent.cancel()
+    await idle(agent)
+    assert reasons(agent) == ["aborted", "completed"]
+    assert user_texts(agent, 2) == ["after abort"] and len(model.requests) == 2
+
+
+async def test_a_send_right_after_cancel_runs_in_a_fresh_turn(app: App) -> None:
+    agent, _model = await start_hanging(app, text("fresh"))
+    agent.cancel()
+    agent.followup("right away")
+    await idle(agent)
+    assert reasons(agent) == ["aborted", "completed"]
+    assert user_texts(agent, 2) == ["right away"]
+
+
+async def test_the_first_cause_wins(app: App) -> None:
+    agent, _ = await start_hanging(app)
+    agent.cancel("parent")
+    agent.cancel("user")
+    await idle(agent)
+    assert end_reason(agent) == {"kind": "aborted", "cause": {"kind": "parent"}}
+
+
+async def test_a_cancel_governs_exactly_one_turn(app: App) -> None:
+    agent, model = await start_hanging(app, text("two"), text("three"))
+    agent.cancel()
+    await idle(agent)
+    await run(agent, "again")
+    await run(agent, "and again")
+    assert reasons(agent) == ["aborted", "completed", "completed"]
+    assert not model.requests[1].signal.aborted
+
+
+async def test_a_disposed_cancel_ends_the_turn_disposed_and_does_not_latch(app: App) -> None:
+    agent, model = await start_hanging(app, text("later"))
+
+    def on_event(p: Any) -> None:
+        if p.event.type == "turn/end":
+            agent.followup("too late")
+
+    off = app.ctx.on("session/event", on_event)
+    agent.cancel("disposed")
+    await idle(agent)
+    off()
+    assert end_reason(agent) == {"kind": "disposed"}
+    assert types(agent).count("turn/start") == 1 and len(model.requests) == 1
+
+
+@pytest.mark.parametrize("cause", ["nobody", 3, {"reason": "x"}])
+async def test_an_unknown_cause_is_refused(app: App, cause: Any) -> None:
+    agent, _ = await start_hanging(app)
+    with pytest.raises((ValueError, TypeError), match="cause"):
+        agent.cancel(cause)
+    agent.cancel()
+    await idle(agent)
+
+
+async def test_cancel_during_turn_stopping_ends_the_turn_aborted(app: App) -> None:
+    agent, _ = new_agent(app, text("done"))
+
+    async def stop_here(payload: Any) -> None:
+        payload.agent.cancel()
+        await payload.signal.wait()
+
+    app.ctx.on("agent/turn-stopping", stop_here)
+    await run(agent)
+    assert reasons(agent) == ["aborted"]
+    assert types(agent)[-3:] == ["assistant/message", "step/end", "turn/end"]
+
+
+async def test_app_aclose_mid_turn_ends_the_turn_disposed(app: App) -> None:
+    other = make_app()
+    scripted(other, HANG)
+    agent = other.ctx.agent_loop.create("a", new_agent_options())
+    agent.followup("hi")
+    await wait_for(agent, chunk_text("partial"))
+    await other.aclose()
+    assert end_reason(agent) == {"kind": "disposed"} and agent.status == "idle"
+    assert data(agent, "assistant/message")[0]["interrupted"] is True
+
+
+def new_agent_options() -> Any:
+    from _loop_helpers import OPTIONS
+
+    return OPTIONS

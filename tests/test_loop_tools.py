@@ -1,0 +1,382 @@
+"""Tool scheduling in a step: barriers, the rolling pool, ordered hooks and commits, argument
+problems, additional contexts (SPEC §4.5)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import anyio
+import pytest
+from _loop_helpers import (
+    Probe,
+    data,
+    idle,
+    make_app,
+    new_agent,
+    reasons,
+    register,
+    run,
+    types,
+    user_texts,
+)
+from pydantic import ValidationError
+
+from agentloop_nb.app import App
+from agentloop_nb.testing import combine, text, tool_call
+from agentloop_nb.tools import Accept, Deny, tool
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+async def app() -> AsyncIterator[App]:
+    app = make_app()
+    yield app
+    await app.aclose()
+
+
+def calls(*specs: tuple[str, str, str]) -> list[Any]:
+    """``combine`` of ``tool_call(id, tool, {"key": key})`` for each (id, tool, key)."""
+    return combine(*(tool_call(cid, name, {"key": key}) for cid, name, key in specs))
+
+
+def ids(agent: Any, type: str) -> list[str]:
+    return [d["call_id"] for d in data(agent, type)]
+
+
+def positions(agent: Any) -> dict[str, int]:
+    """``"call:<id>"`` / ``"result:<id>"`` → index in the log."""
+    out: dict[str, int] = {}
+    for i, e in enumerate(agent.session.events):
+        if e.type in ("tool/call", "tool/result"):
+            out[f"{e.type.split('/')[1]}:{e.data['call_id']}"] = i
+    return out
+
+
+async def test_each_call_logs_its_tool_call_and_result_with_turn_and_step(app: App) -> None:
+    probe = Probe(auto=["a", "b"])
+    register(app, probe.barrier)
+    agent, _ = new_agent(app, calls(("c1", "barrier", "a"), ("c2", "barrier", "b")), text("ok"))
+    await run(agent)
+    (c1, c2) = data(agent, "tool/call")
+    assert dict(c1) == {
+        "turn": 1,
+        "step": 1,
+        "call_id": "c1",
+        "name": "barrier",
+        "arguments": '{"key": "a"}',
+    }
+    assert [d["content"] for d in data(agent, "tool/result")] == ["done:a", "done:b"]
+    assert types(agent).count("tool/call") == 2 and c2["call_id"] == "c2"
+
+
+async def test_parallel_safe_calls_run_as_a_rolling_pool_bounded_by_the_setting(
+    app: App,
+) -> None:
+    probe = Probe()
+    register(app, probe.probe)
+    app.ctx.agent_loop.settings.max_parallel_tool_calls = 2
+    script = calls(*((f"c{i}", "probe", f"k{i}") for i in range(1, 5)))
+    agent, _ = new_agent(app, script, text("done"))
+    agent.followup("go")
+    await probe.wait_started("k1", "k2")
+    assert not probe.is_started("k3")  # the pool is full until a body settles
+    probe.release("k2")  # the second settling starts the third while the first still runs
+    await probe.wait_started("k3")
+    assert not probe.is_started("k4")
+    probe.release("k1")
+    await probe.wait_started("k4")
+    probe.release("k3")
+    probe.release("k4")
+    await idle(agent)
+    assert probe.peak == 2
+    assert ids(agent, "tool/call") == ["c1", "c2", "c3", "c4"]
+    assert ids(agent, "tool/result") == ["c1", "c2", "c3", "c4"]  # model order
+    pos = positions(agent)
+    assert pos["call:c3"] < pos["result:c1"]  # started calls log as they start
+
+
+async def test_results_commit_in_model_order_even_when_bodies_finish_in_reverse(
+    app: App,
+) -> None:
+    probe = Probe()
+    register(app, probe.probe)
+    agent, _ = new_agent(
+        app, calls(("c1", "probe", "a"), ("c2", "probe", "b"), ("c3", "probe", "c")), text("ok")
+    )
+    agent.followup("go")
+    await probe.wait_started("a", "b", "c")
+    for key in ("c", "b", "a"):
+        probe.release(key)
+    await idle(agent)
+    assert probe.log[:3] == ["start:a", "start:b", "start:c"]
+    assert ids(agent, "tool/result") == ["c1", "c2", "c3"]
+    assert [m.role for m in agent.session.derive_messages()][:5] == [
+        "user",
+        "assistant",
+        "tool",
+        "tool",
+        "tool",
+    ]
+
+
+async def test_an_exclusive_call_is_a_barrier_between_parallel_groups(app: App) -> None:
+    probe = Probe()
+    register(app, probe.probe, probe.barrier)
+    script = calls(
+        ("c1", "probe", "p1"), ("c2", "probe", "p2"), ("c3", "barrier", "x"), ("c4", "probe", "p3")
+    )
+    agent, _ = new_agent(app, script, text("ok"))
+    agent.followup("go")
+    await probe.wait_started("p1", "p2")
+    assert not probe.is_started("x")
+    probe.release("p1")
+    probe.release("p2")
+    await probe.wait_started("x")
+    assert not probe.is_started("p3") and probe.active == 1
+    probe.release("x")
+    await probe.wait_started("p3")
+    probe.release("p3")
+    await idle(agent)
+    assert probe.log == [
+        "start:p1",
+        "start:p2",
+        "end:p1",
+        "end:p2",
+        "start:x",
+        "end:x",
+        "start:p3",
+        "end:p3",
+    ]
+
+
+async def test_a_cap_of_one_runs_parallel_safe_calls_fully_serially(app: App) -> None:
+    probe = Probe(auto=["a", "b", "c"])
+    register(app, probe.probe)
+    app.ctx.agent_loop.settings.max_parallel_tool_calls = 1
+    agent, _ = new_agent(
+        app, calls(("c1", "probe", "a"), ("c2", "probe", "b"), ("c3", "probe", "c")), text("ok")
+    )
+    await run(agent)
+    assert probe.peak == 1
+    assert probe.log == ["start:a", "end:a", "start:b", "end:b", "start:c", "end:c"]
+
+
+async def test_the_cap_is_read_live_at_the_start_of_each_group(app: App) -> None:
+    probe = Probe()
+    register(app, probe.probe, probe.barrier)
+    settings = app.ctx.agent_loop.settings
+    settings.max_parallel_tool_calls = 2
+    script = calls(
+        ("c1", "probe", "p1"),
+        ("c2", "probe", "p2"),
+        ("c3", "probe", "p3"),
+        ("c4", "barrier", "x"),
+        ("c5", "probe", "q1"),
+        ("c6", "probe", "q2"),
+        ("c7", "probe", "q3"),
+    )
+    agent, _ = new_agent(app, script, text("ok"))
+    agent.followup("go")
+    await probe.wait_started("p1", "p2")
+    settings.max_parallel_tool_calls = 3  # applies to the next group, not this one
+    probe.release("p1")
+    await probe.wait_started("p3")
+    assert probe.peak == 2
+    probe.release("p2")
+    probe.release("p3")
+    await probe.wait_started("x")
+    probe.release("x")
+    await probe.wait_started("q1", "q2", "q3")
+    assert probe.active == 3
+    for key in ("q1", "q2", "q3"):
+        probe.release(key)
+    await idle(agent)
+    assert reasons(agent) == ["completed"]
+
+
+@pytest.mark.parametrize("bad", [0, -1, "many", 1.5])
+async def test_setting_a_cap_that_is_not_a_positive_int_is_refused_at_the_write(
+    app: App, bad: Any
+) -> None:
+    settings = app.ctx.agent_loop.settings
+    with pytest.raises(ValidationError, match="max_parallel_tool_calls"):
+        settings.max_parallel_tool_calls = bad
+    assert settings.max_parallel_tool_calls == 10
+
+
+async def test_pre_and_post_execute_run_in_model_order_while_bodies_overlap(app: App) -> None:
+    probe = Probe()
+    register(app, probe.probe)
+    order: list[str] = []
+
+    async def pre(execution: Any, next: Any) -> Any:
+        order.append(f"pre:{execution.call_id}")
+        return await next()
+
+    async def post(payload: Any, next: Any) -> Any:
+        order.append(f"post:{payload.execution.call_id}")
+        return await next()
+
+    app.ctx.on("tools/pre-execute", pre)
+    app.ctx.on("tools/post-execute", post)
+    app.ctx.on("tools/result", lambda p: order.append(f"result:{p.execution.call_id}"))
+    agent, _ = new_agent(
+        app, calls(("c1", "probe", "a"), ("c2", "probe", "b"), ("c3", "probe", "c")), text("ok")
+    )
+    agent.followup("go")
+    await probe.wait_started("a", "b", "c")  # all three bodies overlap
+    probe.release("c")
+    probe.release("b")
+    probe.release("a")
+    await idle(agent)
+    assert [o for o in order if o.startswith("pre")] == ["pre:c1", "pre:c2", "pre:c3"]
+    assert [o for o in order if not o.startswith("pre")] == [
+        "post:c1",
+        "result:c1",
+        "post:c2",
+        "result:c2",
+        "post:c3",
+        "result:c3",
+    ]
+
+
+async def test_unparsable_or_invalid_arguments_reach_no_tool_body(app: App) -> None:
+    ran: list[Any] = []
+
+    @tool(concurrency_safe=True)
+    def echo(text: str) -> str:
+        """Echo."""
+        ran.append(text)
+        return text
+
+    @tool
+    def ping() -> str:
+        """No arguments."""
+        ran.append("ping")
+        return "pong"
+
+    register(app, echo, ping)
+    script = combine(
+        tool_call("c1", "echo", "{not json"),
+        tool_call("c2", "echo", {"txt": 1}),
+        tool_call("c3", "echo", "[1, 2]"),
+        tool_call("c4", "ping", ""),
+    )
+    agent, model = new_agent(app, script, text("ok"))
+    await run(agent)
+    results = data(agent, "tool/result")
+    assert [r["error"]["code"] for r in results[:3]] == ["INVALID_ARGS"] * 3
+    assert all(r["is_error"] and "echo" in r["content"] for r in results[:3])
+    assert "JSON" in results[0]["content"]
+    assert (results[3]["content"], results[3]["is_error"]) == ("pong", False)
+    assert ran == ["ping"]  # an empty string counts as {}
+    assert reasons(agent) == ["completed"] and len(model.requests) == 2
+
+
+async def test_unknown_tool_and_denied_calls_become_error_results(app: App) -> None:
+    probe = Probe(auto=["x"])
+    register(app, probe.barrier)
+
+    async def deny(execution: Any, next: Any) -> Any:
+        return Deny(reason="not today") if execution.call_id == "c2" else await next()
+
+    app.ctx.on("tools/pre-execute", deny)
+    script = combine(tool_call("c1", "nope", {}), tool_call("c2", "barrier", {"key": "x"}))
+    agent, _ = new_agent(app, script, text("ok"))
+    await run(agent)
+    codes = [r["error"]["code"] for r in data(agent, "tool/result")]
+    assert codes == ["UNKNOWN_TOOL", "DENIED"] and probe.log == []
+    assert reasons(agent) == ["completed"]
+
+
+async def test_additional_contexts_enter_the_next_step_in_model_call_order(app: App) -> None:
+    probe = Probe()
+    register(app, probe.probe)
+
+    async def annotate(payload: Any, next: Any) -> Any:
+        return Accept(additional_contexts=(f"note:{payload.execution.call_id}",))
+
+    app.ctx.on("tools/post-execute", annotate)
+    agent, model = new_agent(app, calls(("c1", "probe", "a"), ("c2", "probe", "b")), text("ok"))
+    agent.followup("go")
+    await probe.wait_started("a", "b")
+    probe.release("b")
+    probe.release("a")
+    await idle(agent)
+    assert user_texts(agent) == ["go", "note:c1", "note:c2"]
+    sources = [d["message"]["source"] for d in data(agent, "user/message")][1:]
+    assert [s["call_id"] for s in sources] == ["c1", "c2"]
+    assert agent.inbox.next_step == ()
+    assert [m.role for m in model.requests[1].messages][-2:] == ["user", "user"]
+
+
+async def test_a_raising_tools_listener_stops_dispatch_and_ends_the_turn_error(
+    app: App,
+) -> None:
+    probe = Probe(auto=["a", "b"])
+    register(app, probe.barrier)
+
+    async def explode(execution: Any, next: Any) -> Any:
+        if execution.call_id == "c1":
+            raise RuntimeError("policy bug")
+        return await next()
+
+    app.ctx.on("tools/pre-execute", explode)
+    agent, model = new_agent(
+        app, calls(("c1", "barrier", "a"), ("c2", "barrier", "b")), text("never")
+    )
+    await run(agent)
+    reason = data(agent, "turn/end")[0]["reason"]
+    assert reason["kind"] == "error" and "policy bug" in reason["message"]
+    assert probe.log == []  # no body ran after the failure
+    assert sorted(ids(agent, "tool/call")) == sorted(ids(agent, "tool/result")) == ["c1", "c2"]
+    assert len(model.requests) == 1
+    assert types(agent)[-2:] == ["step/end", "turn/end"]
+
+
+async def test_tools_registered_on_an_agent_scope_are_visible_to_that_agent_only(
+    app: App,
+) -> None:
+    probe = Probe(auto=["k"])
+    agent, model = new_agent(app, tool_call("c1", "barrier", {"key": "k"}), text("ok"))
+    other = app.ctx.agent_loop.create("b", agent.options)
+    agent.ctx.tools.register(probe.barrier)
+    assert [s["name"] for s in app.ctx.tools.schemas(agent)] == ["barrier"]
+    assert app.ctx.tools.schemas(other) == []
+    await run(agent)
+    assert [t["name"] for t in model.requests[0].tools] == ["barrier"]
+    assert probe.log == ["start:k", "end:k"]
+
+
+async def test_a_failing_dispatch_in_a_pool_drains_started_calls_and_starts_no_more(
+    app: App,
+) -> None:
+    probe = Probe()
+    register(app, probe.probe)
+    app.ctx.agent_loop.settings.max_parallel_tool_calls = 2
+
+    failed = anyio.Event()
+
+    async def broken(execution: Any, next: Any) -> Any:
+        if execution.call_id == "c2":
+            failed.set()
+            raise RuntimeError("executor bug")
+        return await next()
+
+    app.ctx.on("tools/execute", broken)
+    script = calls(*((f"c{i}", "probe", f"k{i}") for i in range(1, 5)))
+    agent, model = new_agent(app, script, text("never"))
+    agent.followup("go")
+    await probe.wait_started("k1")
+    with anyio.fail_after(5):
+        await failed.wait()
+    probe.release("k1")  # only now can a pool slot free up: the failure must stop the launcher
+    await idle(agent)
+    assert probe.log == ["start:k1", "end:k1"]  # k1 drained; k3, k4 never started
+    reason = data(agent, "turn/end")[0]["reason"]
+    assert reason["kind"] == "error" and "executor bug" in reason["message"]
+    assert ids(agent, "tool/result") == ["c1", "c2", "c3", "c4"]
+    assert data(agent, "tool/result")[0]["content"] == "done:k1"
+    assert len(model.requests) == 1
