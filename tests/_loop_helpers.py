@@ -1,10 +1,9 @@
-"""Shared helpers for the agent-loop tests: an App factory that loads the invariant companion
-when it exists, a scripted-agent builder, log queries, event waits (never sleeps) and a
-parallel-safe probe tool that records how many bodies overlap."""
+"""Shared helpers for the agent-loop tests: an App factory that loads the invariant companion,
+a scripted-agent builder, log queries, event waits (never sleeps) and a parallel-safe probe
+tool that records how many bodies overlap."""
 
 from __future__ import annotations
 
-import importlib.util
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -17,15 +16,14 @@ from agentloop_nb.session import Session, SessionEvent
 from agentloop_nb.testing import ScriptedModel
 from agentloop_nb.tools import Tool, ToolExecution, tool
 
-HAS_INVARIANTS = importlib.util.find_spec("agentloop_nb.plugins.invariants") is not None
 OPTIONS = AgentOptions(provider="scripted", model="m")
 WAIT = 5.0  # seconds: only a guard against a hang, never a synchronisation point
 
 
 def make_app(**kw: Any) -> App:
-    """``App(**kw)`` with the invariant companion loaded whenever it is importable."""
-    if HAS_INVARIANTS:
-        kw.setdefault("invariants", True)
+    """``App(**kw)`` with the invariant companion loaded (every request the loop sends must
+    equal a rebuild from the log and extend the previous request of its turn)."""
+    kw.setdefault("invariants", True)
     return App(**kw)
 
 

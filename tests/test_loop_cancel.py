@@ -9,6 +9,7 @@ from typing import Any
 import anyio
 import pytest
 from _loop_helpers import (
+    OPTIONS,
     Probe,
     chunk_text,
     data,
@@ -293,15 +294,9 @@ async def test_cancel_during_turn_stopping_ends_the_turn_aborted(app: App) -> No
 async def test_app_aclose_mid_turn_ends_the_turn_disposed(app: App) -> None:
     other = make_app()
     scripted(other, HANG)
-    agent = other.ctx.agent_loop.create("a", new_agent_options())
+    agent = other.ctx.agent_loop.create("a", OPTIONS)
     agent.followup("hi")
     await wait_for(agent, chunk_text("partial"))
     await other.aclose()
     assert end_reason(agent) == {"kind": "disposed"} and agent.status == "idle"
     assert data(agent, "assistant/message")[0]["interrupted"] is True
-
-
-def new_agent_options() -> Any:
-    from _loop_helpers import OPTIONS
-
-    return OPTIONS

@@ -115,9 +115,11 @@ async def test_send_logs_one_durable_splice_before_emitting_inserted(app: App) -
     ]
 
 
-async def test_source_defaults_to_user(app: App) -> None:
+async def test_source_defaults_to_user_and_steer_and_inject_label_themselves(app: App) -> None:
     agent, _ = new_agent(app)
     assert agent.send("x", wakeup=False).source == {"kind": "user"}
+    assert agent.inject("y").source == {"kind": "inject"}
+    assert agent.inject("z", source="widget").source == {"kind": "widget"}
 
 
 async def test_turn_boundary_claims_all_next_step_input_then_one_next_turn_prompt(

@@ -144,7 +144,10 @@ async def test_openai_agent_runs_a_tool_round_trip_and_answers(llmock: Any) -> N
         app.ctx.tools.register(weather.tool)
         agent = await ask(app, "openai", "gpt-4o-mini", "weather in Paris?")
     call_id, final = assert_tool_round_trip(agent, weather, "Paris")
-    assert final == {"role": "assistant", "content": [{"type": "text", "text": "It is sunny in Paris."}]}
+    assert final == {
+        "role": "assistant",
+        "content": [{"type": "text", "text": "It is sunny in Paris."}],
+    }
     first, second = llmock.requests
     assert (first.path, first.status, second.status) == ("/v1/chat/completions", 200, 200)
     assert [t["function"]["name"] for t in first.body["tools"]] == ["get_weather"]
@@ -185,12 +188,19 @@ async def test_anthropic_agent_runs_a_tool_round_trip_and_answers(llmock: Any) -
         {
             "role": "assistant",
             "content": [
-                {"type": "tool_use", "id": call_id, "name": "get_weather", "input": {"city": "Paris"}}
+                {
+                    "type": "tool_use",
+                    "id": call_id,
+                    "name": "get_weather",
+                    "input": {"city": "Paris"},
+                }
             ],
         },
         {
             "role": "user",
-            "content": [{"type": "tool_result", "tool_use_id": call_id, "content": "sunny in Paris"}],
+            "content": [
+                {"type": "tool_result", "tool_use_id": call_id, "content": "sunny in Paris"}
+            ],
         },
     ]
 
@@ -290,12 +300,19 @@ async def test_anthropic_thinking_and_signature_round_trip_in_the_next_request(
                     "thinking": "I should call the weather tool.",
                     "signature": "EqQBCkYIBxgCKkDsig-aimock-tool",
                 },
-                {"type": "tool_use", "id": call_id, "name": "get_weather", "input": {"city": "Paris"}},
+                {
+                    "type": "tool_use",
+                    "id": call_id,
+                    "name": "get_weather",
+                    "input": {"city": "Paris"},
+                },
             ],
         },
         {
             "role": "user",
-            "content": [{"type": "tool_result", "tool_use_id": call_id, "content": "sunny in Paris"}],
+            "content": [
+                {"type": "tool_result", "tool_use_id": call_id, "content": "sunny in Paris"}
+            ],
         },
     ]
 
@@ -337,9 +354,14 @@ async def test_offline_model_drives_a_calculate_tool_round_trip_through_the_loop
     (call,) = data(agent, "tool/call")
     assert call["name"] == "calculate" and json.loads(call["arguments"]) == {"expression": "2+3*4"}
     (result,) = data(agent, "tool/result")
-    assert (result["call_id"], result["content"], result["is_error"]) == (call["call_id"], "14", False)
+    assert (result["call_id"], result["content"], result["is_error"]) == (
+        call["call_id"],
+        "14",
+        False,
+    )
     answer = "".join(
-        b["text"] for b in data(agent, "assistant/message")[-1]["message"]["content"]
+        b["text"]
+        for b in data(agent, "assistant/message")[-1]["message"]["content"]
         if b["type"] == "text"
     )
     assert "14" in answer
@@ -353,4 +375,3 @@ async def test_default_offline_provider_answers_through_app_without_configuratio
         agent = await ask(app, "offline", "demo", "what is 2+3*4")
     assert calls == ["2+3*4"] and [r["content"] for r in data(agent, "tool/result")] == ["14"]
     assert data(agent, "turn/end")[0]["reason"]["kind"] == "completed"
-

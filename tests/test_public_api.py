@@ -9,13 +9,38 @@ import agentloop_nb
 
 SPEC_NAMES = {
     # SPEC §8 testing contract and §6 decisions
-    "App", "AgentOptions", "tool", "Allow", "Deny", "Ask", "Accept", "Block", "Enter",
-    "Reject", "Retry",
+    "App",
+    "AgentOptions",
+    "tool",
+    "Allow",
+    "Deny",
+    "Ask",
+    "Accept",
+    "Block",
+    "Enter",
+    "Reject",
+    "Retry",
     # services and core types named by SPEC §2-§4
-    "Context", "InactiveContextError", "AbortController", "AbortSignal", "Agent", "AgentLoop",
-    "AgentLoopConfig", "AgentConfig", "JsonlPersistence", "LlmError", "GenerateOptions",
-    "SessionEvent", "Session", "SessionStore", "Tool", "ToolExecution", "ToolResult",
-    "InvariantError", "load_ipython_extension", "unload_ipython_extension",
+    "Context",
+    "InactiveContextError",
+    "AbortController",
+    "AbortSignal",
+    "Agent",
+    "AgentLoop",
+    "AgentLoopConfig",
+    "AgentConfig",
+    "JsonlPersistence",
+    "LlmError",
+    "GenerateOptions",
+    "SessionEvent",
+    "Session",
+    "SessionStore",
+    "Tool",
+    "ToolExecution",
+    "ToolResult",
+    "InvariantError",
+    "load_ipython_extension",
+    "unload_ipython_extension",
 }
 
 
@@ -34,8 +59,16 @@ def test_all_is_sorted_and_unique() -> None:
 def test_testing_module_exports_the_script_helpers() -> None:
     from agentloop_nb import testing
 
-    for name in ("ScriptedModel", "text", "tool_call", "max_tokens", "error", "HANG",
-                 "hang_after", "combine"):
+    for name in (
+        "ScriptedModel",
+        "text",
+        "tool_call",
+        "max_tokens",
+        "error",
+        "HANG",
+        "hang_after",
+        "combine",
+    ):
         assert name in testing.__all__, name
 
 

@@ -79,9 +79,13 @@ class _Checker:
         if header is None:
             raise InvariantError(f"{where}: a request was sent before any request/header")
         config = dict(header.get("config", {}))
-        sent = {"provider": options.provider, "model": options.model,
-                "max_tokens": options.max_tokens, "temperature": options.temperature,
-                "reasoning_effort": options.reasoning_effort}
+        sent = {
+            "provider": options.provider,
+            "model": options.model,
+            "max_tokens": options.max_tokens,
+            "temperature": options.temperature,
+            "reasoning_effort": options.reasoning_effort,
+        }
         for key, value in sent.items():
             if config.get(key) != value:
                 raise InvariantError(

@@ -78,8 +78,14 @@ class RetryPlugin:
             return await next()
         delay = round(self.delay_for(attempt, failure.retry_after), 3)
         payload.agent.session.append(
-            "llm/retry", {"code": failure.code, "attempt": attempt, "delay": delay,
-                          "turn": payload.turn, "step": payload.step},
+            "llm/retry",
+            {
+                "code": failure.code,
+                "attempt": attempt,
+                "delay": delay,
+                "turn": payload.turn,
+                "step": payload.step,
+            },
         )
         await self.sleep(delay)  # the loop runs this hook under the turn's signal: cancel ends it
         return Retry()

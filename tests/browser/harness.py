@@ -15,6 +15,11 @@ Contract for test authors (fixtures live in ``tests/browser/conftest.py``):
 - :func:`distinct_texts` / :func:`sample_text` prove live updates: they record a locator's text
   as it changes, which a saved notebook can never show for background-task updates.
 
+Browser tests are plain (sync) functions using Playwright's sync API; do not put
+``@pytest.mark.anyio`` tests in a browser module: while the module's sync Playwright is alive it
+marks its loop as the thread's running loop, which breaks anyio tests (it is stopped when the
+module ends, so the rest of the suite is unaffected).
+
 Nothing here sleeps to synchronise: waiting is done by Playwright's condition polling
 (``expect``/``wait_for``) or by polling the server's REST API against a deadline.
 """
