@@ -25,9 +25,10 @@ class AppConfig(AgentLoopConfig):
     """Everything an App can be configured with. The loop keys (``max_parallel_tool_calls``,
     ``agents``) are SPEC §4.7's ``AgentLoopConfig``; the rest configure the composition."""
 
-    model_config = ConfigDict(extra="forbid")
+    # Provider options may carry API keys: keep them out of reprs and validation errors.
+    model_config = ConfigDict(extra="forbid", hide_input_in_errors=True)
 
-    providers: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    providers: dict[str, dict[str, Any]] = Field(default_factory=dict, repr=False)
     persistence_root: str | None = None
     retry: dict[str, Any] | bool = True
     invariants: bool = False
@@ -69,6 +70,7 @@ class App:
             cfg = AppConfig.model_validate({**cfg.model_dump(), **updates})
         self.config = cfg
         self.supervisor = Supervisor()
+        self._adapters: list[Any] = []
         self.ctx = ctx = Context()
         ctx.provide("sessions", SessionStore(ctx))
         if persistence is None and cfg.persistence_root is not None:
@@ -97,6 +99,7 @@ class App:
             return
         for name, adapter in build_adapters(providers).items():
             self.ctx.llm.register_adapter([name], adapter)
+            self._adapters.append(adapter)
 
     def _install_plugins(self, cfg: AppConfig) -> None:
         if cfg.retry:
@@ -131,6 +134,11 @@ class App:
         await self.supervisor.aclose()
         if self.persistence is not None and hasattr(self.persistence, "aclose"):
             await self.persistence.aclose()
+        adapters, self._adapters = self._adapters, []
+        for adapter in adapters:  # the HTTP adapters own their httpx clients
+            close = getattr(adapter, "aclose", None)
+            if close is not None:
+                await close()
         await self.ctx.fiber.aclose()
 
     async def __aenter__(self) -> App:

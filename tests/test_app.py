@@ -186,3 +186,19 @@ async def test_creating_after_aclose_is_refused() -> None:
     await app.aclose()
     with pytest.raises(RuntimeError, match="closed"):
         app.agent_loop.create("late", OPTIONS)
+
+
+@pytest.mark.anyio
+async def test_aclose_closes_the_http_adapters_the_app_built() -> None:
+    app = App(providers={"openai": {"api_key": "k", "base_url": "http://127.0.0.1:9/v1"}})
+    adapter = app.ctx.llm.adapter_for("openai")
+    closed: list[str] = []
+    original = adapter.aclose
+
+    async def spy() -> None:
+        closed.append("openai")
+        await original()
+
+    adapter.aclose = spy
+    await app.aclose()
+    assert closed == ["openai"]
