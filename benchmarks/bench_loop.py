@@ -297,7 +297,7 @@ async def bench_pool(calls: int, reps: int, tmp: Path, prof: bool) -> str:
     ]
     freeze_fixtures()
 
-    async def ours(root: Path | None) -> tuple[float, float]:
+    async def ours(root: Path | None) -> tuple[float, float, float]:
         app, agent = build_app(responses, root, max_parallel_tool_calls=cap)
 
         async def run() -> None:
@@ -305,13 +305,14 @@ async def bench_pool(calls: int, reps: int, tmp: Path, prof: bool) -> str:
             await agent.when_idle()
 
         wall = await (timed(run) if not prof else _timed_profiled(run))
+        cpu = LAST_CPU[0]
         events = agent.session.events
         assert sum(1 for e in events if e.type == "tool/result") == calls
         assert not any(e.data.get("is_error") for e in events if e.type == "tool/result")
         first = next(e.time for e in events if e.type == "tool/call")
         last = max(e.time for e in events if e.type == "tool/result")
         await app.aclose()
-        return wall, last - first
+        return wall, last - first, cpu
 
     async def bare() -> float:
         sem = anyio.Semaphore(cap)
@@ -330,25 +331,45 @@ async def bench_pool(calls: int, reps: int, tmp: Path, prof: bool) -> str:
     if prof:
         await ours(tmp / "b")
         return ""
-    results: dict[str, list[tuple[float, float]]] = {"on": [], "off": [], "bare": []}
+    results: dict[str, list[tuple[float, float, float]]] = {"on": [], "off": [], "bare": []}
     for _ in range(reps):
         results["on"].append(await ours(tmp / "b"))
         results["off"].append(await ours(None))
         b = await bare()
-        results["bare"].append((b, b))
+        results["bare"].append((b, b, LAST_CPU[0]))
+    bare_wall = statistics.median(w for w, _, _ in results["bare"])
     rows = []
     for label, key in (
         ("agentloop_nb (JSONL on)", "on"),
         ("agentloop_nb (no persistence)", "off"),
         ("bare anyio semaphore pool", "bare"),
     ):
-        wall = statistics.median(w for w, _ in results[key])
-        span = statistics.median(s for _, s in results[key])
-        rows.append([label, wall, f"{wall / ideal:.3f}x", span, f"{span / ideal:.3f}x"])
+        wall = statistics.median(w for w, _, _ in results[key])
+        span = statistics.median(s for _, s, _ in results[key])
+        cpu = statistics.median(c for _, _, c in results[key])
+        rows.append(
+            [
+                label,
+                wall,
+                f"{wall / ideal:.3f}x",
+                span,
+                f"{span / ideal:.3f}x",
+                f"{wall / bare_wall:.3f}x",
+                cpu * 1e6 / calls,
+            ]
+        )
     return table(
         f"(b) tool pool: {calls} x 10 ms parallel-safe calls in one message, cap {cap}, "
         f"ideal {ideal:.2f} s (median of {reps}; goal <= 1.05x)",
-        ["contender", "turn wall s", "/ ideal", "first call..last result s", "/ ideal"],
+        [
+            "contender",
+            "turn wall s",
+            "/ ideal",
+            "first call..last result s",
+            "/ ideal",
+            "wall / bare pool",
+            "cpu us/call",
+        ],
         rows,
     )
 

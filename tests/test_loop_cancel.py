@@ -300,3 +300,41 @@ async def test_app_aclose_mid_turn_ends_the_turn_disposed(app: App) -> None:
     await other.aclose()
     assert end_reason(agent) == {"kind": "disposed"} and agent.status == "idle"
     assert data(agent, "assistant/message")[0]["interrupted"] is True
+
+
+async def test_a_cancel_before_the_driver_first_runs_does_not_poison_the_next_turn(
+    app: App,
+) -> None:
+    agent, model = new_agent(app, text("after"))
+    agent.followup("first")
+    agent.cancel()  # the driver task exists but has not run yet
+    await idle(agent)
+    assert reasons(agent) == [] and model.requests == []
+    agent.followup("again")
+    await idle(agent)
+    assert reasons(agent) == ["completed"] and user_texts(agent, 1) == ["again"]
+
+
+async def test_a_send_latched_before_the_driver_first_runs_is_replayed_in_a_fresh_turn(
+    app: App,
+) -> None:
+    agent, model = new_agent(app, text("latched"))
+    agent.followup("first")
+    agent.cancel()
+    agent.followup("latched send")  # after the abort, before the driver ever ran
+    await idle(agent)
+    assert reasons(agent) == ["completed"]
+    assert user_texts(agent, 1) == ["latched send"] and len(model.requests) == 1
+
+
+async def test_keep_inbox_cancel_between_turns_holds_queued_prompts_until_the_next_send(
+    app: App,
+) -> None:
+    agent, model = new_agent(app, text("one"), text("two"))
+    agent.followup("queued")
+    agent.cancel(keep_inbox=True)  # lands before the turn starts: that turn is dropped
+    await idle(agent)
+    assert reasons(agent) == [] and [m.text for m in agent.inbox.next_turn] == ["queued"]
+    agent.followup("wake")
+    await idle(agent)
+    assert reasons(agent) == ["completed", "completed"] and len(model.requests) == 2

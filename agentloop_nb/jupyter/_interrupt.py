@@ -21,6 +21,13 @@ that was active before the request). :class:`InterruptHook` therefore
    kernel meant (raise ``KeyboardInterrupt`` / cancel the cell). The kernel's own restores then
    put its saved handlers back, so nothing leaks past the cell.
 
+A Python signal handler only runs when the *main* thread executes bytecode. Linux may deliver
+the signal to any kernel thread (iopub, shell channel, heartbeat...), and then a main thread
+blocked in ``epoll_wait`` (an idle kernel, or a cell awaiting a hung agent) would not run the
+handler until something else woke it — possibly never. So, unless a wakeup fd is already set,
+the hook installs one (``signal.set_wakeup_fd`` on a socket pair the loop reads): every signal
+wakes the loop, and the handler runs at once.
+
 Cancelling is scheduled with ``loop.call_soon_threadsafe`` (a signal handler runs between two
 bytecodes and must not re-enter the loop). A ``KeyboardInterrupt`` is not raised while the main
 thread is running an agent's own code (``current_initiator()`` is set there): the agent is
@@ -33,6 +40,7 @@ import asyncio
 import contextlib
 import logging
 import signal
+import socket
 import threading
 from collections.abc import Callable
 from types import FrameType
@@ -57,6 +65,7 @@ class InterruptHook:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._previous_idle: SignalHandler = None
         self._installed = False
+        self._wakeup: tuple[socket.socket, socket.socket] | None = None
 
     def install(self) -> bool:
         """Install; ``False`` (and nothing done) off the main thread or without a kernel."""
@@ -75,8 +84,49 @@ class InterruptHook:
             self._previous_idle = signal.getsignal(signal.SIGINT)
             signal.signal(signal.SIGINT, self._idle)
         self.shell.events.register("pre_run_cell", self._pre_run_cell)
+        self._install_wakeup()
         self._installed = True
         return True
+
+    def _install_wakeup(self) -> None:
+        loop = self._loop
+        if loop is None:
+            return
+        rsock, wsock = socket.socketpair()
+        rsock.setblocking(False)
+        wsock.setblocking(False)
+        try:
+            previous = signal.set_wakeup_fd(wsock.fileno(), warn_on_full_buffer=False)
+        except (ValueError, OSError):
+            previous = None
+        if previous != -1:  # someone already wakes the loop on signals (or we cannot): keep it
+            if previous is not None:
+                signal.set_wakeup_fd(previous)
+            rsock.close()
+            wsock.close()
+            return
+        loop.add_reader(rsock.fileno(), self._drain_wakeup, rsock)
+        self._wakeup = (rsock, wsock)
+
+    @staticmethod
+    def _drain_wakeup(rsock: socket.socket) -> None:
+        with contextlib.suppress(OSError):
+            while rsock.recv(4096):
+                pass
+
+    def _uninstall_wakeup(self) -> None:
+        if self._wakeup is None:
+            return
+        rsock, wsock = self._wakeup
+        self._wakeup = None
+        with contextlib.suppress(ValueError, OSError):
+            current = signal.set_wakeup_fd(-1)
+            if current != wsock.fileno():  # someone replaced ours meanwhile: keep theirs
+                signal.set_wakeup_fd(current)
+        if self._loop is not None and not self._loop.is_closed():
+            self._loop.remove_reader(rsock.fileno())
+        rsock.close()
+        wsock.close()
 
     def uninstall(self) -> None:
         if not self._installed:
@@ -84,6 +134,7 @@ class InterruptHook:
         self._installed = False
         with contextlib.suppress(ValueError):
             self.shell.events.unregister("pre_run_cell", self._pre_run_cell)
+        self._uninstall_wakeup()
         kernel = self.kernel
         previous = self._previous_idle if self._previous_idle is not None else signal.SIG_IGN
         if kernel is not None and getattr(kernel, "saved_sigint_handler", None) is self._idle:

@@ -43,12 +43,19 @@ async def drive(agent: Agent) -> None:
     try:
         with agent._loop._initiator(agent):
             allow_queue = True
-            while not agent._disposed and (
-                agent._wake or (allow_queue and agent.inbox._lists["next-turn"])
-            ):
+            while True:
+                if agent._controller.signal.aborted:
+                    # A cancel governs exactly one turn: the one it hit, or (when it landed
+                    # between turns, even before the first) the one about to start. Queued
+                    # input then waits; only a waking send latched after the abort runs now.
+                    agent._controller = AbortController()
+                    allow_queue = False
+                if agent._disposed or not (
+                    agent._wake or (allow_queue and agent.inbox._lists["next-turn"])
+                ):
+                    break
                 agent._wake = False
                 reason = await run_turn(agent)
-                agent._controller = AbortController()  # a cancel governs exactly one turn
                 if reason["kind"] == "disposed":
                     break
                 allow_queue = reason["kind"] in ("completed", "max-tokens")
