@@ -125,7 +125,10 @@ async def _run_steps(agent: Agent, t: _Turn) -> None:
             claimed += inbox._claim("next-turn", 1, t.turn)
         agent._wake = False  # this claim serves every waking send so far: no empty extra turn
         step = t.step + 1
-        assembly = await interruptible(signal, ctx.system_prompt.assemble(agent))
+        if ctx.has_listeners("system-prompt/assemble"):
+            assembly = await interruptible(signal, ctx.system_prompt.assemble(agent))
+        else:  # nothing can rewrite it: skip the waterfall and its cancel scope
+            assembly = ctx.system_prompt.collect(agent)
         entered = await _pre_step(agent, tuple(claimed), t.turn, step)
         if entered is None:
             t.end = "rejected"
@@ -255,7 +258,7 @@ async def _run_step(agent: Agent, t: _Turn, assembly: Any) -> bool:
                     {
                         "turn": turn,
                         "step": step,
-                        "chunk": chunk.model_dump(mode="json", exclude_none=True),
+                        "chunk": _chunk_data(chunk),
                     },
                 ).seq
             )
@@ -305,6 +308,18 @@ async def _run_step(agent: Agent, t: _Turn, assembly: Any) -> bool:
     if interrupted or signal.aborted:
         raise TurnAborted
     return bool(calls)
+
+
+_FLAT_CHUNKS = frozenset({"text-delta", "reasoning-delta", "tool-call-delta", "block-start"})
+
+
+def _chunk_data(chunk: Any) -> dict[str, Any]:
+    """The chunk as logged JSON. The flat, per-token chunk types skip pydantic's serializer
+    (this runs once per streamed token); the rest are dumped normally."""
+    if chunk.type in _FLAT_CHUNKS:
+        return {k: v for k, v in chunk.__dict__.items() if v is not None}
+    data: dict[str, Any] = chunk.model_dump(mode="json", exclude_none=True)
+    return data
 
 
 def _context_message(extra: Any, call_id: str, name: str) -> UserMessage:
