@@ -357,3 +357,22 @@ async def test_resume_with_repair_persists_the_synthetic_events(tmp_path: Path) 
     assert [e.type for e in reloaded[3:]] == [e.type for e in added]
     assert [e.type for e in added] == ["tool/result", "step/end", "turn/end"]
     await persistence.aclose()
+
+
+@pytest.mark.anyio
+async def test_the_fast_encoder_writes_the_same_bytes_as_the_standard_library(
+    tmp_path: Path,
+) -> None:
+    """Lines are written by orjson; they must equal ``SessionEvent.to_json()`` byte for byte,
+    and values orjson refuses (ints beyond 64 bits) fall back to the standard library."""
+    store, backend = setup(tmp_path)
+    session = store.create("enc")
+    session.append("x/text", {"s": "héllo \u2028 \x1f \x7f / \" \\ 😀", "f": 0.1, "e": 1e-300})
+    session.append("x/nested", {"a": [1, [2.5, {"k": None}], True], "b": {"": -0}})
+    session.append("x/big", {"n": 2**70})
+    await session.flush()
+    lines = (tmp_path / "enc.jsonl").read_bytes().splitlines()[1:]
+    assert lines == [e.to_json().encode("utf-8") for e in session.events]
+    loaded = backend.load("enc")[1]
+    assert [e.data for e in loaded] == [e.data for e in session.events]
+    await backend.aclose()

@@ -16,6 +16,7 @@ as ``artifacts/screenshots/quickstart-widget.png`` (the README's picture is a co
 
 from __future__ import annotations
 
+import itertools
 import re
 from typing import TYPE_CHECKING
 
@@ -35,7 +36,7 @@ WIDGET_SHOT = harness.SCREENSHOTS / "quickstart-widget.png"
 def _assert_grows(texts: list[str]) -> None:
     """Each sampled text extends the previous one: streamed words are appended, never replaced."""
     words = [t.split() for t in texts]
-    for before, after in zip(words, words[1:], strict=False):
+    for before, after in itertools.pairwise(words):
         assert len(after) > len(before) and after[: len(before)] == before, texts
 
 
@@ -95,7 +96,8 @@ def test_quickstart_streams_calls_tools_and_cancels_in_the_browser(
     assert re.search(r"\btell me a long story\b", new_turn.inner_text())
 
     # The view is taller than the notebook panel: grow the window so the element shot is whole.
-    height = int(first_view.bounding_box()["height"]) + 400 if first_view.bounding_box() else 2400
+    box = first_view.bounding_box()
+    height = int(box["height"]) + 400 if box is not None else 2400
     lab_page.set_viewport_size({"width": 1200, "height": max(1000, height)})
     first_view.scroll_into_view_if_needed()
     harness.SCREENSHOTS.mkdir(parents=True, exist_ok=True)
