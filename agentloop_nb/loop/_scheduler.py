@@ -11,6 +11,7 @@ in model order. Calls that never start (abort, scheduler failure) get a syntheti
 from __future__ import annotations
 
 import asyncio
+from collections import deque
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -111,30 +112,43 @@ async def _run_one(st: _StepTools, i: int) -> None:
 
 
 async def _run_pool(st: _StepTools, idxs: list[int], cap: int) -> None:
-    """Rolling pool: pre-execute in model order, bodies overlap (≤ cap), post-execute and the
-    durable commit in model order."""
+    """Rolling pool of ``cap`` workers: each takes the next call in model order, logs its
+    ``tool/call`` and runs ``tools/pre-execute`` under a shared lock (so those stay in model
+    order), then runs the body outside it; a settled body goes straight on to the next call.
+    ``tools/post-execute`` and the durable commit run in model order in a separate task."""
     tools = st.agent.ctx.tools
     loop = asyncio.get_running_loop()
     slots: dict[int, asyncio.Future[tuple[ToolExecution, ToolResult] | None]] = {
         i: loop.create_future() for i in idxs
     }
-    sem = anyio.Semaphore(cap)
+    queue = deque(idxs)
+    in_order = anyio.Lock()
 
-    async def body(i: int, execution: ToolExecution) -> None:
-        try:
-            raw = await tools.dispatch(execution)
-        except Exception as exc:
-            if st.failure is None:
-                st.failure = exc
-            raw = _failed_result(exc)
-        finally:
-            sem.release()
-        slots[i].set_result((execution, raw))
+    async def worker() -> None:
+        while True:
+            async with in_order:
+                if not queue or st.signal.aborted or st.failure is not None:
+                    return
+                i = queue.popleft()
+                execution = _start(st, i)
+                try:
+                    result = await tools.pre_execute(execution)
+                except Exception as exc:
+                    st.failure = exc
+                    result = _failed_result(exc)
+            if result is None:
+                try:
+                    result = await tools.dispatch(execution)
+                except Exception as exc:
+                    if st.failure is None:
+                        st.failure = exc
+                    result = _failed_result(exc)
+            slots[i].set_result((execution, result))
 
     async def commit_in_order() -> None:
         for i in idxs:
             slot = await slots[i]
-            if slot is None:  # never started: the launcher stopped here
+            if slot is None:  # never started: the workers stopped before it
                 return
             execution, result = slot
             if st.failure is None:
@@ -146,27 +160,12 @@ async def _run_pool(st: _StepTools, idxs: list[int], cap: int) -> None:
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(commit_in_order)
-        pending = list(idxs)
         try:
-            while pending:
-                await sem.acquire()
-                if st.signal.aborted or st.failure is not None:
-                    sem.release()
-                    break
-                i = pending.pop(0)
-                execution = _start(st, i)
-                try:
-                    pre = await tools.pre_execute(execution)
-                except Exception as exc:
-                    st.failure = exc
-                    pre = _failed_result(exc)
-                if pre is not None:
-                    sem.release()
-                    slots[i].set_result((execution, pre))
-                else:
-                    tg.start_soon(body, i, execution)
+            async with anyio.create_task_group() as workers:
+                for _ in range(min(cap, len(idxs))):
+                    workers.start_soon(worker)
         finally:
-            for i in pending:
+            for i in queue:
                 slots[i].set_result(None)
 
 
