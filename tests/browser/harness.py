@@ -369,7 +369,9 @@ def distinct_texts(locator: Locator, count: int, *, timeout: float = 30_000) -> 
 
     deadline = time.monotonic() + timeout / 1000
     locator.wait_for(timeout=timeout)
-    seen = [locator.inner_text()]
+    # textContent, like the `expect` below: innerText is "" for an element Lab's windowing has
+    # not rendered (a cell scrolled out of view while Run All moves down the notebook).
+    seen = [locator.text_content() or ""]
     while len(seen) < count:
         remaining_ms = max(1.0, (deadline - time.monotonic()) * 1000)
         try:
@@ -378,7 +380,7 @@ def distinct_texts(locator: Locator, count: int, *, timeout: float = 30_000) -> 
             raise AssertionError(
                 f"text stopped changing after {len(seen)} of {count} values: {seen}"
             ) from exc
-        seen.append(locator.inner_text())
+        seen.append(locator.text_content() or "")
     return seen
 
 
