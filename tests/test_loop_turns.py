@@ -110,7 +110,18 @@ async def test_pre_step_reject_ends_the_turn_rejected_without_a_step(app: App) -
     assert model.requests == [] and agent.inbox.next_turn == ()  # the claim stays removed
     (p,) = payloads
     assert (p.agent, p.turn, p.step, [m.text for m in p.messages]) == (agent, 1, 1, ["blocked"])
+    assert dict(data(agent, "turn/end")[0]["reason"]) == {"kind": "rejected"}
     assert not p.signal.aborted
+
+
+async def test_a_reject_reason_is_logged_with_the_turn_end(app: App) -> None:
+    agent, _model = new_agent(app, text("never"))
+    app.ctx.on("agent/pre-step", lambda payload, next: Reject("off-topic prompt"))
+    await run(agent, "blocked")
+    assert dict(data(agent, "turn/end")[0]["reason"]) == {
+        "kind": "rejected",
+        "reason": "off-topic prompt",
+    }
 
 
 async def test_pre_step_enter_with_no_messages_at_step_one_completes_without_a_step(

@@ -10,6 +10,7 @@ from email.utils import format_datetime
 from typing import Any
 
 import anyio
+import anyio.to_thread
 import httpx
 import pytest
 from llmock.scenarios import Fail
@@ -303,8 +304,10 @@ async def test_abort_closes_a_stalled_stream_promptly(provider: str) -> None:
                 # Every task is blocked: the consumer is parked in the network read of the
                 # stalled stream (the server has sent its first event and stopped).
                 await first_chunk.wait()
+                # The server thread marks the stall right after writing the first event: wait
+                # for that mark (it lives in another thread) rather than racing it.
+                assert await anyio.to_thread.run_sync(server.stalled.wait, 10)
                 await anyio.wait_all_tasks_blocked()
-                assert server.stalled.is_set()
                 aborted_at = time.perf_counter()
                 controller.abort("user")
         finally:

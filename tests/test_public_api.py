@@ -5,6 +5,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 import agentloop_nb
 
 SPEC_NAMES = {
@@ -80,3 +82,18 @@ def test_importing_the_core_does_not_import_ipython_or_ipywidgets() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "", f"core import pulled in {out.stdout.strip()}"
+
+
+def test_decisions_accept_their_spec_signatures_positionally() -> None:
+    from agentloop_nb import Accept, Allow, Ask, Block, Deny, Enter, Reject, Retry
+
+    assert Deny("no network", {"host": "x"}) == Deny(reason="no network", info={"host": "x"})
+    assert Ask("sure?").reason == "sure?"
+    assert Accept("new", ("ctx",)) == Accept(content="new", additional_contexts=("ctx",))
+    assert Block("not that").feedback == "not that"
+    assert Enter(()).messages == () and Reject("why").reason == "why"
+    assert Allow() == Allow() and Retry().kind == "retry"
+    with pytest.raises(TypeError, match="at most 2 positional"):
+        Deny("a", None, "extra")
+    with pytest.raises(TypeError, match="multiple values for 'reason'"):
+        Deny("a", reason="b")

@@ -36,6 +36,7 @@ class _Turn:
     step_open: bool = False
     max_tokens: bool = False
     end: str = "completed"
+    detail: str | None = None  # a Reject's reason
 
 
 async def drive(agent: Agent) -> None:
@@ -77,6 +78,8 @@ async def run_turn(agent: Agent) -> dict[str, Any]:
             raise TurnAborted
         await _run_steps(agent, t)
         reason = {"kind": "max-tokens" if t.max_tokens else t.end}
+        if t.detail is not None:
+            reason["reason"] = t.detail
     except TurnAborted:
         reason = _abort_reason(signal.reason)
     except anyio.get_cancelled_exc_class():
@@ -130,8 +133,8 @@ async def _run_steps(agent: Agent, t: _Turn) -> None:
         else:  # nothing can rewrite it: skip the waterfall and its cancel scope
             assembly = ctx.system_prompt.collect(agent)
         entered = await _pre_step(agent, tuple(claimed), t.turn, step)
-        if entered is None:
-            t.end = "rejected"
+        if isinstance(entered, Reject):
+            t.end, t.detail = "rejected", entered.reason
             return
         if step == 1 and not entered:
             return  # nothing to say: the turn completes without a step
@@ -156,7 +159,7 @@ async def _run_steps(agent: Agent, t: _Turn) -> None:
 
 async def _pre_step(
     agent: Agent, claimed: tuple[UserMessage, ...], turn: int, step: int
-) -> tuple[UserMessage, ...] | None:
+) -> tuple[UserMessage, ...] | Reject:
     ctx = agent.ctx
     if not ctx.has_listeners("agent/pre-step"):
         return claimed
@@ -170,7 +173,7 @@ async def _pre_step(
         ),
     )
     if isinstance(decision, Reject):
-        return None
+        return decision
     if not isinstance(decision, Enter):
         raise TypeError(
             f"an agent/pre-step listener returned {decision!r}; return Enter(messages) or Reject()"

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from .._decision import Decision
 from ..signals import AbortSignal
 
 if TYPE_CHECKING:
@@ -67,13 +68,13 @@ class _Frozen(BaseModel):
 # -- decisions -------------------------------------------------------------------------------
 
 
-class Allow(_Frozen):
+class Allow(Decision):
     """``tools/pre-execute``: let the call proceed (to the guards, then dispatch)."""
 
     kind: Literal["allow"] = "allow"
 
 
-class Deny(_Frozen):
+class Deny(Decision):
     """``tools/pre-execute`` (or a guard): refuse the call. The model receives a ``DENIED``
     error result quoting ``reason``; ``info`` (JSON) becomes the result's ``meta``."""
 
@@ -82,7 +83,7 @@ class Deny(_Frozen):
     info: dict[str, Any] | None = None
 
 
-class Ask(_Frozen):
+class Ask(Decision):
     """``tools/pre-execute``: proceed only if the approval service (``ctx.approval``) answers
     yes. With no approval service, or one that fails, the call is denied."""
 
@@ -90,7 +91,7 @@ class Ask(_Frozen):
     reason: str | None = None
 
 
-class Accept(_Frozen):
+class Accept(Decision):
     """``tools/post-execute``: keep the result. ``content`` (when not ``None``) replaces the
     result's content; ``additional_contexts`` are appended to the result's own, and the loop
     injects them into the next step's input."""
@@ -100,7 +101,7 @@ class Accept(_Frozen):
     additional_contexts: tuple[str, ...] = ()
 
 
-class Block(_Frozen):
+class Block(Decision):
     """``tools/post-execute``: withhold the result. The model receives an error result
     (code ``BLOCKED``) whose content is ``"Error: <feedback>"``."""
 
