@@ -98,9 +98,7 @@ class ToolResultMessage(_Frozen):
     is_error: bool = False
 
 
-Message = Annotated[
-    UserMessage | AssistantMessage | ToolResultMessage, Field(discriminator="role")
-]
+Message = Annotated[UserMessage | AssistantMessage | ToolResultMessage, Field(discriminator="role")]
 
 MESSAGE_ADAPTER: TypeAdapter[Message] = TypeAdapter(Message)
 CONTENT_ADAPTER: TypeAdapter[tuple[ContentBlock, ...]] = TypeAdapter(tuple[ContentBlock, ...])

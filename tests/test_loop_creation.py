@@ -310,4 +310,3 @@ async def test_dispose_waits_for_work_that_ignores_the_signal_before_unpublishin
     assert app.ctx.agents.get("w") is None
     assert [d["content"] for d in data(agent, "tool/result")] == ["finished anyway"]
     assert agent.session.events[-1].data["reason"] == {"kind": "disposed"}
-

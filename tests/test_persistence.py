@@ -367,7 +367,7 @@ async def test_the_fast_encoder_writes_the_same_bytes_as_the_standard_library(
     and values orjson refuses (ints beyond 64 bits) fall back to the standard library."""
     store, backend = setup(tmp_path)
     session = store.create("enc")
-    session.append("x/text", {"s": "héllo \u2028 \x1f \x7f / \" \\ 😀", "f": 0.1, "e": 1e-300})
+    session.append("x/text", {"s": 'héllo \u2028 \x1f \x7f / " \\ 😀', "f": 0.1, "e": 1e-300})
     session.append("x/nested", {"a": [1, [2.5, {"k": None}], True], "b": {"": -0}})
     session.append("x/big", {"n": 2**70})
     await session.flush()

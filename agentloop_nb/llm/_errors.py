@@ -31,4 +31,6 @@ class LlmError(Exception):
 
     @classmethod
     def from_finish(cls, finish: ErrorFinish) -> LlmError:
-        return cls(finish.code, finish.message, status=finish.status, retry_after=finish.retry_after)
+        return cls(
+            finish.code, finish.message, status=finish.status, retry_after=finish.retry_after
+        )
