@@ -289,3 +289,57 @@ async def test_run_eagerly_finishes_sync_coroutines_and_continues_suspended_ones
     assert not done
     gate.set_result(41)
     assert await task == 42
+
+
+@pytest.mark.anyio
+async def test_agent_view_calls_a_magic_bound_agent_by_its_name_and_keeps_the_id_as_tooltip(
+    shell: InteractiveShell,
+) -> None:
+    shell.run_line_magic("agent", "create a")
+    a = shell.user_ns["a"]
+    assert a.id.startswith("a-session-")
+    view = J.view(a)
+    header = view.status.value
+    assert f'<span class="agentloop-agent-name" title="{a.id}">a</span>' in header
+    assert header.count(a.id) == 1  # only in the tooltip
+    assert repr(view).splitlines()[0] == f"<AgentView 'a' idle session={a.id!r}>"
+    a.followup("what is 2+3")
+    await a.when_idle()
+    sid = a.session.id
+    shell.run_line_magic("agent", "dispose a")
+    await state().drain()
+    shell.run_line_magic("agent", f"resume {sid} --name b")
+    b = shell.user_ns["b"]
+    assert repr(J.view(b)).splitlines()[0] == f"<AgentView 'b' idle session={sid!r}>"
+    unnamed = J.AgentView(b)  # built outside the magics: no name to show, so the id
+    assert f'<span class="agentloop-agent-id">{sid}</span>' in unnamed.status.value
+    assert repr(unnamed).splitlines()[0] == f"<AgentView {sid!r} idle>"
+    unnamed.close()
+
+
+@pytest.mark.anyio
+async def test_steer_and_inject_text_ending_in_a_question_mark_is_not_a_help_request(
+    shell: InteractiveShell, capsys: pytest.CaptureFixture[str]
+) -> None:
+    shell.run_line_magic("agent", "create a")
+    a = shell.user_ns["a"]
+    shell.run_cell("%agent inject a is it raining?")
+    assert [m.content[0].text for m in a.inbox.next_step] == ["is it raining?"]
+    shell.run_cell("x = 1\nif x:\n    %agent steer a what is 6*7?\n")
+    await a.when_idle()
+    prompts = [
+        e.data["message"]["content"][0]["text"]
+        for e in a.session.events
+        if e.type == "user/message"
+    ]
+    assert prompts == ["is it raining?", "what is 6*7?"]
+    capsys.readouterr()
+    shell.run_cell("%agent?")  # asking for the magic's help still works
+    assert "%agent steer NAME TEXT" in capsys.readouterr().out
+    doc = shell.find_line_magic("agent").__doc__
+    assert 'A trailing "?" is kept' in doc
+    shell.run_line_magic("unload_ext", EXT)
+    try:  # the transformer goes with the extension
+        assert "run_line_magic('pinfo'" in shell.transform_cell("%agent steer a why?\n")
+    finally:
+        shell.run_line_magic("load_ext", EXT)

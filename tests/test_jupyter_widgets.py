@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -21,10 +22,12 @@ from agentloop_nb.jupyter import (
     Transcript,
     WidgetApproval,
 )
+from agentloop_nb.jupyter import _widgets as widgets_module
+from agentloop_nb.jupyter._transcript import item_html, item_text
 from agentloop_nb.loop import AgentOptions
 from agentloop_nb.session import SessionStore
 from agentloop_nb.testing import HANG, ScriptedModel, combine, text, tool_call
-from agentloop_nb.tools import Ask, tool
+from agentloop_nb.tools import Ask, Deny, tool
 
 
 @pytest.fixture
@@ -274,6 +277,7 @@ async def test_ask_shows_approve_deny_buttons_and_approve_runs_the_tool() -> Non
     results = {e.data["call_id"]: e.data for e in agent.session.events if e.type == "tool/result"}
     assert results["c1"]["content"] == "ran 1" and not results["c1"]["is_error"]
     assert results["c2"]["error"]["code"] == "DENIED"
+    assert results["c2"]["content"] == "Error: tool call denied: the approver declined (risky)"
     assert view.pool_view.approval_buttons("c2") is None
     view.close()
     await app.aclose()
@@ -413,3 +417,208 @@ def test_transcript_folds_a_history_without_chunks() -> None:
     assert [i.kind for i in t.items] == ["turn-start", "assistant", "tool"]
     assert t.items[2].data["state"] == "aborted"
     assert t.pool == [t.items[2]]
+
+
+def _pool_row(table: str, call_id: str) -> str:
+    match = re.search(rf'<tr [^>]*data-call-id="{call_id}">.*?</tr>', table)
+    assert match is not None, table
+    return match.group(0)
+
+
+def _duration_cell(row: str) -> str:
+    match = re.search(r'<td class="agentloop-pool-duration">(.*?)</td>', row)
+    assert match is not None, row
+    return match.group(1)
+
+
+@pytest.mark.anyio
+async def test_calls_whose_body_never_ran_show_their_own_state_and_no_duration() -> None:
+    running = asyncio.Event()
+    release = asyncio.Event()
+
+    @tool(concurrency_safe=True)
+    async def wait(tag: str) -> str:
+        """Wait for the test to release it."""
+        running.set()
+        await release.wait()
+        return f"ok {tag}"
+
+    async def refuse(execution: Any, next: Any) -> Any:
+        return Deny(reason="not this one") if execution.args == {"tag": "no"} else await next()
+
+    app, _ = _app(
+        [
+            combine(
+                tool_call("c1", "wait", {"tag": "a"}),
+                tool_call("c2", "wait", {"tag": 5}),  # breaks the schema: INVALID_ARGS
+                tool_call("c3", "wait", {"tag": "no"}),  # DENIED by the listener
+            ),
+            text("done"),
+        ]
+    )
+    app.ctx.tools.register(wait)
+    app.ctx.on("tools/pre-execute", refuse)
+    agent = _agent(app)
+    view = AgentView(agent)
+    agent.followup("go")
+    await running.wait()
+    release.set()  # c2 and c3 were settled long before: their results wait for c1's commit
+    await agent.when_idle()
+    view.flush()
+    lines = view.text.splitlines()
+    assert any(line.startswith('tool wait({"tag": 5}) [invalid] → Error:') for line in lines)
+    assert any(line.startswith('tool wait({"tag": "no"}) [denied] → Error:') for line in lines)
+    table = view.pool_view.table.value
+    for call_id, state in (("c2", "invalid"), ("c3", "denied")):
+        row = _pool_row(table, call_id)
+        assert f">{state}</td>" in row
+        assert "agentloop-bar" not in row and _duration_cell(row) == ""
+    ran = _pool_row(table, "c1")
+    assert "agentloop-bar-done" in ran and "width:100.00%" in ran
+    assert _duration_cell(ran).endswith("s")
+    # the call that ran is timed by its body, not by when its result was committed
+    item = view.transcript.call("c1")
+    assert item is not None
+    body_start, body_end = item.data["body"]
+    assert item.data["started"] <= body_start <= body_end <= item.data["ended"]
+    assert f"[done] ({body_end - body_start:.2f}s)" in item_text(item)
+    view.close()
+    await app.aclose()
+
+
+def test_transcript_shows_no_duration_for_calls_refused_or_never_dispatched() -> None:
+    class E:
+        def __init__(self, type: str, data: dict[str, Any], time: float) -> None:
+            self.type, self.data, self.time = type, data, time
+
+    codes = {
+        "u": ("UNKNOWN_TOOL", "invalid"),
+        "i": ("INVALID_ARGS", "invalid"),
+        "d": ("DENIED", "denied"),
+        "b": ("ABORTED_BEFORE_DISPATCH", "aborted"),
+        "x": ("TOOL_ERROR", "failed"),
+    }
+    t = Transcript()
+    for call_id, (code, _) in codes.items():
+        base = {"turn": 1, "step": 1, "call_id": call_id, "name": "f"}
+        t.feed(E("tool/call", {**base, "arguments": "{}"}, 1.0))
+        error = {"code": code, "message": "m"}
+        t.feed(E("tool/result", {**base, "content": "no", "is_error": True, "error": error}, 1.3))
+    calls = {i.data["call_id"]: i for i in t.items if i.kind == "tool"}
+    for call_id, (_, state) in codes.items():
+        item = calls[call_id]
+        assert item.data["state"] == state
+        shown = item_text(item)
+        if call_id == "x":  # its body ran: the logged span is its duration
+            assert shown == "tool f({}) [failed] (0.30s) → no"
+        else:
+            assert shown == f"tool f({{}}) [{state}] → no"
+            assert "(0." not in item_html(item)
+
+
+class _Clock:
+    """A settable ``time`` stand-in, so bar geometry does not depend on real timing."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def time(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> _Clock:
+    c = _Clock()
+    monkeypatch.setattr(widgets_module, "time", c)
+    return c
+
+
+@pytest.mark.anyio
+async def test_the_only_call_of_a_step_fills_the_timeline_however_fast_it_was(
+    clock: _Clock,
+) -> None:
+    @tool
+    async def instant() -> str:
+        """Returns at once (the clock does not move)."""
+        return "ok"
+
+    app, _ = _app([tool_call("c1", "instant", {}), text("done")])
+    app.ctx.tools.register(instant)
+    agent = _agent(app)
+    view = AgentView(agent)
+    agent.followup("go")
+    await agent.when_idle()
+    view.flush()
+    row = _pool_row(view.pool_view.table.value, "c1")
+    assert "left:0.00%;width:100.00%" in row
+    assert _duration_cell(row) == "0.00s"
+    view.close()
+    await app.aclose()
+
+
+@pytest.mark.anyio
+async def test_an_instant_call_beside_a_long_one_keeps_a_visible_bar_inside_the_timeline(
+    clock: _Clock,
+) -> None:
+    @tool(concurrency_safe=True)
+    async def long() -> str:
+        """Takes 5 s of the test clock."""
+        clock.now += 5.0
+        return "slow"
+
+    @tool  # exclusive: it starts once the long call has ended, whatever the pool's order
+    async def instant() -> str:
+        """Takes no time."""
+        return "fast"
+
+    app, _ = _app(
+        [
+            combine(tool_call("c1", "long", {}), tool_call("c2", "instant", {})),
+            text("done"),
+        ]
+    )
+    app.ctx.tools.register(long)
+    app.ctx.tools.register(instant)
+    agent = _agent(app)
+    view = AgentView(agent)
+    agent.followup("go")
+    await agent.when_idle()
+    view.flush()
+    table = view.pool_view.table.value
+    assert "left:0.00%;width:100.00%" in _pool_row(table, "c1")
+    # the instant call starts where the long one ended: a minimal bar, still inside the track
+    assert "left:99.00%;width:1.00%" in _pool_row(table, "c2")
+    view.close()
+    await app.aclose()
+
+
+@pytest.mark.anyio
+async def test_an_unanswered_approval_says_no_one_answered_rather_than_declined() -> None:
+    @tool
+    def danger() -> str:
+        """Needs approval."""
+        return "ran"
+
+    app, model = _app([tool_call("c1", "danger", {}), text("done")])
+    app.ctx.provide("approval", WidgetApproval(timeout=0.05))
+    app.ctx.tools.register(danger)
+    app.ctx.on("tools/pre-execute", lambda execution, next: Ask(reason="risky"))
+    agent = _agent(app)
+    view = AgentView(agent)
+    agent.followup("go")
+    await agent.when_idle()
+    view.flush()
+    result = next(e.data for e in agent.session.events if e.type == "tool/result")
+    expected = (
+        "Error: tool call denied: no one answered the approval request (risky) within 0.05 s; "
+        "denied by default"
+    )
+    assert result["error"]["code"] == "DENIED" and result["content"] == expected
+    assert result["meta"] == {"approval": "timeout", "timeout": 0.05}
+    assert "declined" not in result["content"]
+    sent = [m for m in model.requests[-1].messages if m.role == "tool"]
+    assert [m.content for m in sent] == [expected]  # the model is told, too
+    row = _pool_row(view.pool_view.table.value, "c1")
+    assert ">denied</td>" in row and "agentloop-bar" not in row
+    view.close()
+    await app.aclose()

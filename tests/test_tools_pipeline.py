@@ -402,6 +402,18 @@ async def test_ask_denies_unless_the_answer_is_exactly_true(root: Context, answe
 
 
 @pytest.mark.anyio
+async def test_an_approval_service_answering_deny_is_quoted_with_its_reason(
+    root: Context,
+) -> None:
+    root.tools.register(echo)
+    root.provide("approval", Approver(Deny("no one answered within 5 s", {"approval": "timeout"})))
+    root.on("tools/pre-execute", lambda e, nxt: Ask())
+    result = await execute(root, "echo", {"text": "x"})
+    assert code(result) == DENIED and "no one answered within 5 s" in result.content
+    assert "declined" not in result.content and result.meta == {"approval": "timeout"}
+
+
+@pytest.mark.anyio
 async def test_ask_without_an_approval_service_is_denied(root: Context) -> None:
     root.tools.register(echo)
     root.on("tools/pre-execute", lambda e, nxt: Ask(reason="risky"))

@@ -3,7 +3,9 @@
 The tool pipeline calls ``await approval.request(execution, reason)`` for an ``Ask`` decision;
 this service parks the request as a :class:`PendingApproval`, tells its observers (the
 ``ToolPoolView`` of that agent shows Approve/Deny buttons on the call) and returns the answer.
-No answer within ``timeout`` seconds is a deny, so an unattended kernel never waits forever.
+No answer within ``timeout`` seconds is a deny, so an unattended kernel never waits forever; that
+deny says so (a ``Deny`` whose reason tells the model nobody answered), so it is never mistaken
+for a person declining.
 Pure asyncio: no widget code lives here, so it also works without a front end (call
 ``approve(call_id)`` / ``deny(call_id)`` from a cell).
 """
@@ -17,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._disposer import Disposer
+from ..tools import Deny
 
 _log = logging.getLogger("agentloop_nb.jupyter")
 
@@ -39,8 +42,11 @@ class PendingApproval:
 class WidgetApproval:
     """Approval service answered by widget buttons (or ``approve``/``deny`` calls).
 
-    ``request`` returns ``True`` only when someone approves; ``False`` on deny or timeout.
-    Cancelling the waiting call (the turn was aborted) withdraws the request.
+    ``request`` returns ``True`` only when someone approves; ``False`` when someone denies;
+    on timeout a :class:`~agentloop_nb.tools.Deny` whose reason says nobody answered (the
+    tool pipeline turns it into a ``DENIED`` result quoting that reason, with ``meta``
+    ``{"approval": "timeout", "timeout": seconds}``). Cancelling the waiting call (the turn
+    was aborted) withdraws the request.
     """
 
     def __init__(self, timeout: float = DEFAULT_APPROVAL_TIMEOUT) -> None:
@@ -58,7 +64,8 @@ class WidgetApproval:
     def pending_for(self, agent: Any) -> list[PendingApproval]:
         return [p for p in self._pending.values() if p.agent is agent]
 
-    async def request(self, execution: Any, reason: str | None) -> bool:
+    async def request(self, execution: Any, reason: str | None) -> bool | Deny:
+        timeout = self.timeout  # the one this request waits for, even if changed meanwhile
         fut: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
         call_id = str(execution.call_id)
         entry = PendingApproval(
@@ -67,9 +74,14 @@ class WidgetApproval:
         self._pending[call_id] = entry
         self._notify()
         try:
-            return await asyncio.wait_for(fut, self.timeout)
+            return await asyncio.wait_for(fut, timeout)
         except TimeoutError:
-            return False
+            asked = f" ({reason})" if reason else ""
+            return Deny(
+                reason=f"no one answered the approval request{asked} within {timeout:g} s; "
+                "denied by default",
+                info={"approval": "timeout", "timeout": timeout},
+            )
         finally:
             if self._pending.get(call_id) is entry:
                 del self._pending[call_id]

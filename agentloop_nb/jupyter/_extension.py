@@ -50,6 +50,9 @@ class KernelState:
 
     def bind(self, name: str, agent: Any) -> None:
         self.names[name] = agent
+        view = self.views.get(agent.id)
+        if view is not None:  # a view made before the binding shows the name from now on
+            view.name = name
         if self.shell is not None:
             self.shell.push({name: agent}, interactive=True)
 
@@ -71,7 +74,7 @@ class KernelState:
         if view is None:
             from ._widgets import AgentView
 
-            view = self.views[agent.id] = AgentView(agent)
+            view = self.views[agent.id] = AgentView(agent, name=self.name_of(agent))
         return view
 
     def _forget(self, payload: Any) -> None:
@@ -154,12 +157,15 @@ def load_ipython_extension(ipython: Any) -> None:
     global _STATE
     if _STATE is not None:
         return
-    from ._magics import AgentMagics
+    from ._magics import AgentMagics, keep_question_marks
 
     application, approval = _build_app()
     st = KernelState(ipython, application, approval)
     _STATE = st
     ipython.register_magics(AgentMagics(ipython, st))
+    cleanup = getattr(ipython, "input_transformers_cleanup", None)
+    if cleanup is not None and keep_question_marks not in cleanup:
+        cleanup.append(keep_question_marks)
     ipython.push({"ctx": application.ctx}, interactive=True)
     if getattr(ipython, "kernel", None) is not None:  # a terminal IPython keeps Ctrl-C as is
         st.hook.install()
@@ -172,6 +178,11 @@ def unload_ipython_extension(ipython: Any) -> None:
     if st is None:
         return
     st.close()
+    from ._magics import keep_question_marks
+
+    cleanup = getattr(ipython, "input_transformers_cleanup", None)
+    if cleanup is not None and keep_question_marks in cleanup:
+        cleanup.remove(keep_question_marks)
     magics = ipython.magics_manager.magics
     for kind, name in (("line", "agent"), ("cell", "agent"), ("cell", "plugin")):
         magics[kind].pop(name, None)

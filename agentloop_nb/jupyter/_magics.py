@@ -4,12 +4,15 @@ Every subcommand only schedules work on the kernel loop and returns at once. Bad
 other problems a person fixes by typing something else print one ``UsageError: ...`` line to
 stderr (never a traceback, and the cell still succeeds); ``%agent --help`` and
 ``%agent SUB --help`` print argparse help; ``%agent?`` shows the docstring.
+:func:`keep_question_marks` (an input transformer the extension registers) keeps IPython from
+reading ``%agent steer NAME why?`` as a help request.
 """
 
 from __future__ import annotations
 
 import argparse
 import keyword
+import re
 import shlex
 import sys
 import time
@@ -27,6 +30,10 @@ from ._sync import run_eagerly
 DEFAULT_PROVIDER = "offline"
 DEFAULT_MODEL = "demo"
 _RAW_TEXT = ("steer", "inject")  # TEXT is the raw rest of the line (quotes and all)
+# `%agent steer|inject NAME TEXT?`: IPython would read the trailing `?` as a help request.
+_QUESTION_LINE = re.compile(
+    r"(?P<indent>[ \t]*)%agent[ \t]+(?P<rest>(?:steer|inject)[ \t]+[^\s?]+[ \t]+\S.*?\?)[ \t]*"
+)
 
 
 class _Exit(Exception):
@@ -73,7 +80,13 @@ def _build_parser() -> _Parser:
         ("steer", "steer the running turn (wakes an idle agent)"),
         ("inject", "add context for the next step (does not wake)"),
     ):
-        s = sub.add_parser(name, help=what, description=what)
+        s = sub.add_parser(
+            name,
+            help=what,
+            description=what,
+            epilog='TEXT is the raw rest of the line; a trailing "?" is part of it (the '
+            "extension stops IPython reading it as a help request).",
+        )
         s.add_argument("name", metavar="NAME")
         s.add_argument("text", metavar="TEXT", nargs="+")
     x = sub.add_parser("cancel", help="cancel the running turn (cause: user)")
@@ -99,6 +112,29 @@ def _build_parser() -> _Parser:
     d = sub.add_parser("dispose", help="dispose NAME (its turn ends 'disposed')")
     d.add_argument("name", metavar="NAME")
     return p
+
+
+def keep_question_marks(lines: list[str]) -> list[str]:
+    """IPython input transformer (``shell.input_transformers_cleanup``): turn each
+    ``%agent steer|inject NAME TEXT?`` line into the equivalent ``run_line_magic`` call, so
+    IPython's help syntax does not take the trailing ``?`` (it would run ``%pinfo`` on the last
+    word instead). Cells of cell magics (``%%...``) are left alone: their body is raw text."""
+    if not lines or lines[0].lstrip().startswith("%%"):
+        return lines
+    out = lines
+    for i, line in enumerate(lines):
+        if "?" not in line or "%agent" not in line:
+            continue
+        body = line.rstrip("\r\n")
+        m = _QUESTION_LINE.fullmatch(body)
+        if m is None or (i > 0 and lines[i - 1].rstrip("\r\n").endswith("\\")):
+            continue
+        if out is lines:
+            out = list(lines)
+        out[i] = (
+            f"{m['indent']}get_ipython().run_line_magic('agent', {m['rest']!r}){line[len(body) :]}"
+        )
+    return out
 
 
 def _identifier(name: str, what: str = "NAME") -> str:
@@ -130,6 +166,11 @@ class AgentMagics(Magics):
               create an agent and bind it to NAME (default provider: offline, model: demo)
           %agent steer NAME TEXT      steer the running turn (wakes an idle agent)
           %agent inject NAME TEXT     add context for the next step (does not wake)
+              TEXT is the raw rest of the line (quotes are kept). A trailing "?" is kept
+              too: IPython reads a line ending in "?" as a help request (it would run %pinfo
+              on the last word and drop the command), so the extension registers an input
+              transformer that passes these two lines to %agent unchanged. Where it is not
+              active, end the line with a space after the "?".
           %agent cancel NAME [--keep-inbox]
                                       cancel the running turn (cause: user)
           %agent resume SESSION_ID [--name NAME]
@@ -353,4 +394,4 @@ def _table(rows: Sequence[tuple[str, ...]]) -> None:
         print("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
 
 
-__all__ = ["DEFAULT_MODEL", "DEFAULT_PROVIDER", "AgentMagics"]
+__all__ = ["DEFAULT_MODEL", "DEFAULT_PROVIDER", "AgentMagics", "keep_question_marks"]

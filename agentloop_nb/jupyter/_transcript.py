@@ -21,7 +21,15 @@ from typing import Any
 RESULT_PREVIEW = 2000
 """Characters of a tool result shown (the log keeps all of it)."""
 
-_ABORTED_CODES = frozenset({"ABORTED", "ABORTED_BEFORE_DISPATCH"})
+# Result codes of calls whose body never ran (refused before dispatch, or never dispatched),
+# with the state they are shown in. Their log times only measure the wait until the result was
+# committed in model order, so no duration is shown for them.
+_NOT_RUN_STATES = {
+    "UNKNOWN_TOOL": "invalid",
+    "INVALID_ARGS": "invalid",
+    "DENIED": "denied",
+    "ABORTED_BEFORE_DISPATCH": "aborted",
+}
 
 
 class Item:
@@ -274,7 +282,11 @@ class Transcript:
             item = self._calls[call_id]
         error = data.get("error") or {}
         code = error.get("code")
-        if code in _ABORTED_CODES:
+        not_run = _NOT_RUN_STATES.get(code) if isinstance(code, str) else None
+        if not_run is not None:
+            state = not_run
+            item.data["ran"] = False
+        elif code == "ABORTED":
             state = "aborted"
         elif data.get("is_error"):
             state = "failed"
@@ -283,6 +295,10 @@ class Transcript:
         item.data.update(state=state, result=str(data.get("content", "")), code=code, ended=time)
         item.data.setdefault("started", time)
         self._touch(item)
+
+    def call(self, call_id: str) -> Item | None:
+        """The item of tool call ``call_id`` (``None`` if not seen yet)."""
+        return self._calls.get(call_id)
 
     def _attempt(self, data: Mapping[str, Any], _time: float) -> None:
         failure = data.get("failure") or {}
@@ -370,7 +386,16 @@ def pretty_args(raw: str) -> str:
 
 
 def _duration(item: Item) -> str:
-    started, ended = item.data.get("started"), item.data.get("ended")
+    """`` (1.23s)`` for a finished call whose body ran, else ``""``.
+
+    Prefers the exact body span (``data["body"]``, recorded by a live ``ToolPoolView``) over
+    the log times: ``tool/result`` is committed in model order, so it can lag a body that
+    finished early."""
+    d = item.data
+    if d.get("ran") is False:
+        return ""
+    body = d.get("body")
+    started, ended = body if body is not None else (d.get("started"), d.get("ended"))
     if started is None or ended is None:
         return ""
     return f" ({ended - started:.2f}s)"
@@ -414,6 +439,8 @@ _STATE_COLOURS = {
     "running": "#1f77b4",
     "done": "#2ca02c",
     "failed": "#d62728",
+    "denied": "#8c564b",
+    "invalid": "#d62728",
     "aborted": "#ff7f0e",
     "dropped": "#bbb",
 }

@@ -30,6 +30,7 @@ from ._transcript import Item, Transcript, pretty_args, reason_text
 _POOL_TYPES = frozenset({"assistant/message", "tool/call", "tool/result", "turn/end"})
 _STATUS_TYPES = frozenset({"turn/start", "turn/end", "assistant/message"})
 _TICK = 0.25  # seconds between re-renders of running calls' live durations
+_MIN_BAR = 1.0  # % of the timeline: the narrowest bar drawn, so an instant call stays visible
 _COLOURS = {
     "queued": "#bbb",
     "streaming": "#bbb",
@@ -37,6 +38,8 @@ _COLOURS = {
     "awaiting approval": "#9467bd",
     "done": "#2ca02c",
     "failed": "#d62728",
+    "denied": "#8c564b",
+    "invalid": "#d62728",
     "aborted": "#ff7f0e",
     "dropped": "#ddd",
 }
@@ -169,8 +172,13 @@ class SessionView(_TextRepr, widgets.VBox):
 
 class ToolPoolView(_TextRepr, widgets.VBox):
     """The current step's tool calls: queued / running / awaiting approval / done / failed /
-    aborted, durations and a per-call timeline (bars positioned by start and end time, so
-    parallel calls overlap visibly). Pending ``Ask`` approvals get Approve/Deny buttons.
+    aborted / denied / invalid, durations and a per-call timeline (bars positioned by start and
+    end time, so parallel calls overlap visibly). Pending ``Ask`` approvals get Approve/Deny
+    buttons.
+
+    Durations and bars measure tool bodies only: a call whose body never ran (invalid
+    arguments, unknown tool, denied, aborted before dispatch or while awaiting approval) shows
+    neither, since its log times only measure the wait for its turn to be committed.
 
     ``ToolPoolView(agent, *, interval=0.1, approval=None)``; the approval service defaults to
     ``agent.ctx.approval`` when it is a :class:`WidgetApproval`.
@@ -194,6 +202,13 @@ class ToolPoolView(_TextRepr, widgets.VBox):
         self.children = (self.table, self.approvals)
         self.throttle = Throttle(self.render, interval)
         self._timing: dict[str, list[float]] = {}  # call_id -> [body start, body end] (epoch)
+        # Calls already started before this view existed: their bodies were not timed here, so
+        # their log times are the best we have. Any later call's body is timed by the hook.
+        self._untimed = {
+            str(i.data.get("call_id"))
+            for i in self.transcript.items
+            if i.kind == "tool" and "started" in i.data
+        }
         self._tick: asyncio.TimerHandle | None = None
         self._buttons: dict[str, tuple[widgets.Button, widgets.Button]] = {}
         self.feed.observe(self._changed)
@@ -208,12 +223,28 @@ class ToolPoolView(_TextRepr, widgets.VBox):
         self._approvals_changed()
 
     async def _time_body(self, execution: Any, next: Callable[[], Any]) -> Any:
-        span = self._timing[execution.call_id] = [time.time(), 0.0]
+        call_id = str(execution.call_id)
+        span = self._timing[call_id] = [time.time(), 0.0]
+        self.throttle.poke()
         try:
             return await next()
         finally:
             span[1] = time.time()
+            item = self.transcript.call(call_id)
+            if item is not None:  # the transcript's duration shows the body too, not the commit
+                item.data["body"] = (span[0], span[1])
             self.throttle.poke()
+
+    def _span(self, item: Item, call_id: str) -> tuple[float | None, float | None]:
+        """``(body start, body end or None while running)``; ``(None, None)`` when the body
+        has not run (yet, or at all)."""
+        timing = self._timing.get(call_id)
+        if timing is not None:
+            return timing[0], timing[1] or None
+        d = item.data
+        if d.get("ran") is False or call_id not in self._untimed:
+            return None, None
+        return d.get("started"), d.get("ended")
 
     def _changed(self, kind: str) -> None:
         if kind in _POOL_TYPES:
@@ -236,9 +267,7 @@ class ToolPoolView(_TextRepr, widgets.VBox):
         running = False
         for item in pool:
             call_id = str(item.data.get("call_id", ""))
-            timing = self._timing.get(call_id)
-            start = timing[0] if timing else item.data.get("started")
-            end = (timing[1] or None) if timing else item.data.get("ended")
+            start, end = self._span(item, call_id)
             state = self._state(item)
             if state in ("running", "awaiting approval"):
                 running = True
@@ -247,7 +276,7 @@ class ToolPoolView(_TextRepr, widgets.VBox):
         starts = [s for s, _ in spans if s is not None]
         t0 = min(starts) if starts else now
         t1 = max([e if e is not None else now for s, e in spans if s is not None] or [now])
-        width = max(t1 - t0, 1e-3)
+        width = t1 - t0
         turn, step = self.transcript.pool_key
         parts = [
             f'<div class="agentloop-pool-title" style="font-size:85%;color:#666">'
@@ -260,8 +289,11 @@ class ToolPoolView(_TextRepr, widgets.VBox):
                 bar, dur = "", ""
             else:
                 stop = end if end is not None else now
-                left = 100.0 * (start - t0) / width
-                w = max(100.0 * (stop - start) / width, 0.5)
+                if width > 0:
+                    w = max(100.0 * (stop - start) / width, _MIN_BAR)
+                    left = min(100.0 * (start - t0) / width, 100.0 - w)
+                else:  # every timed call started and ended at the same instant
+                    left, w = 0.0, 100.0
                 bar = (
                     f'<div class="agentloop-bar agentloop-bar-{state.replace(" ", "-")}" '
                     f'style="position:absolute;left:{left:.2f}%;width:{w:.2f}%;top:0;bottom:0;'
@@ -366,13 +398,19 @@ class AgentView(_TextRepr, widgets.VBox):
     with Send, Steer, Inject and Cancel buttons (they call ``agent.followup/steer/inject/
     cancel``; a problem is shown under the controls, never raised into the front end).
 
-    ``AgentView(agent, *, interval=0.1)``; ``close()`` unsubscribes everything.
+    ``AgentView(agent, *, interval=0.1, name=None)``; ``close()`` unsubscribes everything.
+    ``name`` (the variable a magic bound the agent to; settable later) is what the header and
+    ``repr`` call the agent; the long ``NAME-session-<uuid>`` id stays in the header's tooltip
+    and at the end of ``repr``. Without a name both show the id.
     """
 
-    def __init__(self, agent: Any, *, interval: float = DEFAULT_INTERVAL) -> None:
+    def __init__(
+        self, agent: Any, *, interval: float = DEFAULT_INTERVAL, name: str | None = None
+    ) -> None:
         super().__init__()
         self.add_class("agentloop-agent")
         self.agent = agent
+        self._name = name
         self.feed = SessionFeed(agent.session, agent.ctx)
         self.status = widgets.HTML()
         self.session_view = SessionView(agent.session, interval=interval, feed=self.feed)
@@ -419,16 +457,32 @@ class AgentView(_TextRepr, widgets.VBox):
         if payload.agent is self.agent:
             self.throttle.poke()
 
+    @property
+    def name(self) -> str | None:
+        """The name shown for the agent (``None``: the id is shown)."""
+        return self._name
+
+    @name.setter
+    def name(self, value: str | None) -> None:
+        self._name = value
+        self._render_status()
+
     def _render_status(self) -> None:
         a = self.agent
         t = self.transcript
         status = str(a.status)
         last = f" · last turn: {escape(reason_text(t.last_end))}" if t.last_end else ""
+        agent_id = escape(str(a.id))
+        who = (
+            f'<span class="agentloop-agent-name" title="{agent_id}">{escape(self._name)}</span>'
+            if self._name
+            else f'<span class="agentloop-agent-id">{agent_id}</span>'
+        )
         html = (
             f'<span class="agentloop-status agentloop-status-{escape(status)}" '
             f'style="padding:1px 6px;border-radius:8px;color:white;background:'
             f'{"#1f77b4" if status == "running" else "#888"}">{escape(status)}</span> '
-            f'<span class="agentloop-agent-id">{escape(str(a.id))}</span>'
+            f"{who}"
             f" · turn {t.turn}{last} · tokens in {t.usage['input_tokens']}, "
             f"out {t.usage['output_tokens']}"
         )
@@ -493,7 +547,11 @@ class AgentView(_TextRepr, widgets.VBox):
         super().close()
 
     def __repr__(self) -> str:
-        return f"<AgentView {self.agent.id!r} {self.agent.status}>\n{self.text}"
+        a = self.agent
+        head = (
+            f"{self._name!r} {a.status} session={a.id!r}" if self._name else f"{a.id!r} {a.status}"
+        )
+        return f"<AgentView {head}>\n{self.text}"
 
 
 __all__ = ["AgentView", "SessionFeed", "SessionView", "ToolPoolView"]

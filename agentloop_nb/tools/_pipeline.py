@@ -128,8 +128,8 @@ async def ask_approval(
 ) -> ToolResult | None:
     """Ask ``approval.request(execution, reason)``; ``None`` (go) only on an exact ``True``.
 
-    A missing service, a raising one or a ``False`` answer is a ``DENIED`` result; an abort while
-    waiting is an ``ABORTED`` result.
+    A missing service, a raising one or a ``False`` answer is a ``DENIED`` result (a ``Deny``
+    answer is one quoting its reason); an abort while waiting is an ``ABORTED`` result.
     """
     asked = f" ({reason})" if reason else ""
     if approval is None or not callable(getattr(approval, "request", None)):
@@ -158,6 +158,8 @@ async def ask_approval(
         return _aborted(execution, "while waiting for approval")
     if answer is True:
         return None
+    if isinstance(answer, Deny):  # the service says why (e.g. nobody answered in time)
+        return deny_result(execution, answer)
     return _denied(execution, f"the approver declined{asked}")
 
 
