@@ -8,8 +8,28 @@ from typing import Any
 import pytest
 from llmock.scenarios import Reply as LlmockReply
 from peers.aimock import aimock_url  # noqa: F401  (pytest fixture)
-from peers.loopback import LoopbackServer, sse_events, sse_reply
-from peers.streams import WEATHER_TOOL, run, user
+from peers.loopback import sse_events, sse_reply
+from peers.streams import (
+    WEATHER_TOOL,
+    Assembled,
+    assert_answered,
+    run,
+    run_closing,
+    run_served,
+    user,
+)
+from peers.wire import (
+    anthropic_text_stream,
+    anthropic_tool_result,
+    anthropic_tool_use,
+    block_delta,
+    block_start,
+    block_stop,
+    message_delta,
+    message_start,
+    message_stop,
+    text_delta,
+)
 
 from agentloop_nb.llm._chunks import GenerateOptions
 from agentloop_nb.llm.anthropic import AnthropicAdapter
@@ -32,44 +52,12 @@ def options(*messages: Any, **kw: Any) -> GenerateOptions:
     return GenerateOptions(provider="anthropic", messages=messages or (user("hi"),), **kw)
 
 
-def text_stream(text: str = "Hi!", *, stop_reason: str = "end_turn") -> bytes:
-    return sse_events(
-        [
-            (
-                "message_start",
-                {
-                    "type": "message_start",
-                    "message": {"usage": {"input_tokens": 5, "output_tokens": 1}},
-                },
-            ),
-            (
-                "content_block_start",
-                {
-                    "type": "content_block_start",
-                    "index": 0,
-                    "content_block": {"type": "text", "text": ""},
-                },
-            ),
-            (
-                "content_block_delta",
-                {
-                    "type": "content_block_delta",
-                    "index": 0,
-                    "delta": {"type": "text_delta", "text": text},
-                },
-            ),
-            ("content_block_stop", {"type": "content_block_stop", "index": 0}),
-            (
-                "message_delta",
-                {
-                    "type": "message_delta",
-                    "delta": {"stop_reason": stop_reason},
-                    "usage": {"output_tokens": 3},
-                },
-            ),
-            ("message_stop", {"type": "message_stop"}),
-        ]
+async def served(body: bytes) -> Assembled:
+    """The result of one request to a loopback server streaming ``body``."""
+    result, _ = await run_served(
+        sse_reply(body), lambda url: AnthropicAdapter(url, "sk-ant-test"), options()
     )
+    return result
 
 
 # -- llmock -------------------------------------------------------------------------------------
@@ -78,19 +66,9 @@ def text_stream(text: str = "Hi!", *, stop_reason: str = "end_turn") -> bytes:
 @pytest.mark.peer
 async def test_text_reply_streams_one_text_block_with_usage_and_stop(llmock: Any) -> None:
     llmock.reply("Hello from Claude.")
-    adapter = AnthropicAdapter()  # ANTHROPIC_BASE_URL / ANTHROPIC_API_KEY set by llmock
-    try:
-        result = await run(adapter, options(system="Be brief."))
-    finally:
-        await adapter.aclose()
-    assert result.text == "Hello from Claude."
-    assert result.block_types == ["text"]
-    assert result.finish is not None and result.finish.kind == "stop"
-    assert (
-        result.usage is not None
-        and result.usage.input_tokens > 0
-        and result.usage.output_tokens > 0
-    )
+    # ANTHROPIC_BASE_URL / ANTHROPIC_API_KEY are set by llmock.
+    result = await run_closing(AnthropicAdapter(), options(system="Be brief."))
+    assert_answered(result, "Hello from Claude.")
     body = llmock.last_request.body
     assert body["max_tokens"] == 4096 and body["stream"] is True and body["system"] == "Be brief."
     assert body["messages"] == [{"role": "user", "content": [{"type": "text", "text": "hi"}]}]
@@ -103,7 +81,7 @@ async def test_tool_loop_sends_tool_use_and_merged_tool_results_back(llmock: Any
     adapter = AnthropicAdapter()
     try:
         first = await run(adapter, options(user("weather in Paris?"), tools=[WEATHER_TOOL]))
-        assert first.finish is not None and first.finish.kind == "tool-calls"
+        assert first.kind == "tool-calls"
         assert [c["name"] for c in first.calls] == ["get_weather"]
         assert first.call_args() == {"city": "Paris"}
         call_id = first.calls[0]["id"]
@@ -136,26 +114,16 @@ async def test_tool_loop_sends_tool_use_and_merged_tool_results_back(llmock: Any
         {
             "role": "assistant",
             "content": [
-                {
-                    "type": "tool_use",
-                    "id": call_id,
-                    "name": "get_weather",
-                    "input": {"city": "Paris"},
-                },
+                anthropic_tool_use(call_id, "get_weather", {"city": "Paris"}),
                 # Invalid JSON arguments are sent as an empty input object.
-                {"type": "tool_use", "id": "toolu_2", "name": "get_weather", "input": {}},
+                anthropic_tool_use("toolu_2", "get_weather", {}),
             ],
         },
         {
             "role": "user",
             "content": [
-                {"type": "tool_result", "tool_use_id": call_id, "content": "sunny"},
-                {
-                    "type": "tool_result",
-                    "tool_use_id": "toolu_2",
-                    "content": "invalid arguments",
-                    "is_error": True,
-                },
+                anthropic_tool_result(call_id, "sunny"),
+                anthropic_tool_result("toolu_2", "invalid arguments", is_error=True),
             ],
         },
     ]
@@ -164,12 +132,8 @@ async def test_tool_loop_sends_tool_use_and_merged_tool_results_back(llmock: Any
 @pytest.mark.peer
 async def test_max_tokens_stop_reason_ends_with_max_tokens(llmock: Any) -> None:
     llmock.add(LlmockReply(text="This answer is cut", finish_reason="length"))
-    adapter = AnthropicAdapter()
-    try:
-        result = await run(adapter, options(max_tokens=5))
-    finally:
-        await adapter.aclose()
-    assert result.finish is not None and result.finish.kind == "max-tokens"
+    result = await run_closing(AnthropicAdapter(), options(max_tokens=5))
+    assert result.kind == "max-tokens"
     assert result.text == "This answer is cut"
     assert llmock.last_request.body["max_tokens"] == 5
 
@@ -179,18 +143,15 @@ async def test_max_tokens_stop_reason_ends_with_max_tokens(llmock: Any) -> None:
 
 @pytest.mark.peer
 async def test_thinking_block_ends_with_its_signature(aimock_url: str) -> None:  # noqa: F811
-    adapter = AnthropicAdapter(aimock_url, "sk-ant-test")
-    try:
-        result = await run(
-            adapter, options(user("claude: what is 6 times 7?"), reasoning_effort="low")
-        )
-    finally:
-        await adapter.aclose()
+    result = await run_closing(
+        AnthropicAdapter(aimock_url, "sk-ant-test"),
+        options(user("claude: what is 6 times 7?"), reasoning_effort="low"),
+    )
     assert result.block_types == ["reasoning", "text"]
     assert result.reasoning == "Six sevens make forty-two."
     assert result.signature == "EqQBCkYIBxgCKkDsig-aimock-42"
     assert result.text == "6 times 7 is 42."
-    assert result.finish is not None and result.finish.kind == "stop"
+    assert result.kind == "stop"
 
 
 @pytest.mark.peer
@@ -237,16 +198,11 @@ async def test_request_headers_path_thinking_and_signed_reasoning() -> None:
         ),
         user("and now?", id="u2"),
     )
-    with LoopbackServer(sse_reply(text_stream())) as server:
-        adapter = AnthropicAdapter(
-            server.url, "sk-ant-api03-secret", anthropic_version="2023-06-01"
-        )
-        try:
-            await run(
-                adapter, options(*history, reasoning_effort="medium", temperature=0.3, stop=["END"])
-            )
-        finally:
-            await adapter.aclose()
+    _, server = await run_served(
+        sse_reply(anthropic_text_stream()),
+        lambda url: AnthropicAdapter(url, "sk-ant-api03-secret", anthropic_version="2023-06-01"),
+        options(*history, reasoning_effort="medium", temperature=0.3, stop=["END"]),
+    )
     request = server.requests[0]
     assert (request.method, request.path) == ("POST", "/v1/messages")
     assert request.headers["x-api-key"] == "sk-ant-api03-secret"
@@ -278,12 +234,11 @@ async def test_request_headers_path_thinking_and_signed_reasoning() -> None:
 
 
 async def test_base_url_ending_in_v1_is_not_doubled() -> None:
-    with LoopbackServer(sse_reply(text_stream())) as server:
-        adapter = AnthropicAdapter(server.url + "/v1/", "sk-ant-test")
-        try:
-            await run(adapter, options())
-        finally:
-            await adapter.aclose()
+    _, server = await run_served(
+        sse_reply(anthropic_text_stream()),
+        lambda url: AnthropicAdapter(url + "/v1/", "sk-ant-test"),
+        options(),
+    )
     assert server.requests[0].path == "/v1/messages"
 
 
@@ -293,41 +248,16 @@ async def test_base_url_ending_in_v1_is_not_doubled() -> None:
 async def test_in_stream_error_event_after_200_is_overloaded() -> None:
     body = sse_events(
         [
-            (
-                "message_start",
-                {
-                    "type": "message_start",
-                    "message": {"usage": {"input_tokens": 5, "output_tokens": 1}},
-                },
-            ),
-            (
-                "content_block_start",
-                {
-                    "type": "content_block_start",
-                    "index": 0,
-                    "content_block": {"type": "text", "text": ""},
-                },
-            ),
-            (
-                "content_block_delta",
-                {
-                    "type": "content_block_delta",
-                    "index": 0,
-                    "delta": {"type": "text_delta", "text": "Par"},
-                },
-            ),
+            message_start(),
+            block_start(0),
+            text_delta(0, "Par"),
             (
                 "error",
                 {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}},
             ),
         ]
     )
-    with LoopbackServer(sse_reply(body)) as server:
-        adapter = AnthropicAdapter(server.url, "sk-ant-test")
-        try:
-            result = await run(adapter, options())
-        finally:
-            await adapter.aclose()
+    result = await served(body)
     assert result.text == "Par"
     assert result.error.code == "OVERLOADED" and "Overloaded" in result.error.message
 
@@ -335,78 +265,27 @@ async def test_in_stream_error_event_after_200_is_overloaded() -> None:
 async def test_redacted_thinking_unknown_events_and_pings_are_ignored() -> None:
     body = sse_events(
         [
-            (
-                "message_start",
-                {
-                    "type": "message_start",
-                    "message": {"usage": {"input_tokens": 5, "output_tokens": 1}},
-                },
-            ),
-            (
-                "content_block_start",
-                {
-                    "type": "content_block_start",
-                    "index": 0,
-                    "content_block": {"type": "redacted_thinking", "data": "Enc0ded"},
-                },
-            ),
+            message_start(),
+            block_start(0, {"type": "redacted_thinking", "data": "Enc0ded"}),
             ("ping", {"type": "ping"}),
-            ("content_block_stop", {"type": "content_block_stop", "index": 0}),
+            block_stop(0),
             ("brand_new_event", {"type": "brand_new_event", "whatever": 1}),
-            (
-                "content_block_start",
-                {
-                    "type": "content_block_start",
-                    "index": 1,
-                    "content_block": {"type": "text", "text": ""},
-                },
-            ),
-            (
-                "content_block_delta",
-                {
-                    "type": "content_block_delta",
-                    "index": 1,
-                    "delta": {"type": "citations_delta", "citation": {}},
-                },
-            ),
-            (
-                "content_block_delta",
-                {
-                    "type": "content_block_delta",
-                    "index": 1,
-                    "delta": {"type": "text_delta", "text": "Done."},
-                },
-            ),
-            ("content_block_stop", {"type": "content_block_stop", "index": 1}),
-            (
-                "message_delta",
-                {
-                    "type": "message_delta",
-                    "delta": {"stop_reason": "end_turn"},
-                    "usage": {"output_tokens": 4},
-                },
-            ),
-            ("message_stop", {"type": "message_stop"}),
+            block_start(1),
+            block_delta(1, {"type": "citations_delta", "citation": {}}),
+            text_delta(1, "Done."),
+            block_stop(1),
+            message_delta("end_turn", 4),
+            message_stop(),
         ]
     )
-    with LoopbackServer(sse_reply(body)) as server:
-        adapter = AnthropicAdapter(server.url, "sk-ant-test")
-        try:
-            result = await run(adapter, options())
-        finally:
-            await adapter.aclose()
+    result = await served(body)
     assert result.block_types == ["text"] and result.text == "Done."
     assert result.chunks[0].type == "block-start" and result.chunks[0].index == 0
     assert result.usage is not None and result.usage.output_tokens == 4
 
 
 async def test_empty_end_turn_is_an_empty_response() -> None:
-    with LoopbackServer(sse_reply(text_stream(""))) as server:
-        adapter = AnthropicAdapter(server.url, "sk-ant-test")
-        try:
-            result = await run(adapter, options())
-        finally:
-            await adapter.aclose()
+    result = await served(anthropic_text_stream(""))
     assert result.error.code == "EMPTY_RESPONSE" and result.block_types == []
 
 

@@ -16,6 +16,7 @@ import anyio
 import httpx
 import pytest
 from peers.aimock import aimock_url  # noqa: F401  (pytest fixture)
+from peers.wire import anthropic_tool_result, anthropic_tool_use, openai_tool_call_message
 
 from agentloop_nb import Agent, AgentOptions, App, tool
 from agentloop_nb.llm.offline import OfflineModel
@@ -154,17 +155,7 @@ async def test_openai_agent_runs_a_tool_round_trip_and_answers(llmock: Any) -> N
     # The second request extends the first with the assistant tool call and the tool result.
     assert second.body["messages"][: len(first.body["messages"])] == first.body["messages"]
     assert second.body["messages"][len(first.body["messages"]) :] == [
-        {
-            "role": "assistant",
-            "content": None,
-            "tool_calls": [
-                {
-                    "id": call_id,
-                    "type": "function",
-                    "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'},
-                }
-            ],
-        },
+        openai_tool_call_message(call_id, "get_weather", '{"city": "Paris"}'),
         {"role": "tool", "tool_call_id": call_id, "content": "sunny in Paris"},
     ]
 
@@ -187,21 +178,9 @@ async def test_anthropic_agent_runs_a_tool_round_trip_and_answers(llmock: Any) -
     assert second.body["messages"][len(first.body["messages"]) :] == [
         {
             "role": "assistant",
-            "content": [
-                {
-                    "type": "tool_use",
-                    "id": call_id,
-                    "name": "get_weather",
-                    "input": {"city": "Paris"},
-                }
-            ],
+            "content": [anthropic_tool_use(call_id, "get_weather", {"city": "Paris"})],
         },
-        {
-            "role": "user",
-            "content": [
-                {"type": "tool_result", "tool_use_id": call_id, "content": "sunny in Paris"}
-            ],
-        },
+        {"role": "user", "content": [anthropic_tool_result(call_id, "sunny in Paris")]},
     ]
 
 
@@ -300,20 +279,10 @@ async def test_anthropic_thinking_and_signature_round_trip_in_the_next_request(
                     "thinking": "I should call the weather tool.",
                     "signature": "EqQBCkYIBxgCKkDsig-aimock-tool",
                 },
-                {
-                    "type": "tool_use",
-                    "id": call_id,
-                    "name": "get_weather",
-                    "input": {"city": "Paris"},
-                },
+                anthropic_tool_use(call_id, "get_weather", {"city": "Paris"}),
             ],
         },
-        {
-            "role": "user",
-            "content": [
-                {"type": "tool_result", "tool_use_id": call_id, "content": "sunny in Paris"}
-            ],
-        },
+        {"role": "user", "content": [anthropic_tool_result(call_id, "sunny in Paris")]},
     ]
 
 

@@ -15,7 +15,8 @@ import httpx
 import pytest
 from llmock.scenarios import Fail
 from peers.loopback import DROP, STALL, LoopbackServer, Reply, json_reply, sse_events, sse_reply
-from peers.streams import check_contract, run, user
+from peers.streams import Assembled, check_contract, run_closing, user
+from peers.wire import block_start, message_start, text_delta
 
 from agentloop_nb.llm._chunks import Aborted, Finish, GenerateOptions, StreamChunk
 from agentloop_nb.llm._http import parse_retry_after
@@ -43,12 +44,14 @@ def options(provider: str, signal: Any = None) -> GenerateOptions:
     return GenerateOptions(provider=provider, model=model, messages=[user("hi")], signal=signal)
 
 
-async def run_llmock(provider: str, **kw: Any) -> Any:
-    adapter = adapter_for(provider, **kw)
-    try:
-        return await run(adapter, options(provider))
-    finally:
-        await adapter.aclose()
+async def run_llmock(provider: str, **kw: Any) -> Assembled:
+    return await run_closing(adapter_for(provider, **kw), options(provider))
+
+
+async def run_loopback(provider: str, reply: Reply) -> Assembled:
+    """One request to a :class:`LoopbackServer` answering ``reply``."""
+    with LoopbackServer(reply) as server:
+        return await run_llmock(provider, base_url=server.url)
 
 
 # -- HTTP statuses (llmock) ---------------------------------------------------------------------
@@ -87,8 +90,7 @@ async def test_5xx_is_server(llmock: Any, provider: str, status: int) -> None:
 
 async def test_overloaded_error_body_is_overloaded_whatever_the_status() -> None:
     body = {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}
-    with LoopbackServer(json_reply(500, body)) as server:
-        result = await run_llmock("anthropic", base_url=server.url)
+    result = await run_loopback("anthropic", json_reply(500, body))
     assert (result.error.code, result.error.status) == ("OVERLOADED", 500)
 
 
@@ -143,16 +145,14 @@ async def test_anthropic_prompt_too_long_is_context_window_exceeded() -> None:
             "message": "prompt is too long: 210012 tokens > 200000 maximum",
         },
     }
-    with LoopbackServer(json_reply(400, body)) as server:
-        result = await run_llmock("anthropic", base_url=server.url)
+    result = await run_loopback("anthropic", json_reply(400, body))
     assert (
         result.error.code == "CONTEXT_WINDOW_EXCEEDED" and "210012 tokens" in result.error.message
     )
 
 
 async def test_long_error_bodies_are_truncated_in_the_message() -> None:
-    with LoopbackServer(json_reply(500, {"error": {"message": "x" * 5000}})) as server:
-        result = await run_llmock("openai", base_url=server.url)
+    result = await run_loopback("openai", json_reply(500, {"error": {"message": "x" * 5000}}))
     assert result.error.code == "SERVER"
     assert len(result.error.message) < 600 and "more chars" in result.error.message
 
@@ -211,16 +211,14 @@ async def test_refused_connection_is_transport(provider: str) -> None:
 @pytest.mark.parametrize("provider", PROVIDERS)
 async def test_connection_dropped_mid_body_is_transport(provider: str) -> None:
     first = b'data: {"choices": [{"index": 0, "delta": {"content": "Hel"}}]}\n\n'
-    with LoopbackServer(Reply(parts=[first, DROP])) as server:
-        result = await run_llmock(provider, base_url=server.url)
+    result = await run_loopback(provider, Reply(parts=[first, DROP]))
     assert result.error.code == "TRANSPORT"
 
 
 @pytest.mark.parametrize("provider", PROVIDERS)
 async def test_200_that_is_not_an_event_stream_is_bad_response(provider: str) -> None:
     reply = Reply(headers={"content-type": "text/html"}, parts=[b"<html>captive portal</html>"])
-    with LoopbackServer(reply) as server:
-        result = await run_llmock(provider, base_url=server.url)
+    result = await run_loopback(provider, reply)
     assert result.error.code == "BAD_RESPONSE" and "captive portal" in result.error.message
 
 
@@ -239,8 +237,7 @@ async def test_200_that_is_not_an_event_stream_is_bad_response(provider: str) ->
     ],
 )
 async def test_json_of_an_unexpected_shape_is_bad_response(provider: str, body: bytes) -> None:
-    with LoopbackServer(sse_reply(body)) as server:
-        result = await run_llmock(provider, base_url=server.url)
+    result = await run_loopback(provider, sse_reply(body))
     assert result.error.code == "BAD_RESPONSE"
 
 
@@ -256,30 +253,7 @@ def _stalled_reply(provider: str) -> Reply:
     if provider == "openai":
         first = sse_events([(None, {"choices": [{"index": 0, "delta": {"content": "Thinking"}}]})])
     else:
-        first = sse_events(
-            [
-                (
-                    "message_start",
-                    {"type": "message_start", "message": {"usage": {"input_tokens": 1}}},
-                ),
-                (
-                    "content_block_start",
-                    {
-                        "type": "content_block_start",
-                        "index": 0,
-                        "content_block": {"type": "text", "text": ""},
-                    },
-                ),
-                (
-                    "content_block_delta",
-                    {
-                        "type": "content_block_delta",
-                        "index": 0,
-                        "delta": {"type": "text_delta", "text": "Thinking"},
-                    },
-                ),
-            ]
-        )
+        first = sse_events([message_start(1, None), block_start(0), text_delta(0, "Thinking")])
     return Reply(parts=[first, STALL])
 
 

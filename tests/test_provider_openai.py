@@ -10,8 +10,18 @@ import httpx
 import pytest
 from llmock.scenarios import Reply as LlmockReply
 from peers.aimock import aimock_url  # noqa: F401  (pytest fixture)
-from peers.loopback import LoopbackServer, sse_events, sse_reply
-from peers.streams import WEATHER_TOOL, collect, run, user
+from peers.loopback import LoopbackServer, sse_reply
+from peers.streams import (
+    WEATHER_TOOL,
+    Assembled,
+    assert_answered,
+    collect,
+    run,
+    run_closing,
+    run_served,
+    user,
+)
+from peers.wire import chunk, openai_body, openai_tool_call_message
 
 from agentloop_nb.llm._chunks import GenerateOptions
 from agentloop_nb.llm.openai import OpenAIAdapter
@@ -33,20 +43,13 @@ def options(*messages: Any, **kw: Any) -> GenerateOptions:
     return GenerateOptions(provider="openai", messages=messages or (user("hi"),), **kw)
 
 
-def chunk(delta: dict[str, Any], finish: str | None = None, **extra: Any) -> dict[str, Any]:
-    return {
-        "id": "chatcmpl-1",
-        "object": "chat.completion.chunk",
-        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
-        **extra,
-    }
-
-
-def openai_body(*chunks: dict[str, Any], done: bool = True) -> bytes:
-    events: list[tuple[str | None, Any]] = [(None, c) for c in chunks]
-    if done:
-        events.append((None, "[DONE]"))
-    return sse_events(events)
+async def served(body: bytes, *messages: Any, **kw: Any) -> Assembled:
+    """The result of one request (``options(*messages, **kw)``) to a loopback server streaming
+    ``body``."""
+    result, _ = await run_served(
+        sse_reply(body), lambda url: OpenAIAdapter(url, "sk-test"), options(*messages, **kw)
+    )
+    return result
 
 
 # -- llmock -------------------------------------------------------------------------------------
@@ -55,19 +58,9 @@ def openai_body(*chunks: dict[str, Any], done: bool = True) -> bytes:
 @pytest.mark.peer
 async def test_text_reply_streams_one_text_block_with_usage_and_stop(llmock: Any) -> None:
     llmock.reply("Hello there, friend.")
-    adapter = OpenAIAdapter()  # base URL and key come from the env llmock sets
-    try:
-        result = await run(adapter, options(system="Be brief."))
-    finally:
-        await adapter.aclose()
-    assert result.text == "Hello there, friend."
-    assert result.block_types == ["text"]
-    assert result.finish is not None and result.finish.kind == "stop"
-    assert (
-        result.usage is not None
-        and result.usage.input_tokens > 0
-        and result.usage.output_tokens > 0
-    )
+    # The base URL and key come from the env llmock sets.
+    result = await run_closing(OpenAIAdapter(), options(system="Be brief."))
+    assert_answered(result, "Hello there, friend.")
     body = llmock.last_request.body
     assert body["stream"] is True and body["stream_options"] == {"include_usage": True}
     assert body["messages"] == [
@@ -84,7 +77,7 @@ async def test_tool_loop_sends_the_call_and_its_result_back(llmock: Any) -> None
     adapter = OpenAIAdapter()
     try:
         first = await run(adapter, options(user("weather in Paris?"), tools=[WEATHER_TOOL]))
-        assert first.finish is not None and first.finish.kind == "tool-calls"
+        assert first.kind == "tool-calls"
         assert [c["name"] for c in first.calls] == ["get_weather"]
         assert first.call_args() == {"city": "Paris"}
         call = first.calls[0]
@@ -101,7 +94,7 @@ async def test_tool_loop_sends_the_call_and_its_result_back(llmock: Any) -> None
     finally:
         await adapter.aclose()
     assert second.text == "It is sunny in Paris."
-    assert second.finish is not None and second.finish.kind == "stop"
+    assert second.kind == "stop"
     sent = llmock.requests[-1].body
     assert sent["tools"] == [
         {
@@ -114,17 +107,7 @@ async def test_tool_loop_sends_the_call_and_its_result_back(llmock: Any) -> None
         }
     ]
     assert sent["messages"][1:] == [
-        {
-            "role": "assistant",
-            "content": None,
-            "tool_calls": [
-                {
-                    "id": call["id"],
-                    "type": "function",
-                    "function": {"name": "get_weather", "arguments": call["arguments"]},
-                }
-            ],
-        },
+        openai_tool_call_message(call["id"], "get_weather", call["arguments"]),
         {"role": "tool", "tool_call_id": call["id"], "content": "sunny, 21 C"},
     ]
 
@@ -132,12 +115,10 @@ async def test_tool_loop_sends_the_call_and_its_result_back(llmock: Any) -> None
 @pytest.mark.peer
 async def test_finish_reason_length_ends_with_max_tokens(llmock: Any) -> None:
     llmock.add(LlmockReply(text="This answer is cut", finish_reason="length"))
-    adapter = OpenAIAdapter()
-    try:
-        result = await run(adapter, options(max_tokens=5, temperature=0.2, stop=["\n\n"]))
-    finally:
-        await adapter.aclose()
-    assert result.finish is not None and result.finish.kind == "max-tokens"
+    result = await run_closing(
+        OpenAIAdapter(), options(max_tokens=5, temperature=0.2, stop=["\n\n"])
+    )
+    assert result.kind == "max-tokens"
     body = llmock.last_request.body
     assert (body["max_tokens"], body["temperature"], body["stop"]) == (5, 0.2, ["\n\n"])
 
@@ -150,17 +131,14 @@ async def test_deepseek_reasoning_content_becomes_a_reasoning_block(aimock_url: 
     adapter = build_adapters(
         {"deepseek": {"base_url": aimock_url + "/v1", "api_key": "sk-deepseek-test"}}
     )["deepseek"]
-    try:
-        result = await run(
-            adapter,
-            GenerateOptions(
-                provider="deepseek",
-                model="deepseek-reasoner",
-                messages=[user("deepseek: what is 6 times 7?")],
-            ),
-        )
-    finally:
-        await adapter.aclose()
+    result = await run_closing(
+        adapter,
+        GenerateOptions(
+            provider="deepseek",
+            model="deepseek-reasoner",
+            messages=[user("deepseek: what is 6 times 7?")],
+        ),
+    )
     assert result.block_types == ["reasoning", "text"]
     assert result.reasoning == "Six sevens: 7+7+7+7+7+7 = 42."
     assert result.text == "6 times 7 is 42."
@@ -168,7 +146,7 @@ async def test_deepseek_reasoning_content_becomes_a_reasoning_block(aimock_url: 
         12,
         9,
     )
-    assert result.finish is not None and result.finish.kind == "stop"
+    assert result.kind == "stop"
 
 
 async def test_reasoning_is_never_sent_back_to_an_openai_compatible_server() -> None:
@@ -177,13 +155,12 @@ async def test_reasoning_is_never_sent_back_to_an_openai_compatible_server() -> 
         AssistantMessage(content=(ReasoningBlock(text="Six sevens."), TextBlock(text="42."))),
         user("and 6 times 8?", id="u2"),
     )
-    body = sse_events([(None, chunk({"content": "48."}, "stop")), (None, "[DONE]")])
-    with LoopbackServer(sse_reply(body)) as server:
-        adapter = OpenAIAdapter(server.url + "/v1", "sk-test", name="deepseek")
-        try:
-            result = await run(adapter, options(*history, model="deepseek-reasoner"))
-        finally:
-            await adapter.aclose()
+    body = openai_body(chunk({"content": "48."}, "stop"))
+    result, server = await run_served(
+        sse_reply(body),
+        lambda url: OpenAIAdapter(url + "/v1", "sk-test", name="deepseek"),
+        options(*history, model="deepseek-reasoner"),
+    )
     assert result.text == "48."
     sent = server.requests[0].json()
     assert sent["messages"][1] == {"role": "assistant", "content": "42."}
@@ -197,12 +174,11 @@ async def test_request_carries_bearer_key_images_and_path() -> None:
     image = ImageBlock(media_type="image/png", data="iVBORw0KGgo=")
     message = user("describe").model_copy(update={"content": (TextBlock(text="describe"), image)})
     body = openai_body(chunk({"role": "assistant", "content": "A dot."}, "stop"))
-    with LoopbackServer(sse_reply(body)) as server:
-        adapter = OpenAIAdapter(server.url + "/v1/", "sk-test-bearer", headers={"x-extra": "1"})
-        try:
-            await run(adapter, options(message, reasoning_effort="low"))
-        finally:
-            await adapter.aclose()
+    _, server = await run_served(
+        sse_reply(body),
+        lambda url: OpenAIAdapter(url + "/v1/", "sk-test-bearer", headers={"x-extra": "1"}),
+        options(message, reasoning_effort="low"),
+    )
     request = server.requests[0]
     assert (request.method, request.path) == ("POST", "/v1/chat/completions")
     assert request.headers["authorization"] == "Bearer sk-test-bearer"
@@ -236,18 +212,13 @@ async def test_interleaved_parallel_calls_with_repeated_ids_and_names_stay_separ
         chunk({}, "tool_calls"),
         chunk({}, None, usage={"prompt_tokens": 30, "completion_tokens": 20}) | {"choices": []},
     )
-    with LoopbackServer(sse_reply(body)) as server:
-        adapter = OpenAIAdapter(server.url, "sk-test")
-        try:
-            result = await run(adapter, options(tools=[WEATHER_TOOL]))
-        finally:
-            await adapter.aclose()
+    result = await served(body, tools=[WEATHER_TOOL])
     assert [(c["id"], c["name"]) for c in result.calls] == [
         ("c0", "get_weather"),
         ("c1", "get_time"),
     ]
     assert [json.loads(c["arguments"]) for c in result.calls] == [{"city": "Oslo"}, {"tz": "UTC"}]
-    assert result.finish is not None and result.finish.kind == "tool-calls"
+    assert result.kind == "tool-calls"
     assert result.usage is not None and result.usage.output_tokens == 20
 
 
@@ -262,12 +233,7 @@ async def test_mid_stream_error_chunk_ends_with_its_code_and_message() -> None:
         },
         done=False,
     )
-    with LoopbackServer(sse_reply(body)) as server:
-        adapter = OpenAIAdapter(server.url, "sk-test")
-        try:
-            result = await run(adapter, options())
-        finally:
-            await adapter.aclose()
+    result = await served(body)
     assert result.text == "Part"
     assert result.error.code == "SERVER"
     assert "had an error while processing" in result.error.message
@@ -275,37 +241,22 @@ async def test_mid_stream_error_chunk_ends_with_its_code_and_message() -> None:
 
 async def test_content_filter_finish_is_a_bad_request_error() -> None:
     body = openai_body(chunk({"role": "assistant", "content": "I"}), chunk({}, "content_filter"))
-    with LoopbackServer(sse_reply(body)) as server:
-        adapter = OpenAIAdapter(server.url, "sk-test")
-        try:
-            result = await run(adapter, options())
-        finally:
-            await adapter.aclose()
+    result = await served(body)
     assert result.error.code == "BAD_REQUEST"
     assert "content filter" in result.error.message
 
 
 async def test_stop_without_text_or_tool_calls_is_an_empty_response() -> None:
     body = openai_body(chunk({"role": "assistant", "content": ""}), chunk({}, "stop"))
-    with LoopbackServer(sse_reply(body)) as server:
-        adapter = OpenAIAdapter(server.url, "sk-test")
-        try:
-            result = await run(adapter, options())
-        finally:
-            await adapter.aclose()
+    result = await served(body)
     assert result.error.code == "EMPTY_RESPONSE"
     assert result.block_types == []
 
 
 async def test_finish_reason_without_done_terminator_still_completes() -> None:
     body = openai_body(chunk({"content": "Fine."}, "stop"), done=False)
-    with LoopbackServer(sse_reply(body)) as server:
-        adapter = OpenAIAdapter(server.url, "sk-test")
-        try:
-            result = await run(adapter, options())
-        finally:
-            await adapter.aclose()
-    assert result.text == "Fine." and result.finish is not None and result.finish.kind == "stop"
+    result = await served(body)
+    assert result.text == "Fine." and result.kind == "stop"
 
 
 async def test_stop_finish_with_tool_calls_is_reported_as_tool_calls() -> None:
@@ -317,15 +268,12 @@ async def test_stop_finish_with_tool_calls_is_reported_as_tool_calls() -> None:
         "function": {"name": "get_weather", "arguments": {"city": "Rome"}},
     }
     body = openai_body(chunk({"role": "assistant", "tool_calls": [call]}), chunk({}, "stop"))
-    with LoopbackServer(sse_reply(body)) as server:
-        adapter = build_adapters({"ollama": {"base_url": server.url + "/v1"}})["ollama"]
-        try:
-            result = await run(
-                adapter, GenerateOptions(provider="ollama", model="qwen3", messages=[user("hi")])
-            )
-        finally:
-            await adapter.aclose()
-    assert result.finish is not None and result.finish.kind == "tool-calls"
+    result, server = await run_served(
+        sse_reply(body),
+        lambda url: build_adapters({"ollama": {"base_url": url + "/v1"}})["ollama"],
+        GenerateOptions(provider="ollama", model="qwen3", messages=[user("hi")]),
+    )
+    assert result.kind == "tool-calls"
     assert result.call_args() == {"city": "Rome"}
     assert "authorization" not in server.requests[0].headers  # ollama needs no key
 

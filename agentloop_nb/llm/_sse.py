@@ -16,12 +16,17 @@ Contract of :func:`stream_sse` (an async generator):
 - it stops reading as soon as the parser reports the stream done (``[DONE]``,
   ``message_stop``) rather than waiting for the server to close;
 - every error message goes through :func:`._http.redact` with the request's secrets.
+
+:class:`SseAdapter` is the base of the HTTP adapters: configuration read at request time, a
+repr that never shows the key, and ``stream`` — build the JSON request (a missing key or an
+unusable URL is an error finish, never an exception) and drive it through :func:`stream_sse`.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from contextlib import aclosing
 from functools import partial
 from typing import Any, Protocol, TypeVar
 
@@ -30,8 +35,21 @@ import httpx
 from httpx_sse import EventSource
 
 from ..signals import AbortSignal
-from ._chunks import Aborted, ErrorFinish, Finish, StreamChunk
-from ._http import error_details, http_error, redact, stream_error, transport_error, truncate
+from ._chunks import Aborted, ErrorFinish, Finish, GenerateOptions, StreamChunk
+from ._http import (
+    HttpClientOwner,
+    error_details,
+    header_secrets,
+    http_error,
+    key_hint,
+    missing_key_message,
+    redact,
+    resolve_env,
+    safe_url,
+    stream_error,
+    transport_error,
+    truncate,
+)
 
 #: Most bytes read from an error response (its body is only quoted, truncated).
 MAX_ERROR_BODY = 64 * 1024
@@ -243,4 +261,139 @@ def _not_a_stream(
     )
 
 
-__all__ = ["MAX_ERROR_BODY", "EventParser", "StreamFailure", "stream_sse"]
+# -- the adapter base ---------------------------------------------------------------------------
+
+
+def tool_definition(tool: Mapping[str, Any], schema_key: str) -> dict[str, Any]:
+    """A ``{"name", "description", "parameters"}`` tool as ``{name, description?, <schema_key>}``
+    (an empty description is left out; missing parameters become an empty object schema)."""
+    out: dict[str, Any] = {"name": tool["name"]}
+    if tool.get("description"):
+        out["description"] = tool["description"]
+    out[schema_key] = tool.get("parameters") or {"type": "object", "properties": {}}
+    return out
+
+
+class SseAdapter(HttpClientOwner):
+    """Base of the HTTP adapters (see the module docstring). A subclass provides
+    ``build_body``, ``_endpoint``, ``_parser`` and ``_auth_headers`` (and may add fixed
+    headers with ``_fixed_headers``).
+
+    ``stream(options)`` never raises for provider problems and ends with exactly one
+    ``Finish``; aborting ``options.signal`` closes the HTTP stream at once and yields
+    ``Finish(Aborted())``. ``aclose()`` closes the adapter's own HTTP client (not an injected
+    ``client``).
+    """
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        base_url: str | None,
+        api_key: str | None,
+        api_key_env: str | None,
+        base_url_env: str | None,
+        default_base_url: str,
+        headers: Mapping[str, str] | None,
+        timeout: float | httpx.Timeout | None,
+        require_key: bool,
+        client: httpx.AsyncClient | None,
+    ) -> None:
+        self.name = name
+        self._base_url = base_url
+        self._api_key = api_key
+        self.api_key_env = api_key_env
+        self.base_url_env = base_url_env
+        self.default_base_url = default_base_url
+        self._headers = dict(headers or {})
+        self.require_key = require_key
+        self._init_client(client, timeout)
+
+    @property
+    def base_url(self) -> str:
+        """The effective base URL right now (explicit, else environment, else default)."""
+        return (resolve_env(self._base_url, self.base_url_env) or self.default_base_url).rstrip("/")
+
+    def _key(self) -> str | None:
+        return resolve_env(self._api_key, self.api_key_env)
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}(name={self.name!r}, base_url={safe_url(self.base_url)!r}, "
+            f"api_key={key_hint(self._key())!r}, api_key_env={self.api_key_env!r})"
+        )
+
+    # -- subclass hooks -------------------------------------------------------------------------
+
+    def build_body(self, options: GenerateOptions) -> dict[str, Any]:
+        """The JSON body sent for ``options``."""
+        raise NotImplementedError
+
+    def _endpoint(self) -> str:
+        """The URL the request is posted to."""
+        raise NotImplementedError
+
+    def _parser(self) -> EventParser:
+        """A fresh parser for one response's events."""
+        raise NotImplementedError
+
+    def _fixed_headers(self) -> dict[str, str]:
+        """Headers every request carries (configured ``headers`` override them)."""
+        return {}
+
+    def _auth_headers(self, key: str) -> dict[str, str]:
+        """The header(s) that carry the API key."""
+        raise NotImplementedError
+
+    # -- streaming ------------------------------------------------------------------------------
+
+    async def stream(self, options: GenerateOptions) -> AsyncIterator[StreamChunk]:
+        """Stream one response (see the class docstring for the failure contract)."""
+        key = self._key()
+        if key is None and self.require_key:
+            yield Finish(
+                reason=ErrorFinish(
+                    code="AUTH", message=missing_key_message(self.name, self.api_key_env)
+                )
+            )
+            return
+        secrets = [key, *header_secrets(self._headers)]
+        headers = {"content-type": "application/json", **self._fixed_headers(), **self._headers}
+        if key is not None:
+            headers.update(self._auth_headers(key))
+        url = self._endpoint()
+        client = self._http()
+        try:
+            request = client.build_request(
+                "POST",
+                url,
+                headers=headers,
+                content=json.dumps(self.build_body(options)).encode(),
+                **self._timeout_kwargs(),
+            )
+        except (httpx.HTTPError, httpx.InvalidURL) as exc:
+            yield Finish(reason=transport_error(exc, provider=self.name, url=url, secrets=secrets))
+            return
+        chunks = stream_sse(
+            client=client,
+            request=request,
+            parser=self._parser(),
+            signal=options.signal,
+            provider=self.name,
+            model=options.model,
+            secrets=secrets,
+            key_env=self.api_key_env,
+        )
+        async with aclosing(chunks):
+            async for chunk in chunks:
+                yield chunk
+
+
+__all__ = [
+    "MAX_ERROR_BODY",
+    "EventParser",
+    "SseAdapter",
+    "StreamFailure",
+    "stream_sse",
+    "tool_definition",
+]

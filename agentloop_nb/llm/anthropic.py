@@ -53,8 +53,7 @@ see :mod:`agentloop_nb.llm._http`.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Mapping, Sequence
-from contextlib import aclosing
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import httpx
@@ -71,40 +70,26 @@ from ..messages import (
 )
 from ._chunks import (
     BlockEnd,
-    BlockStart,
+    BlockType,
     ErrorFinish,
-    Finish,
     FinishReason,
     GenerateOptions,
-    MaxTokens,
     ReasoningDelta,
-    Stop,
     StreamChunk,
     TextDelta,
     ToolCallDelta,
-    ToolCalls,
     Usage,
-    UsageChunk,
 )
-from ._http import (
-    HttpClientOwner,
-    header_secrets,
-    key_hint,
-    missing_key_message,
-    resolve_env,
-    safe_url,
-    stream_error,
-    transport_error,
-    truncate,
-)
-from ._sse import StreamFailure, stream_sse
+from ._http import truncate
+from ._sse import SseAdapter, tool_definition
+from ._stream_state import StreamState
 
 #: Thinking budgets for ``GenerateOptions.reasoning_effort``.
 THINKING_BUDGETS = {"minimal": 1024, "low": 1024, "medium": 4096, "high": 16384}
 _MIN_THINKING_BUDGET = 1024
 
 
-class AnthropicAdapter(HttpClientOwner):
+class AnthropicAdapter(SseAdapter):
     """Streams a Messages API response (see the module docstring).
 
     ``stream(options)`` never raises for provider problems and ends with exactly one
@@ -128,36 +113,27 @@ class AnthropicAdapter(HttpClientOwner):
         require_key: bool = True,
         client: httpx.AsyncClient | None = None,
     ) -> None:
-        self.name = name
-        self._base_url = base_url
-        self._api_key = api_key
-        self.api_key_env = api_key_env
-        self.base_url_env = base_url_env
-        self.default_base_url = default_base_url
-        self._headers = dict(headers or {})
+        super().__init__(
+            name=name,
+            base_url=base_url,
+            api_key=api_key,
+            api_key_env=api_key_env,
+            base_url_env=base_url_env,
+            default_base_url=default_base_url,
+            headers=headers,
+            timeout=timeout,
+            require_key=require_key,
+            client=client,
+        )
         self.anthropic_version = anthropic_version
         self.default_max_tokens = default_max_tokens
-        self.require_key = require_key
-        self._init_client(client, timeout)
-
-    @property
-    def base_url(self) -> str:
-        """The effective host root right now (explicit, else environment, else default)."""
-        return (resolve_env(self._base_url, self.base_url_env) or self.default_base_url).rstrip("/")
 
     @property
     def messages_url(self) -> str:
+        """The endpoint: the host root (``base_url``) plus ``/v1/messages`` (``/messages``
+        when it already ends in ``/v1``)."""
         base = self.base_url
         return base + ("/messages" if base.endswith("/v1") else "/v1/messages")
-
-    def _key(self) -> str | None:
-        return resolve_env(self._api_key, self.api_key_env)
-
-    def __repr__(self) -> str:
-        return (
-            f"{type(self).__name__}(name={self.name!r}, base_url={safe_url(self.base_url)!r}, "
-            f"api_key={key_hint(self._key())!r}, api_key_env={self.api_key_env!r})"
-        )
 
     def build_body(self, options: GenerateOptions) -> dict[str, Any]:
         """The JSON body sent for ``options`` (see the module docstring)."""
@@ -190,50 +166,17 @@ class AnthropicAdapter(HttpClientOwner):
             body["temperature"] = options.temperature
         return body
 
-    async def stream(self, options: GenerateOptions) -> AsyncIterator[StreamChunk]:
-        """Stream one message (see the class docstring for the failure contract)."""
-        key = self._key()
-        if key is None and self.require_key:
-            yield Finish(
-                reason=ErrorFinish(
-                    code="AUTH", message=missing_key_message(self.name, self.api_key_env)
-                )
-            )
-            return
-        secrets = [key, *header_secrets(self._headers)]
-        headers = {
-            "content-type": "application/json",
-            "anthropic-version": self.anthropic_version,
-            **self._headers,
-        }
-        if key is not None:
-            headers["x-api-key"] = key
-        url = self.messages_url
-        client = self._http()
-        try:
-            request = client.build_request(
-                "POST",
-                url,
-                headers=headers,
-                content=json.dumps(self.build_body(options)).encode(),
-                **self._timeout_kwargs(),
-            )
-        except (httpx.HTTPError, httpx.InvalidURL) as exc:
-            yield Finish(reason=transport_error(exc, provider=self.name, url=url, secrets=secrets))
-            return
-        chunks = stream_sse(
-            client=client,
-            request=request,
-            parser=AnthropicStreamParser(self.name),
-            signal=options.signal,
-            provider=self.name,
-            model=options.model,
-            secrets=secrets,
-            key_env=self.api_key_env,
-        )
-        async with aclosing(chunks):
-            async for chunk in chunks:
-                yield chunk
+    def _endpoint(self) -> str:
+        return self.messages_url
+
+    def _fixed_headers(self) -> dict[str, str]:
+        return {"anthropic-version": self.anthropic_version}
+
+    def _auth_headers(self, key: str) -> dict[str, str]:
+        return {"x-api-key": key}
+
+    def _parser(self) -> AnthropicStreamParser:
+        return AnthropicStreamParser(self.name)
 
 
 def _thinking_budget(effort: str | None) -> int | None:
@@ -247,11 +190,7 @@ def _thinking_budget(effort: str | None) -> int | None:
 
 def to_anthropic_tool(tool: Mapping[str, Any]) -> dict[str, Any]:
     """A ``{"name", "description", "parameters"}`` definition as an Anthropic tool."""
-    out: dict[str, Any] = {"name": tool["name"]}
-    if tool.get("description"):
-        out["description"] = tool["description"]
-    out["input_schema"] = tool.get("parameters") or {"type": "object", "properties": {}}
-    return out
+    return tool_definition(tool, "input_schema")
 
 
 def tool_input(arguments: str) -> dict[str, Any]:
@@ -325,9 +264,9 @@ def to_anthropic_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
 class _Block:
     __slots__ = ("call_id", "got_json", "index", "kind", "signature", "start_input", "text")
 
-    def __init__(self, kind: str, index: int | None) -> None:
-        self.kind = kind  # "text" | "reasoning" | "tool-call"
-        self.index = index  # our block index; None until a lazy text block has content
+    def __init__(self, kind: BlockType) -> None:
+        self.kind = kind
+        self.index: int | None = None  # our block index; None until a lazy text block has content
         self.text: list[str] = []
         self.signature: str | None = None
         self.call_id = ""
@@ -335,30 +274,26 @@ class _Block:
         self.start_input: Any = None
 
 
-class AnthropicStreamParser:
+class AnthropicStreamParser(StreamState):
     """Maps Messages API events to ``StreamChunk`` s (an ``EventParser`` for
     :func:`._sse.stream_sse`; see the module docstring)."""
 
+    reason_field = "stop_reason"
+    max_tokens_reason = "max_tokens"
+    terminator = "message_stop"
+
     def __init__(self, provider: str = "anthropic") -> None:
-        self.provider = provider
-        self.done = False
-        self._next_block = 0
+        super().__init__(provider)
         self._blocks: dict[int, _Block | None] = {}
         self._open: list[_Block] = []
         self._input = 0
         self._output = 0
         self._cache_read: int | None = None
         self._cache_write: int | None = None
-        self._stop_reason: str | None = None
         self._stop_details: Any = None
-        self._has_text = False
-        self._has_tools = False
-        self._events = 0
 
     def _start(self, block: _Block, out: list[StreamChunk]) -> None:
-        block.index = self._next_block
-        self._next_block += 1
-        out.append(BlockStart(index=block.index, block_type=block.kind))
+        block.index = self._open_block(out, block.kind)
         self._open.append(block)
 
     def _usage(self, usage: Any) -> None:
@@ -377,22 +312,7 @@ class AnthropicStreamParser:
         if not data.strip():
             return []
         self._events += 1
-        try:
-            obj = json.loads(data)
-        except ValueError:
-            raise StreamFailure(
-                ErrorFinish(
-                    code="BAD_RESPONSE",
-                    message=f"{self.provider}: malformed JSON in the {event!r} event: {truncate(data, 200)!r}",
-                )
-            ) from None
-        if not isinstance(obj, dict):
-            raise StreamFailure(
-                ErrorFinish(
-                    code="BAD_RESPONSE",
-                    message=f"{self.provider}: unexpected event data (not an object): {truncate(data, 200)!r}",
-                )
-            )
+        obj = self._decode(data, f"the {event!r} event")
         kind = obj.get("type") or event
         out: list[StreamChunk] = []
         if kind == "content_block_delta":
@@ -408,15 +328,13 @@ class AnthropicStreamParser:
         elif kind == "message_delta":
             delta = obj.get("delta") or {}
             if isinstance(delta, dict) and delta.get("stop_reason"):
-                self._stop_reason = str(delta["stop_reason"])
+                self._reason = str(delta["stop_reason"])
                 self._stop_details = delta.get("stop_details")
             self._usage(obj.get("usage"))
         elif kind == "message_stop":
             return self._finish()
         elif kind == "error":
-            raise StreamFailure(
-                stream_error(provider=self.provider, payload=obj, secrets=(), default="SERVER")
-            )
+            raise self._stream_failure(obj)
         # "ping" and event types this adapter does not know are ignored on purpose.
         return out
 
@@ -425,12 +343,12 @@ class AnthropicStreamParser:
         cb = obj.get("content_block") or {}
         ctype = cb.get("type") if isinstance(cb, dict) else None
         if ctype == "text":
-            block = _Block("text", None)
+            block = _Block("text")
             self._blocks[index] = block
             if cb.get("text"):
                 self._text(block, cb["text"], out)
         elif ctype == "thinking":
-            block = _Block("reasoning", None)
+            block = _Block("reasoning")
             self._blocks[index] = block
             self._start(block, out)
             if cb.get("thinking"):
@@ -438,7 +356,7 @@ class AnthropicStreamParser:
                 out.append(ReasoningDelta(index=block.index, text=cb["thinking"]))
             block.signature = cb.get("signature") or None
         elif ctype == "tool_use":
-            block = _Block("tool-call", None)
+            block = _Block("tool-call")
             block.call_id = str(cb.get("id") or f"toolu_{self._events}")
             block.start_input = cb.get("input")
             self._blocks[index] = block
@@ -500,28 +418,21 @@ class AnthropicStreamParser:
             )
         out.append(BlockEnd(index=block.index))
 
-    def _finish(self) -> list[StreamChunk]:
-        self.done = True
-        out: list[StreamChunk] = []
+    # -- the end of the stream (see ``StreamState``) --------------------------------------------
+
+    def _close_open_blocks(self, out: list[StreamChunk]) -> None:
         for block in list(self._open):
             self._block_stop(block, out)
-        out.append(
-            UsageChunk(
-                usage=Usage(
-                    input_tokens=self._input,
-                    output_tokens=self._output,
-                    cache_read_tokens=self._cache_read,
-                    cache_write_tokens=self._cache_write,
-                )
-            )
-        )
-        out.append(Finish(reason=self._finish_kind()))
-        return out
 
-    def _finish_kind(self) -> FinishReason:
-        reason = self._stop_reason
-        if reason == "max_tokens":
-            return MaxTokens()
+    def _final_usage(self) -> Usage | None:
+        return Usage(
+            input_tokens=self._input,
+            output_tokens=self._output,
+            cache_read_tokens=self._cache_read,
+            cache_write_tokens=self._cache_write,
+        )
+
+    def _provider_finish(self, reason: str | None) -> FinishReason | None:
         if reason == "refusal":
             details = self._stop_details if isinstance(self._stop_details, dict) else {}
             why = "; ".join(
@@ -539,30 +450,7 @@ class AnthropicStreamParser:
                 message=f"{self.provider}: the response hit the model's context window "
                 "(stop_reason 'model_context_window_exceeded'); shorten or compact the conversation",
             )
-        if self._has_tools:
-            return ToolCalls()
-        if not self._has_text:
-            return ErrorFinish(
-                code="EMPTY_RESPONSE",
-                message=f"{self.provider}: the model returned no text and no tool calls "
-                f"(stop_reason {reason!r})",
-            )
-        return Stop()
-
-    def eof(self) -> list[StreamChunk]:
-        if self._stop_reason is not None:
-            # ``message_delta`` arrived: the answer is complete, only ``message_stop`` is missing.
-            return self._finish()
-        self.done = True
-        return [
-            Finish(
-                reason=ErrorFinish(
-                    code="TRANSPORT",
-                    message=f"{self.provider}: the stream was truncated: it ended after "
-                    f"{self._events} events without message_stop",
-                )
-            )
-        ]
+        return None
 
 
 __all__ = [

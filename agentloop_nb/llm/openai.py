@@ -48,8 +48,7 @@ undecodable JSON is ``BAD_RESPONSE`` quoting the bad data. HTTP and transport fa
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Mapping, Sequence
-from contextlib import aclosing
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import httpx
@@ -66,37 +65,20 @@ from ..messages import (
 )
 from ._chunks import (
     BlockEnd,
-    BlockStart,
-    BlockType,
     ErrorFinish,
-    Finish,
     FinishReason,
     GenerateOptions,
-    MaxTokens,
     ReasoningDelta,
-    Stop,
     StreamChunk,
     TextDelta,
     ToolCallDelta,
-    ToolCalls,
     Usage,
-    UsageChunk,
 )
-from ._http import (
-    HttpClientOwner,
-    header_secrets,
-    key_hint,
-    missing_key_message,
-    resolve_env,
-    safe_url,
-    stream_error,
-    transport_error,
-    truncate,
-)
-from ._sse import StreamFailure, stream_sse
+from ._sse import SseAdapter, tool_definition
+from ._stream_state import StreamState
 
 
-class OpenAIAdapter(HttpClientOwner):
+class OpenAIAdapter(SseAdapter):
     """Streams Chat Completions from an OpenAI-compatible endpoint (see the module docstring).
 
     ``stream(options)`` never raises for provider problems and ends with exactly one
@@ -119,30 +101,17 @@ class OpenAIAdapter(HttpClientOwner):
         require_key: bool = True,
         client: httpx.AsyncClient | None = None,
     ) -> None:
-        self.name = name
-        self._base_url = base_url
-        self._api_key = api_key
-        self.api_key_env = api_key_env
-        self.base_url_env = base_url_env
-        self.default_base_url = default_base_url
-        self._headers = dict(headers or {})
-        self.require_key = require_key
-        self._init_client(client, timeout)
-
-    # -- configuration --------------------------------------------------------------------------
-
-    @property
-    def base_url(self) -> str:
-        """The effective base URL right now (explicit, else environment, else default)."""
-        return (resolve_env(self._base_url, self.base_url_env) or self.default_base_url).rstrip("/")
-
-    def _key(self) -> str | None:
-        return resolve_env(self._api_key, self.api_key_env)
-
-    def __repr__(self) -> str:
-        return (
-            f"{type(self).__name__}(name={self.name!r}, base_url={safe_url(self.base_url)!r}, "
-            f"api_key={key_hint(self._key())!r}, api_key_env={self.api_key_env!r})"
+        super().__init__(
+            name=name,
+            base_url=base_url,
+            api_key=api_key,
+            api_key_env=api_key_env,
+            base_url_env=base_url_env,
+            default_base_url=default_base_url,
+            headers=headers,
+            timeout=timeout,
+            require_key=require_key,
+            client=client,
         )
 
     # -- request --------------------------------------------------------------------------------
@@ -167,46 +136,14 @@ class OpenAIAdapter(HttpClientOwner):
             body["reasoning_effort"] = options.reasoning_effort
         return body
 
-    async def stream(self, options: GenerateOptions) -> AsyncIterator[StreamChunk]:
-        """Stream one completion (see the class docstring for the failure contract)."""
-        key = self._key()
-        if key is None and self.require_key:
-            yield Finish(
-                reason=ErrorFinish(
-                    code="AUTH", message=missing_key_message(self.name, self.api_key_env)
-                )
-            )
-            return
-        secrets = [key, *header_secrets(self._headers)]
-        headers = {"content-type": "application/json", **self._headers}
-        if key is not None:
-            headers["authorization"] = f"Bearer {key}"
-        url = self.base_url + "/chat/completions"
-        client = self._http()
-        try:
-            request = client.build_request(
-                "POST",
-                url,
-                headers=headers,
-                content=json.dumps(self.build_body(options)).encode(),
-                **self._timeout_kwargs(),
-            )
-        except (httpx.HTTPError, httpx.InvalidURL) as exc:
-            yield Finish(reason=transport_error(exc, provider=self.name, url=url, secrets=secrets))
-            return
-        chunks = stream_sse(
-            client=client,
-            request=request,
-            parser=OpenAIStreamParser(self.name),
-            signal=options.signal,
-            provider=self.name,
-            model=options.model,
-            secrets=secrets,
-            key_env=self.api_key_env,
-        )
-        async with aclosing(chunks):
-            async for chunk in chunks:
-                yield chunk
+    def _endpoint(self) -> str:
+        return self.base_url + "/chat/completions"
+
+    def _auth_headers(self, key: str) -> dict[str, str]:
+        return {"authorization": f"Bearer {key}"}
+
+    def _parser(self) -> OpenAIStreamParser:
+        return OpenAIStreamParser(self.name)
 
 
 # -- request mapping -------------------------------------------------------------------------
@@ -214,11 +151,7 @@ class OpenAIAdapter(HttpClientOwner):
 
 def to_openai_tool(tool: Mapping[str, Any]) -> dict[str, Any]:
     """A ``{"name", "description", "parameters"}`` definition as an OpenAI function tool."""
-    fn: dict[str, Any] = {"name": tool["name"]}
-    if tool.get("description"):
-        fn["description"] = tool["description"]
-    fn["parameters"] = tool.get("parameters") or {"type": "object", "properties": {}}
-    return {"type": "function", "function": fn}
+    return {"type": "function", "function": tool_definition(tool, "parameters")}
 
 
 def _user_content(blocks: Sequence[ContentBlock]) -> str | list[dict[str, Any]]:
@@ -292,28 +225,21 @@ def usage_from_openai(u: Mapping[str, Any]) -> Usage:
     )
 
 
-class OpenAIStreamParser:
+class OpenAIStreamParser(StreamState):
     """Maps Chat Completions chunks to ``StreamChunk`` s (an ``EventParser`` for
     :func:`._sse.stream_sse`; see the module docstring)."""
 
+    reason_field = "finish_reason"
+    max_tokens_reason = "length"
+    terminator = "a finish_reason or [DONE]"
+
     def __init__(self, provider: str = "openai") -> None:
-        self.provider = provider
-        self.done = False
-        self._next_block = 0
+        super().__init__(provider)
         self._text: int | None = None
         self._reasoning: int | None = None
         self._calls: dict[int, _Call] = {}
         self._open_calls: list[int] = []
-        self._finish_reason: str | None = None
         self._usage: Usage | None = None
-        self._has_text = False
-        self._events = 0
-
-    def _start(self, out: list[StreamChunk], block_type: BlockType) -> int:
-        index = self._next_block
-        self._next_block += 1
-        out.append(BlockStart(index=index, block_type=block_type))
-        return index
 
     def _end_text_and_reasoning(self, out: list[StreamChunk]) -> None:
         if self._text is not None:
@@ -329,26 +255,9 @@ class OpenAIStreamParser:
         self._events += 1
         if data == "[DONE]" or data.strip() == "[DONE]":
             return self._finish()
-        try:
-            obj = json.loads(data)
-        except ValueError:
-            raise StreamFailure(
-                ErrorFinish(
-                    code="BAD_RESPONSE",
-                    message=f"{self.provider}: malformed JSON in the event stream: {truncate(data, 200)!r}",
-                )
-            ) from None
-        if not isinstance(obj, dict):
-            raise StreamFailure(
-                ErrorFinish(
-                    code="BAD_RESPONSE",
-                    message=f"{self.provider}: unexpected event data (not an object): {truncate(data, 200)!r}",
-                )
-            )
+        obj = self._decode(data, "the event stream")
         if obj.get("error") or event == "error":
-            raise StreamFailure(
-                stream_error(provider=self.provider, payload=obj, secrets=(), default="SERVER")
-            )
+            raise self._stream_failure(obj)
         out: list[StreamChunk] = []
         usage = obj.get("usage")
         if isinstance(usage, dict):
@@ -361,7 +270,7 @@ class OpenAIStreamParser:
                 self._delta(delta, out)
             reason = choice.get("finish_reason")
             if reason:
-                self._finish_reason = str(reason)
+                self._reason = str(reason)
         return out
 
     def _delta(self, delta: dict[str, Any], out: list[StreamChunk]) -> None:
@@ -369,14 +278,14 @@ class OpenAIStreamParser:
         if isinstance(reasoning, str) and reasoning:
             if self._reasoning is None:
                 self._end_text_and_reasoning(out)
-                self._reasoning = self._start(out, "reasoning")
+                self._reasoning = self._open_block(out, "reasoning")
             out.append(ReasoningDelta(index=self._reasoning, text=reasoning))
         for key in ("content", "refusal"):
             text = delta.get(key)
             if isinstance(text, str) and text:
                 if self._text is None:
                     self._end_text_and_reasoning(out)
-                    self._text = self._start(out, "text")
+                    self._text = self._open_block(out, "text")
                 self._has_text = True
                 out.append(TextDelta(index=self._text, text=text))
         calls = delta.get("tool_calls")
@@ -397,10 +306,11 @@ class OpenAIStreamParser:
         state = self._calls.get(key)
         if state is None:
             self._end_text_and_reasoning(out)
-            block = self._start(out, "tool-call")
+            block = self._open_block(out, "tool-call")
             state = _Call(block, str(call_id) if call_id else f"call_{self._events}_{key}")
             self._calls[key] = state
             self._open_calls.append(key)
+            self._has_tools = True
         fn = call.get("function") or {}
         name = fn.get("name") if isinstance(fn, dict) else None
         args: Any = fn.get("arguments") if isinstance(fn, dict) else None
@@ -416,52 +326,25 @@ class OpenAIStreamParser:
                 )
             )
 
-    def _finish(self) -> list[StreamChunk]:
-        self.done = True
-        out: list[StreamChunk] = []
+    # -- the end of the stream (see ``StreamState``) --------------------------------------------
+
+    def _close_open_blocks(self, out: list[StreamChunk]) -> None:
         self._end_text_and_reasoning(out)
         for key in self._open_calls:
             out.append(BlockEnd(index=self._calls[key].block))
         self._open_calls.clear()
-        if self._usage is not None:
-            out.append(UsageChunk(usage=self._usage))
-        out.append(Finish(reason=self._finish_kind()))
-        return out
 
-    def _finish_kind(self) -> FinishReason:
-        reason = self._finish_reason
-        if reason == "length":
-            return MaxTokens()
+    def _final_usage(self) -> Usage | None:
+        return self._usage
+
+    def _provider_finish(self, reason: str | None) -> FinishReason | None:
         if reason == "content_filter":
             return ErrorFinish(
                 code="BAD_REQUEST",
                 message=f"{self.provider}: the provider's content filter blocked the response "
                 "(finish_reason 'content_filter'); rephrase the request",
             )
-        if self._calls:
-            return ToolCalls()
-        if not self._has_text:
-            return ErrorFinish(
-                code="EMPTY_RESPONSE",
-                message=f"{self.provider}: the model returned no text and no tool calls "
-                f"(finish_reason {reason!r})",
-            )
-        return Stop()
-
-    def eof(self) -> list[StreamChunk]:
-        if self._finish_reason is not None:
-            # The answer is complete; only the ``[DONE]`` terminator is missing.
-            return self._finish()
-        self.done = True
-        return [
-            Finish(
-                reason=ErrorFinish(
-                    code="TRANSPORT",
-                    message=f"{self.provider}: the stream was truncated: it ended after "
-                    f"{self._events} events without a finish_reason or [DONE]",
-                )
-            )
-        ]
+        return None
 
 
 __all__ = [

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,6 +22,7 @@ from agentloop_nb.llm._chunks import (
     UsageChunk,
 )
 from agentloop_nb.messages import ReasoningBlock, TextBlock, UserMessage
+from peers.loopback import LoopbackServer, Reply
 
 
 async def collect(adapter: Any, options: GenerateOptions) -> list[StreamChunk]:
@@ -46,6 +48,11 @@ class Assembled:
             f"expected an error finish, got {self.finish!r}"
         )
         return self.finish
+
+    @property
+    def kind(self) -> str | None:
+        """The finish kind (``"stop"``, ``"tool-calls"``, ...), ``None`` without a finish."""
+        return self.finish.kind if self.finish is not None else None
 
     def call_args(self, i: int = 0) -> Any:
         return json.loads(self.calls[i]["arguments"])
@@ -109,6 +116,31 @@ def check_contract(chunks: list[StreamChunk]) -> Assembled:
 
 async def run(adapter: Any, options: GenerateOptions) -> Assembled:
     return check_contract(await collect(adapter, options))
+
+
+def assert_answered(result: Assembled, text: str) -> None:
+    """One text block saying ``text``, a ``stop`` finish and non-zero usage both ways."""
+    assert (result.text, result.block_types, result.kind) == (text, ["text"], "stop"), result
+    usage = result.usage
+    assert usage is not None and usage.input_tokens > 0 and usage.output_tokens > 0, usage
+
+
+async def run_closing(adapter: Any, options: GenerateOptions) -> Assembled:
+    """:func:`run`, then close the adapter (also when the run fails)."""
+    try:
+        return await run(adapter, options)
+    finally:
+        await adapter.aclose()
+
+
+async def run_served(
+    reply: Reply, make_adapter: Callable[[str], Any], options: GenerateOptions
+) -> tuple[Assembled, LoopbackServer]:
+    """Run an adapter built by ``make_adapter(server_url)`` against a :class:`LoopbackServer`
+    answering ``reply``; returns the result and the (stopped) server, for its ``requests``."""
+    with LoopbackServer(reply) as server:
+        result = await run_closing(make_adapter(server.url), options)
+    return result, server
 
 
 def user(text: str, id: str = "u1") -> UserMessage:
