@@ -31,7 +31,7 @@ from __future__ import annotations
 import asyncio
 import keyword
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from functools import partial
 from typing import Any, Literal
 
@@ -373,18 +373,20 @@ class Context:
 
     # -- dispatch ---------------------------------------------------------------------------
 
+    def _reached(self, name: str) -> Iterator[_Listener]:
+        """The live listeners of ``name`` this context's dispatch reaches, over a snapshot
+        (scope filtering: an agent's dispatch skips other agents' listeners). ``emit``
+        inlines the same loop: it runs once per streamed chunk."""
+        agent = self.agent
+        for lst in self._listeners.get(name, _NO_LISTENERS):
+            if lst.live and (lst.agent is None or agent is None or lst.agent is agent):
+                yield lst
+
     def has_listeners(self, name: str) -> bool:
         """Whether a dispatch of ``name`` through this context would reach any listener.
 
         Lets hot paths skip building a payload (and a cancel scope) for an unobserved hook."""
-        listeners = self._listeners.get(name)
-        if not listeners:
-            return False
-        agent = self.agent
-        return any(
-            lst.live and (lst.agent is None or agent is None or lst.agent is agent)
-            for lst in listeners
-        )
+        return next(self._reached(name), None) is not None
 
     def emit(self, name: str, payload: Any = None) -> None:
         """Notify listeners synchronously; their exceptions are contained and reported."""
@@ -409,16 +411,7 @@ class Context:
     def emit_strict(self, name: str, payload: Any = None) -> None:
         """Notify listeners synchronously; the first exception propagates (a veto) and the
         remaining listeners are not called. Async listeners run as under :meth:`emit`."""
-        listeners = self._listeners.get(name)
-        if listeners is None:
-            return
-        agent = self.agent
-        for lst in listeners:
-            if not lst.live:
-                continue
-            owner = lst.agent
-            if owner is not None and agent is not None and owner is not agent:
-                continue
+        for lst in self._reached(name):
             result = lst.fn(payload)
             if result is not None and is_awaitable(result):
                 self._observe(name, lst, result)
@@ -426,18 +419,9 @@ class Context:
     async def parallel(self, name: str, payload: Any = None) -> None:
         """Run all listeners concurrently; once every one settled, raise an
         ``ExceptionGroup`` of the failures (if any). Cancellation cancels them all."""
-        listeners = self._listeners.get(name)
-        if listeners is None:
-            return
-        agent = self.agent
         errors: list[Exception] = []
         awaitables: list[Awaitable[Any]] = []
-        for lst in listeners:
-            if not lst.live:
-                continue
-            owner = lst.agent
-            if owner is not None and agent is not None and owner is not agent:
-                continue
+        for lst in self._reached(name):
             try:
                 result = lst.fn(payload)
             except Exception as exc:
@@ -460,16 +444,7 @@ class Context:
     async def serial(self, name: str, payload: Any = None) -> Any:
         """Run listeners in order, awaiting each; return the first non-``None`` result
         (later listeners are skipped) or ``None``. Exceptions propagate."""
-        listeners = self._listeners.get(name)
-        if listeners is None:
-            return None
-        agent = self.agent
-        for lst in listeners:
-            if not lst.live:
-                continue
-            owner = lst.agent
-            if owner is not None and agent is not None and owner is not agent:
-                continue
+        for lst in self._reached(name):
             result = lst.fn(payload)
             if result is not None and is_awaitable(result):
                 result = await result
@@ -479,16 +454,7 @@ class Context:
 
     def bail(self, name: str, payload: Any = None) -> Any:
         """Synchronous :meth:`serial`. An async listener raises ``TypeError``."""
-        listeners = self._listeners.get(name)
-        if listeners is None:
-            return None
-        agent = self.agent
-        for lst in listeners:
-            if not lst.live:
-                continue
-            owner = lst.agent
-            if owner is not None and agent is not None and owner is not agent:
-                continue
+        for lst in self._reached(name):
             result = lst.fn(payload)
             if result is not None:
                 if is_awaitable(result):
@@ -512,12 +478,7 @@ class Context:
         if not listeners:
             # Hot path (several waterfalls per loop step are usually unobserved): no chain to
             # build, the result is the default's.
-            if default is None:
-                return None
-            result = default()
-            if result is not None and is_awaitable(result):
-                result = await result
-            return result
+            return await _call_default(default)
         agent = self.agent
         count = len(listeners)
 
@@ -534,12 +495,7 @@ class Context:
                 if result is not None and is_awaitable(result):
                     result = await result
                 return result
-            if default is None:
-                return None
-            result = default()
-            if result is not None and is_awaitable(result):
-                result = await result
-            return result
+            return await _call_default(default)
 
         return await run(0)
 
@@ -598,6 +554,15 @@ class Context:
         state = "active" if self.fiber._active else "disposed"
         agent = "" if self.agent is None else f" agent={self.agent!r}"
         return f"<Context {self.fiber.path!r}{agent} {state}>"
+
+
+async def _call_default(default: Callable[[], Any] | None) -> Any:
+    if default is None:
+        return None
+    result = default()
+    if result is not None and is_awaitable(result):
+        result = await result
+    return result
 
 
 async def _settle(awaitable: Awaitable[Any], errors: list[Exception]) -> None:
