@@ -68,6 +68,8 @@ async def run_tool_calls(
 def _groups(
     tools: Any, agent: Agent, calls: tuple[ToolCallBlock, ...]
 ) -> list[tuple[str, list[int]]]:
+    if len(calls) == 1:  # a lone call runs alone whatever its mode: skip classifying it
+        return [("exclusive", [0])]
     groups: list[tuple[str, list[int]]] = []
     for i, call in enumerate(calls):
         mode = tools.execution_mode(call, agent)
