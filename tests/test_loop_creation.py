@@ -10,11 +10,13 @@ import anyio
 import pytest
 from _loop_helpers import (
     OPTIONS,
+    chunk_text,
     data,
     idle,
     is_type,
     make_app,
     new_agent,
+    reasons,
     run,
     scripted,
     types,
@@ -310,3 +312,33 @@ async def test_dispose_waits_for_work_that_ignores_the_signal_before_unpublishin
     assert app.ctx.agents.get("w") is None
     assert [d["content"] for d in data(agent, "tool/result")] == ["finished anyway"]
     assert agent.session.events[-1].data["reason"] == {"kind": "disposed"}
+
+
+async def test_an_agent_created_through_a_plugin_context_is_disposed_with_that_plugin() -> None:
+    app = make_app()
+    scripted(app, HANG)
+    created: list[Any] = []
+    disposed: list[str] = []
+    app.ctx.on("agent/disposed", lambda p: disposed.append(p.agent.id))
+
+    def plugin(ctx: Any, config: Any) -> None:
+        created.append(ctx.agent_loop.create("owned", OPTIONS))
+
+    fiber = app.ctx.plugin(plugin, name="owner")
+    (agent,) = created
+    agent.followup("hi")
+    await wait_for(agent, chunk_text("partial"))
+    await fiber.aclose()  # e.g. a %%plugin cell re-run: its scope unwinds
+    assert disposed == [agent.id] and app.ctx.agent_loop.get(agent.id) is None
+    assert reasons(agent) == ["disposed"] and agent.status == "idle"
+    await app.aclose()
+
+
+async def test_disposing_an_owned_agent_first_leaves_nothing_for_its_owner_to_do() -> None:
+    app = make_app()
+    disposed: list[str] = []
+    app.ctx.on("agent/disposed", lambda p: disposed.append(p.agent.id))
+    agent = app.ctx.agent_loop.create("owned", OPTIONS)
+    await app.agent_loop.dispose(agent)
+    await app.aclose()  # the root scope's effect for the agent was already released
+    assert disposed == [agent.id]

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, PositiveInt
@@ -77,6 +78,7 @@ class Agent:
         self._idle_waiters: list[asyncio.Future[None]] = []
         self._disposed = False
         self._disposal: asyncio.Future[None] | None = None  # AgentLoop.dispose memo
+        self._owner: Callable[[], Any] | None = None  # the owning scope's effect disposer
         self._published = False
         self._resumed = resumed
         self._turn = 0

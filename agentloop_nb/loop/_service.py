@@ -45,6 +45,11 @@ class AgentLoop:
         sp.variable("model", lambda agent: getattr(agent.options, "model", None) or "unset")
         sp.variable("cwd", lambda agent: agent.session.header.cwd or ".")
 
+    def __bind__(self, ctx: Context) -> _OwnedAgentLoop:
+        """``ctx.agent_loop`` seen from ``ctx``: agents it creates are owned by ``ctx``'s scope
+        (disposing that scope, e.g. re-running a ``%%plugin`` cell, disposes them)."""
+        return _OwnedAgentLoop(self, ctx)
+
     # -- public -------------------------------------------------------------------------------
 
     def create(
@@ -88,6 +93,10 @@ class AgentLoop:
             self.ctx.sessions.detach(agent.session)
         finally:
             fut.set_result(None)
+            owner = agent._owner
+            if owner is not None:  # nothing left for the owning scope to tear down
+                agent._owner = None
+                owner()
 
     # -- creation transaction ------------------------------------------------------------------
 
@@ -224,6 +233,35 @@ class AgentLoop:
     def _initiator(self, agent: Agent) -> Iterator[None]:
         with self.ctx.agents.with_initiator(agent):
             yield
+
+
+class _OwnedAgentLoop:
+    """A view of the :class:`AgentLoop` bound to the context that resolved it."""
+
+    __slots__ = ("_ctx", "_loop")
+
+    def __init__(self, loop: AgentLoop, ctx: Context) -> None:
+        self._loop = loop
+        self._ctx = ctx
+
+    def create(
+        self, id: str, options: AgentOptions | None = None, meta: dict[str, Any] | None = None
+    ) -> Agent:
+        """:meth:`AgentLoop.create`, with the agent disposed when this context's scope is."""
+        agent = self._loop.create(id, options, meta)
+        loop = self._loop
+
+        def teardown() -> Any:
+            return None if agent._disposal is not None else loop.dispose(agent)
+
+        agent._owner = self._ctx.effect(lambda: teardown)
+        return agent
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._loop, name)
+
+    def __repr__(self) -> str:
+        return f"<AgentLoop view for {self._ctx!r}>"
 
 
 class _Factory:
