@@ -338,7 +338,10 @@ async def test_disposing_an_owned_agent_first_leaves_nothing_for_its_owner_to_do
     app = make_app()
     disposed: list[str] = []
     app.ctx.on("agent/disposed", lambda p: disposed.append(p.agent.id))
-    agent = app.ctx.agent_loop.create("owned", OPTIONS)
+    owner = app.ctx.child(name="owner")
+    agent = owner.agent_loop.create("owned", OPTIONS)
+    assert app.ctx.agent_loop is app.agent_loop  # the loop's own context sees the loop itself
     await app.agent_loop.dispose(agent)
-    await app.aclose()  # the root scope's effect for the agent was already released
+    await owner.fiber.aclose()  # its teardown for the agent was already released
     assert disposed == [agent.id]
+    await app.aclose()

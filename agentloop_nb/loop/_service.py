@@ -45,10 +45,11 @@ class AgentLoop:
         sp.variable("model", lambda agent: getattr(agent.options, "model", None) or "unset")
         sp.variable("cwd", lambda agent: agent.session.header.cwd or ".")
 
-    def __bind__(self, ctx: Context) -> _OwnedAgentLoop:
-        """``ctx.agent_loop`` seen from ``ctx``: agents it creates are owned by ``ctx``'s scope
-        (disposing that scope, e.g. re-running a ``%%plugin`` cell, disposes them)."""
-        return _OwnedAgentLoop(self, ctx)
+    def __bind__(self, ctx: Context) -> AgentLoop | _OwnedAgentLoop:
+        """``ctx.agent_loop`` seen from ``ctx``: from the loop's own context, the loop itself
+        (it owns its agents); from any other context, a view whose agents are owned by that
+        context's scope (disposing it, e.g. re-running a ``%%plugin`` cell, disposes them)."""
+        return self if ctx is self.ctx else _OwnedAgentLoop(self, ctx)
 
     # -- public -------------------------------------------------------------------------------
 
