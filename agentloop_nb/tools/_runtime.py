@@ -73,12 +73,17 @@ class _State:
         self.guards: tuple[tuple[Guard, Any], ...] = ()
 
 
-async def _allow() -> Allow:
-    return Allow()
+# Decisions are frozen, so the waterfalls' defaults can share one instance each.
+_ALLOW = Allow()
+_ACCEPT = Accept()
 
 
-async def _accept() -> Accept:
-    return Accept()
+def _allow() -> Allow:
+    return _ALLOW
+
+
+def _accept() -> Accept:
+    return _ACCEPT
 
 
 class ToolRuntime:
