@@ -531,17 +531,10 @@ class Context:
         _log.error("listener %r of %r raised", handler, name, exc_info=exc)
         if name == INTERNAL_ERROR:
             return  # never report a failing error observer recursively
-        listeners = self._listeners.get(INTERNAL_ERROR)
-        if listeners is None:
+        if INTERNAL_ERROR not in self._listeners:
             return
         report = ErrorReport(event=name, handler=repr(handler), error=exc)
-        agent = self.agent
-        for lst in listeners:
-            if not lst.live:
-                continue
-            owner = lst.agent
-            if owner is not None and agent is not None and owner is not agent:
-                continue
+        for lst in self._reached(INTERNAL_ERROR):
             try:
                 result = lst.fn(report)
             except Exception as inner:

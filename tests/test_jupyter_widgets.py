@@ -284,25 +284,6 @@ async def test_ask_shows_approve_deny_buttons_and_approve_runs_the_tool() -> Non
 
 
 @pytest.mark.anyio
-async def test_unanswered_approval_is_denied_after_the_timeout() -> None:
-    @tool
-    def danger() -> str:
-        """Needs approval."""
-        return "ran"
-
-    app, _ = _app([tool_call("c1", "danger", {}), text("done")])
-    app.ctx.provide("approval", WidgetApproval(timeout=0.05))
-    app.ctx.tools.register(danger)
-    app.ctx.on("tools/pre-execute", lambda execution, next: Ask())
-    agent = _agent(app)
-    agent.followup("go")
-    await agent.when_idle()
-    result = next(e.data for e in agent.session.events if e.type == "tool/result")
-    assert result["error"]["code"] == "DENIED"
-    await app.aclose()
-
-
-@pytest.mark.anyio
 async def test_agent_view_controls_follow_up_steer_inject_and_cancel() -> None:
     app, model = _app([HANG, text("after"), text("more")])
     agent = _agent(app)
