@@ -48,9 +48,10 @@ class Section:
 
 @dataclass(frozen=True, slots=True)
 class Assembly:
-    """What ``assemble`` produced for one agent and step. ``tools`` starts empty (the loop fills
-    in the visible tool schemas). ``assemble`` listeners return a modified copy
-    (``dataclasses.replace``)."""
+    """What ``assemble`` produced for one agent and step: its sections, the schemas of the tools
+    visible to it (from ``ctx.tools`` when that service exists) and its variables. The loop
+    sends exactly these. ``assemble`` listeners return a modified copy (``.replace(...)``), e.g.
+    to hide a tool for one step."""
 
     sections: tuple[Section, ...] = ()
     tools: tuple[Mapping[str, Any], ...] = ()
@@ -217,8 +218,17 @@ class SystemPrompt:
                 )
             variables[entry.name] = value
         return Assembly(
-            sections=tuple(r[2] for r in resolved), variables=MappingProxyType(variables)
+            sections=tuple(r[2] for r in resolved),
+            tools=self._tool_schemas(agent),
+            variables=MappingProxyType(variables),
         )
+
+    def _tool_schemas(self, agent: Any) -> tuple[Mapping[str, Any], ...]:
+        try:
+            tools = self._ctx.tools
+        except AttributeError:  # no tools service: nothing to offer
+            return ()
+        return tuple(tools.schemas(agent))
 
     async def assemble(self, agent: Any, *, ctx: Any = None) -> Assembly:
         """Collect sections and variables for ``agent``, then run the ``system-prompt/assemble``

@@ -456,3 +456,29 @@ async def test_options_max_tokens_seed_every_request(app: App) -> None:
     config = agent.session.request_header()["config"]
     assert config["max_tokens"] == 64
     assert OPTIONS.max_tokens is None
+
+
+async def test_an_assemble_listener_can_hide_a_tool_from_the_request(app: App) -> None:
+    @tool
+    def secret() -> str:
+        """Not for this agent."""
+        return "s"
+
+    @tool
+    def public() -> str:
+        """Fine."""
+        return "p"
+
+    app.ctx.tools.register(secret)
+    app.ctx.tools.register(public)
+
+    def hide(payload: Any, next: Any) -> Any:
+        a = payload.assembly
+        return a.replace(tools=tuple(t for t in a.tools if t["name"] != "secret"))
+
+    app.ctx.on("system-prompt/assemble", hide)
+    agent, model = new_agent(app, text("ok"))
+    await run(agent)
+    assert [t["name"] for t in model.requests[0].tools] == ["public"]
+    (header,) = data(agent, "request/header")
+    assert [t["name"] for t in header["header"]["tools"]] == ["public"]

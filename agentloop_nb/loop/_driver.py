@@ -237,7 +237,7 @@ async def _run_step(agent: Agent, t: _Turn, assembly: Any) -> bool:
         attempt += 1
         config = await _request_config(agent, t)
         system = ctx.system_prompt.render(assembly)
-        tools = ctx.tools.schemas(agent)
+        tools = list(assembly.tools)
         _log_header(agent, config, system, tools)
         options = GenerateOptions(
             provider=config.provider or "",
