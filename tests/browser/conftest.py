@@ -1,8 +1,8 @@
 """Fixtures for the real-browser tests (see ``harness.py`` for the contract).
 
 Without Chromium (or Playwright) every test here skips with the fix in the message; with
-``AGENTLOOP_REQUIRE_BROWSER=1`` (set by ``scripts/test.sh`` under ``CI=true``) it fails instead,
-so CI cannot go green on a machine where the browser chain silently stopped working.
+``AGENTLOOP_REQUIRE_BROWSER=1`` (set by ``scripts/test.sh`` once Chromium is installed) it fails
+instead, so CI cannot go green on a machine where the browser chain silently stopped working.
 """
 
 from __future__ import annotations
