@@ -66,6 +66,7 @@ class Tool:
 
     __slots__ = (
         "_args_model",
+        "_async_execute",
         "_fields",
         "concurrency_safe",
         "description",
@@ -108,6 +109,9 @@ class Tool:
         self._args_model: type[BaseModel] | None = None
         # (model field name, function parameter name) pairs, for @tool definitions.
         self._fields: tuple[tuple[str, str], ...] = ()
+        # The ``execute`` last seen to be a coroutine function (``execute`` may be reassigned):
+        # spares ``inspect.iscoroutinefunction`` on every call.
+        self._async_execute: Any = None
 
     def schema(self) -> dict[str, Any]:
         """``{"name", "description", "parameters"}`` as sent to providers (do not mutate)."""
@@ -337,7 +341,10 @@ def to_result(value: Any, call_id: str) -> ToolResult:
 async def call_execute(tool: Tool, args: dict[str, Any], execution: ToolExecution) -> Any:
     """Run ``tool.execute``: awaited when it is async, in a worker thread when it is sync."""
     execute = tool.execute
+    if execute is tool._async_execute:
+        return await execute(args, execution)
     if inspect.iscoroutinefunction(execute):
+        tool._async_execute = execute
         return await execute(args, execution)
     value = await anyio.to_thread.run_sync(
         partial(execute, args, execution), abandon_on_cancel=True
