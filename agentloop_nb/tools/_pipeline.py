@@ -7,14 +7,12 @@ cancellation from outside, ``KeyboardInterrupt``) propagate.
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 import json
 import logging
 from typing import Any
 
 import anyio
-from anyio._core._eventloop import get_async_backend
 
 from ..signals import AbortError, AbortSignal
 from ._decisions import (
@@ -68,23 +66,6 @@ def _aborted(execution: ToolExecution, when: str) -> ToolResult:
     return error_result(ABORTED, f"tool call aborted {when}{suffix}", call_id=execution.call_id)
 
 
-_scope_factory: list[Any] = [None, None]  # [event loop, its backend's create_cancel_scope]
-
-
-def _cancel_scope() -> anyio.CancelScope:
-    """``anyio.CancelScope()`` without re-detecting the async library on every call (that
-    detection costs more than the scope): the backend is looked up once per asyncio loop."""
-    loop = asyncio._get_running_loop()
-    if loop is None:  # not asyncio (trio): the generic constructor
-        return anyio.CancelScope()
-    cached = _scope_factory
-    if cached[0] is not loop:
-        cached[1] = get_async_backend().create_cancel_scope
-        cached[0] = loop
-    scope: anyio.CancelScope = cached[1]()
-    return scope
-
-
 async def run_body(execution: ToolExecution) -> ToolResult:
     """Run the tool body under its ``timeout`` and the execution's abort signal.
 
@@ -101,7 +82,7 @@ async def run_body(execution: ToolExecution) -> ToolResult:
     args = execution.args if execution.args is not None else {}
     value: Any = None
     timed_out = False
-    with _cancel_scope() as abort_scope:
+    with anyio.CancelScope() as abort_scope:
         remove = signal.add_callback(lambda _reason: abort_scope.cancel())
         try:
             if tool.timeout is None:
