@@ -83,6 +83,10 @@ class Agent:
         self._resumed = resumed
         self._turn = 0
         self._last_header: dict[str, Any] | None = None
+        # The loop's caches: (options, their request-config seed) and the inputs that built
+        # ``_last_header`` (config, system, tools).
+        self._seed: tuple[AgentOptions, Any] | None = None
+        self._header_inputs: tuple[Any, str, list[Any]] | None = None
 
     # -- status -------------------------------------------------------------------------------
 

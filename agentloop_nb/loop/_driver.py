@@ -183,13 +183,18 @@ async def _pre_step(
 
 async def _request_config(agent: Agent, t: _Turn) -> RequestConfig:
     o = agent.options
-    seed = RequestConfig(
-        provider=o.provider,
-        model=o.model,
-        max_tokens=o.max_tokens,
-        temperature=o.temperature,
-        reasoning_effort=o.reasoning_effort,
-    )
+    cached = agent._seed
+    if cached is not None and cached[0] is o:
+        seed = cached[1]  # both frozen: the same options give the same seed
+    else:
+        seed = RequestConfig(
+            provider=o.provider,
+            model=o.model,
+            max_tokens=o.max_tokens,
+            temperature=o.temperature,
+            reasoning_effort=o.reasoning_effort,
+        )
+        agent._seed = (o, seed)
     ctx = agent.ctx
     if ctx.has_listeners("agent/request"):
         signal = agent._controller.signal
@@ -216,6 +221,16 @@ async def _request_config(agent: Agent, t: _Turn) -> RequestConfig:
 
 
 def _log_header(agent: Agent, config: RequestConfig, system: str, tools: list[Any]) -> None:
+    last = agent._header_inputs
+    if (
+        last is not None
+        and agent._last_header is not None
+        and (config is last[0] or config == last[0])
+        and system == last[1]
+        and tools == last[2]
+    ):
+        return  # the same inputs build the same header: nothing to log, nothing to dump
+    agent._header_inputs = (config, system, tools)
     header = {"config": config.model_dump(exclude_none=True), "system": system, "tools": tools}
     if agent._last_header is None:
         reason = "resume" if agent._resumed else "initial"
