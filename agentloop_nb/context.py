@@ -386,6 +386,8 @@ class Context:
         """Whether a dispatch of ``name`` through this context would reach any listener.
 
         Lets hot paths skip building a payload (and a cancel scope) for an unobserved hook."""
+        if not self._listeners.get(name):  # the common case: no generator to build
+            return False
         return next(self._reached(name), None) is not None
 
     def emit(self, name: str, payload: Any = None) -> None:

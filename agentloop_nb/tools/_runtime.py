@@ -86,6 +86,13 @@ def _accept() -> Accept:
     return _ACCEPT
 
 
+def _observed(ctx: Any, name: str) -> bool:
+    """Whether dispatching ``name`` through ``ctx`` could reach a listener (a dispatcher
+    without ``has_listeners`` is assumed observed: the hook then always runs)."""
+    has = getattr(ctx, "has_listeners", None)
+    return True if has is None else bool(has(name))
+
+
 class ToolRuntime:
     """The ``ctx.tools`` service. ``ToolRuntime(ctx)`` dispatches agent-less hooks through
     ``ctx``; through a context (``ctx.tools``) it is a bound view sharing the same registry.
@@ -310,7 +317,10 @@ class ToolRuntime:
                 call_id=execution.call_id,
             )
         ctx = execution.ctx
-        decision = await ctx.waterfall("tools/pre-execute", execution, _allow)
+        if _observed(ctx, "tools/pre-execute"):
+            decision = await ctx.waterfall("tools/pre-execute", execution, _allow)
+        else:  # unobserved: the waterfall's default, without running the chain machinery
+            decision = _ALLOW
         if isinstance(decision, Deny):
             return deny_result(execution, decision)
         if not isinstance(decision, Allow | Ask):
@@ -350,10 +360,14 @@ class ToolRuntime:
             assert result is not None
             return result
 
+        ctx = execution.ctx
+        if not _observed(ctx, "tools/execute"):
+            return await run_body(execution)  # the waterfall's default, called directly
+
         async def body() -> ToolResult:
             return await run_body(execution)
 
-        result = await execution.ctx.waterfall("tools/execute", execution, body)
+        result = await ctx.waterfall("tools/execute", execution, body)
         if not isinstance(result, ToolResult):
             raise TypeError(f"a tools/execute listener returned {result!r}; expected a ToolResult")
         if result.call_id != execution.call_id:
@@ -365,11 +379,15 @@ class ToolRuntime:
         decision, then emit ``tools/result``. Call it for every result, early errors included,
         so observers see every call. Listener exceptions propagate."""
         ctx = execution.ctx
-        decision = await ctx.waterfall(
-            "tools/post-execute", PostExecutePayload(execution, result), _accept
-        )
-        final = apply_post_decision(result, decision)
-        ctx.emit("tools/result", ToolResultPayload(execution, final))
+        if _observed(ctx, "tools/post-execute"):
+            decision = await ctx.waterfall(
+                "tools/post-execute", PostExecutePayload(execution, result), _accept
+            )
+            final = apply_post_decision(result, decision)
+        else:  # unobserved: the default Accept() keeps the result as is
+            final = result
+        if _observed(ctx, "tools/result"):
+            ctx.emit("tools/result", ToolResultPayload(execution, final))
         return final
 
     async def execute(self, execution: ToolExecution) -> ToolResult:
