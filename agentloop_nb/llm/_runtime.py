@@ -203,6 +203,9 @@ class _Stream:
         if signal is not None and signal.aborted:
             return _single(_ABORTED)
         runtime = self._runtime
+        has = getattr(self._ctx, "has_listeners", None)
+        if has is not None and not has(_LLM_STREAM):
+            return runtime._dispatch(options)  # unobserved: the waterfall's default, directly
         produced: list[AsyncIterator[StreamChunk]] = []
 
         async def default() -> AsyncIterator[StreamChunk]:
