@@ -20,7 +20,7 @@ validated per chunk, this is on the streaming hot path.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, ClassVar
 
 from ..messages import AssistantMessage, ContentBlock, ReasoningBlock, TextBlock, ToolCallBlock
 from ._chunks import (
@@ -71,23 +71,17 @@ class BlockAssembler:
     builds a fresh ``AssistantMessage`` from what has been fed so far).
     """
 
-    __slots__ = ("_blocks", "_chunks_seen", "_finish", "_handlers", "_usage")
+    __slots__ = ("_blocks", "_chunks_seen", "_finish", "_usage")
+
+    # Dispatch on the exact chunk class: one dict lookup instead of an isinstance chain. The
+    # table holds plain functions (filled in below the class), so no instance builds its own.
+    _HANDLERS: ClassVar[dict[type, Callable[[BlockAssembler, Any], None]]] = {}
 
     def __init__(self) -> None:
         self._blocks: dict[int, _Partial] = {}
         self._usage: Usage | None = None
         self._finish: FinishReason | None = None
         self._chunks_seen = 0
-        # Dispatch on the exact chunk class: one dict lookup instead of an isinstance chain.
-        self._handlers: dict[type, Callable[[Any], None]] = {
-            TextDelta: self._text,
-            ReasoningDelta: self._reasoning,
-            ToolCallDelta: self._tool_call,
-            BlockStart: self._start,
-            BlockEnd: self._end,
-            UsageChunk: self._on_usage,
-            Finish: self._on_finish,
-        }
 
     @property
     def usage(self) -> Usage | None:
@@ -105,9 +99,9 @@ class BlockAssembler:
 
     def feed(self, chunk: StreamChunk) -> None:
         self._chunks_seen += 1
-        handler = self._handlers.get(type(chunk))
+        handler = self._HANDLERS.get(type(chunk))
         if handler is not None:
-            handler(chunk)
+            handler(self, chunk)
 
     def message(self, *, interrupted: bool = False) -> AssistantMessage:
         """The assembled message (see the module docstring for what is dropped)."""
@@ -192,3 +186,16 @@ def assemble(
     for chunk in chunks:
         feed(chunk)
     return assembler.message(interrupted=interrupted), assembler.usage, assembler.finish
+
+
+BlockAssembler._HANDLERS.update(
+    {
+        TextDelta: BlockAssembler._text,
+        ReasoningDelta: BlockAssembler._reasoning,
+        ToolCallDelta: BlockAssembler._tool_call,
+        BlockStart: BlockAssembler._start,
+        BlockEnd: BlockAssembler._end,
+        UsageChunk: BlockAssembler._on_usage,
+        Finish: BlockAssembler._on_finish,
+    }
+)
