@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 import threading
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 import anyio
 import pytest
@@ -44,6 +45,27 @@ class FakeAgent:
 
     def __repr__(self) -> str:
         return f"<FakeAgent {self.id}>"
+
+
+T = TypeVar("T")
+
+
+async def abort_once(
+    controller: AbortController,
+    run: Callable[[], Awaitable[T]],
+    ready: Callable[[], Awaitable[Any]],
+) -> T:
+    """Run ``run()`` in a task, abort ``controller`` once ``ready()`` returns, return the result."""
+    results: list[T] = []
+    async with anyio.create_task_group() as tg:
+
+        async def go() -> None:
+            results.append(await run())
+
+        tg.start_soon(go)
+        await ready()
+        controller.abort("user")
+    return results[0]
 
 
 @pytest.fixture
@@ -472,16 +494,8 @@ async def test_abort_while_waiting_for_approval_is_aborted(root: Context) -> Non
     root.on("tools/pre-execute", lambda e, nxt: Ask())
     controller = AbortController()
     execution = root.tools.new_execution(call("echo", {"text": "x"}), signal=controller.signal)
-    results: list[ToolResult | None] = []
-    async with anyio.create_task_group() as tg:
-
-        async def run() -> None:
-            results.append(await root.tools.pre_execute(execution))
-
-        tg.start_soon(run)
-        await asked.wait()
-        controller.abort("user")
-    assert results[0] is not None and code(results[0]) == ABORTED
+    result = await abort_once(controller, lambda: root.tools.pre_execute(execution), asked.wait)
+    assert result is not None and code(result) == ABORTED
 
 
 # -- dispatch --------------------------------------------------------------------------------
@@ -533,18 +547,12 @@ async def test_abort_during_an_async_body_cancels_it_and_is_aborted(root: Contex
 
     root.tools.register(wait_forever)
     controller = AbortController()
-    results: list[ToolResult] = []
-    async with anyio.create_task_group() as tg:
-
-        async def run() -> None:
-            results.append(await execute(root, "wait_forever", signal=controller.signal))
-
-        tg.start_soon(run)
-        await started.wait()
-        controller.abort("user")
+    result = await abort_once(
+        controller, lambda: execute(root, "wait_forever", signal=controller.signal), started.wait
+    )
     assert cancelled.is_set()
-    assert code(results[0]) == ABORTED
-    assert results[0].content == "Error: tool call aborted while running (reason: user)"
+    assert code(result) == ABORTED
+    assert result.content == "Error: tool call aborted while running (reason: user)"
 
 
 @pytest.mark.anyio
@@ -603,16 +611,12 @@ async def test_abort_abandons_a_blocked_sync_body(root: Context) -> None:
 
     root.tools.register(blocking)
     controller = AbortController()
-    results: list[ToolResult] = []
-    async with anyio.create_task_group() as tg:
-
-        async def run() -> None:
-            results.append(await execute(root, "blocking", signal=controller.signal))
-
-        tg.start_soon(run)
-        await anyio.to_thread.run_sync(entered.wait)
-        controller.abort("user")
-    assert code(results[0]) == ABORTED
+    result = await abort_once(
+        controller,
+        lambda: execute(root, "blocking", signal=controller.signal),
+        lambda: anyio.to_thread.run_sync(entered.wait),
+    )
+    assert code(result) == ABORTED
     assert not finished.is_set()  # abandoned, still running
     release.set()
     await anyio.to_thread.run_sync(finished.wait)
