@@ -4,13 +4,12 @@ the built-in plugins and (optionally) JSONL persistence."""
 from __future__ import annotations
 
 import os
-import tomllib
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
-from pydantic import ConfigDict, Field
+from pydantic import ConfigDict, Field, ValidationError
 
+from ._configfile import read_config_file
 from ._supervisor import Supervisor
 from .agents import AgentRegistry
 from .context import Context
@@ -114,18 +113,17 @@ class App:
     @classmethod
     def from_file(cls, path: str | os.PathLike[str], **kwargs: Any) -> App:
         """Build an App from a TOML (``.toml``) or YAML (``.yaml``/``.yml``) file whose keys are
-        ``AppConfig``'s. Raises ``ValueError`` for another extension."""
-        p = Path(path)
-        text = p.read_text(encoding="utf-8")
-        if p.suffix == ".toml":
-            data = tomllib.loads(text)
-        elif p.suffix in (".yaml", ".yml"):
-            import yaml
+        ``AppConfig``'s.
 
-            data = yaml.safe_load(text) or {}
-        else:
-            raise ValueError(f"cannot read config {p}: use a .toml, .yaml or .yml file")
-        return cls(data, **kwargs)
+        Raises ``ConfigFileError`` (a ``ValueError``) naming the file when it cannot be used
+        (another extension, unreadable, over 1 MiB, a syntax error, YAML aliases, a top level that
+        is not a mapping), and ``pydantic.ValidationError`` naming the field for a bad setting."""
+        data = read_config_file(path)
+        try:
+            return cls(data, **kwargs)
+        except ValidationError as exc:
+            exc.add_note(f"in config file {os.fspath(path)}")  # the traceback names the file
+            raise
 
     async def aclose(self) -> None:
         """Dispose every agent (turns end ``disposed``), stop background tasks, flush and close
