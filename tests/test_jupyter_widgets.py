@@ -22,7 +22,6 @@ from agentloop_nb.jupyter import (
     Transcript,
     WidgetApproval,
 )
-from agentloop_nb.jupyter import _widgets as widgets_module
 from agentloop_nb.jupyter._transcript import item_html, item_text
 from agentloop_nb.loop import AgentOptions
 from agentloop_nb.session import SessionStore
@@ -457,12 +456,15 @@ async def test_calls_whose_body_never_ran_show_their_own_state_and_no_duration()
     ran = _pool_row(table, "c1")
     assert "agentloop-bar-done" in ran and "width:100.00%" in ran
     assert _duration_cell(ran).endswith("s")
-    # the call that ran is timed by its body, not by when its result was committed
+    # the call that ran is timed from the log: its tool/call to its tool/result
+    logged = {
+        (e.type, e.data["call_id"]): e.time for e in agent.session.events if "call_id" in e.data
+    }
     item = view.transcript.call("c1")
     assert item is not None
-    body_start, body_end = item.data["body"]
-    assert item.data["started"] <= body_start <= body_end <= item.data["ended"]
-    assert f"[done] ({body_end - body_start:.2f}s)" in item_text(item)
+    started, ended = logged[("tool/call", "c1")], logged[("tool/result", "c1")]
+    assert (item.data["started"], item.data["ended"]) == (started, ended)
+    assert f"[done] ({ended - started:.2f}s)" in item_text(item)
     view.close()
     await app.aclose()
 
@@ -497,39 +499,39 @@ def test_transcript_shows_no_duration_for_calls_refused_or_never_dispatched() ->
             assert "(0." not in item_html(item)
 
 
-class _Clock:
-    """A settable ``time`` stand-in, so bar geometry does not depend on real timing."""
+def _seeded_pool(calls: list[tuple[str, str, float, float]]) -> list[dict[str, Any]]:
+    """A finished step's log, at chosen times: each call is ``(call_id, name, started,
+    ended)``; its ``tool/call`` and ``tool/result`` are logged at those epoch seconds."""
+    blocks = [{"type": "tool-call", "id": c, "name": n, "arguments": "{}"} for c, n, _, _ in calls]
+    events: list[dict[str, Any]] = [
+        {"type": "turn/start", "data": {"turn": 1}, "time": 999.0},
+        {
+            "type": "assistant/message",
+            "data": {"turn": 1, "step": 1, "message": {"role": "assistant", "content": blocks}},
+            "time": 999.0,
+        },
+    ]
+    base = {"turn": 1, "step": 1}
+    for call_id, name, started, ended in calls:
+        ids = {**base, "call_id": call_id, "name": name}
+        events.append({"type": "tool/call", "data": {**ids, "arguments": "{}"}, "time": started})
+        result = {**ids, "content": "ok", "is_error": False}
+        events.append({"type": "tool/result", "data": result, "time": ended})
+    events.append({"type": "turn/end", "data": {"turn": 1, "reason": {"kind": "completed"}}})
+    return events
 
-    def __init__(self) -> None:
-        self.now = 1000.0
 
-    def time(self) -> float:
-        return self.now
-
-
-@pytest.fixture
-def clock(monkeypatch: pytest.MonkeyPatch) -> _Clock:
-    c = _Clock()
-    monkeypatch.setattr(widgets_module, "time", c)
-    return c
+async def _seeded_agent(app: App, seed: list[dict[str, Any]]) -> Any:
+    options = AgentOptions(provider="scripted", model="m")
+    handle = await app.ctx.agents.create(session_id="seeded", agent_options=options, seed=seed)
+    return handle.agent
 
 
 @pytest.mark.anyio
-async def test_the_only_call_of_a_step_fills_the_timeline_however_fast_it_was(
-    clock: _Clock,
-) -> None:
-    @tool
-    async def instant() -> str:
-        """Returns at once (the clock does not move)."""
-        return "ok"
-
-    app, _ = _app([tool_call("c1", "instant", {}), text("done")])
-    app.ctx.tools.register(instant)
-    agent = _agent(app)
+async def test_the_only_call_of_a_step_fills_the_timeline_however_fast_it_was() -> None:
+    app, _ = _app([])
+    agent = await _seeded_agent(app, _seeded_pool([("c1", "instant", 1000.0, 1000.0)]))
     view = AgentView(agent)
-    agent.followup("go")
-    await agent.when_idle()
-    view.flush()
     row = _pool_row(view.pool_view.table.value, "c1")
     assert "left:0.00%;width:100.00%" in row
     assert _duration_cell(row) == "0.00s"
@@ -538,35 +540,14 @@ async def test_the_only_call_of_a_step_fills_the_timeline_however_fast_it_was(
 
 
 @pytest.mark.anyio
-async def test_an_instant_call_beside_a_long_one_keeps_a_visible_bar_inside_the_timeline(
-    clock: _Clock,
-) -> None:
-    @tool(concurrency_safe=True)
-    async def long() -> str:
-        """Takes 5 s of the test clock."""
-        clock.now += 5.0
-        return "slow"
-
-    @tool  # exclusive: it starts once the long call has ended, whatever the pool's order
-    async def instant() -> str:
-        """Takes no time."""
-        return "fast"
-
-    app, _ = _app(
-        [
-            combine(tool_call("c1", "long", {}), tool_call("c2", "instant", {})),
-            text("done"),
-        ]
-    )
-    app.ctx.tools.register(long)
-    app.ctx.tools.register(instant)
-    agent = _agent(app)
+async def test_an_instant_call_beside_a_long_one_keeps_a_visible_bar_inside_the_timeline() -> None:
+    app, _ = _app([])
+    seed = _seeded_pool([("c1", "long", 1000.0, 1005.0), ("c2", "instant", 1005.0, 1005.0)])
+    agent = await _seeded_agent(app, seed)
     view = AgentView(agent)
-    agent.followup("go")
-    await agent.when_idle()
-    view.flush()
     table = view.pool_view.table.value
     assert "left:0.00%;width:100.00%" in _pool_row(table, "c1")
+    assert _duration_cell(_pool_row(table, "c1")) == "5.00s"
     # the instant call starts where the long one ended: a minimal bar, still inside the track
     assert "left:99.00%;width:1.00%" in _pool_row(table, "c2")
     view.close()
