@@ -2,14 +2,42 @@
 
 A leaf module (it knows the assembler and the content blocks, nothing of the transcript or the
 renderers), so the fold and the renderers can both use it.
+
+A streamed block is folded by a :class:`~agentloop_nb.llm.BlockAssembler`, the loop's own
+rules. The log holds chunks as JSON, so each is rebuilt as its typed chunk first; text and
+reasoning deltas, the bulk of a stream, are only collected as they arrive and handed to the
+assembler as one delta of their joined text when the item is next read (a delta's text is
+appended either way), so the per-token cost stays a list append.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from typing import Any
 
-from ..llm import BlockAssembler
+from ..llm import (
+    BlockAssembler,
+    BlockEnd,
+    BlockStart,
+    ReasoningDelta,
+    StreamChunk,
+    TextDelta,
+    ToolCallDelta,
+)
 from ..messages import ReasoningBlock, TextBlock, ToolCallBlock
+
+# Logged chunk types a block is folded from (usage and finish describe the whole message).
+CHUNK_TYPES: dict[str, Callable[..., StreamChunk]] = {
+    "text-delta": TextDelta,
+    "reasoning-delta": ReasoningDelta,
+    "tool-call-delta": ToolCallDelta,
+    "block-start": BlockStart,
+    "block-end": BlockEnd,
+}
+_TEXT_DELTAS: dict[str, Callable[..., StreamChunk]] = {
+    "text-delta": TextDelta,
+    "reasoning-delta": ReasoningDelta,
+}
 
 
 class Item:
@@ -21,7 +49,18 @@ class Item:
     logged message keeps its text in ``parts``.
     """
 
-    __slots__ = ("_built", "assembler", "data", "html", "index", "kind", "parts", "turn")
+    __slots__ = (
+        "_built",
+        "_pending",
+        "_pending_type",
+        "assembler",
+        "data",
+        "html",
+        "index",
+        "kind",
+        "parts",
+        "turn",
+    )
 
     def __init__(
         self,
@@ -38,6 +77,8 @@ class Item:
         self.parts: list[str] = []
         self.assembler = assembler
         self._built: tuple[int, str] = (-1, "")  # (chunks folded, text) of the last build
+        self._pending: list[str] = []  # delta texts not handed to the assembler yet
+        self._pending_type = ("", 0)  # (chunk type, block index) of those deltas
         self.html: str | None = None  # render cache, cleared on change
 
     @property
@@ -45,6 +86,38 @@ class Item:
         """The text shown: assistant/reasoning text or a tool call's raw arguments (see
         :meth:`fold`)."""
         return self.fold()
+
+    def feed(self, chunk: Mapping[str, Any]) -> bool:
+        """Fold one logged chunk of this item's block (the hot path). Returns ``False`` (and
+        changes nothing) for a chunk type that is not part of a block or a malformed chunk."""
+        assembler = self.assembler
+        if assembler is None:
+            raise ValueError(f"item {self.index} ({self.kind}) is not a streamed block")
+        ctype = chunk["type"]
+        if ctype in _TEXT_DELTAS:
+            key = (ctype, chunk["index"])
+            if key != self._pending_type:
+                self._flush(assembler)
+                self._pending_type = key
+            self._pending.append(chunk["text"])
+            return True
+        make = CHUNK_TYPES.get(ctype)
+        if make is None:
+            return False
+        try:
+            typed = make(**chunk)
+        except ValueError:  # a malformed logged chunk: show what the rest of the log says
+            return False
+        self._flush(assembler)
+        assembler.feed(typed)
+        return True
+
+    def _flush(self, assembler: BlockAssembler) -> None:
+        pending = self._pending
+        if pending:
+            ctype, index = self._pending_type
+            assembler.feed(_TEXT_DELTAS[ctype](index=index, text="".join(pending)))
+            pending.clear()
 
     def fold(self) -> str:
         """Return ``text``. A streamed block's text is built from its assembler (cached until
@@ -56,6 +129,7 @@ class Item:
             if len(parts) > 1:
                 parts[:] = ["".join(parts)]  # amortise: later renders join only what is new
             return parts[0] if parts else ""
+        self._flush(assembler)
         seen = assembler.chunks_seen
         if self._built[0] == seen:
             return self._built[1]

@@ -17,19 +17,11 @@ settling (or its result); calls whose body never ran show none.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ..llm import (
-    BlockAssembler,
-    BlockEnd,
-    BlockStart,
-    ReasoningDelta,
-    StreamChunk,
-    TextDelta,
-    ToolCallDelta,
-)
-from ._item import Item
+from ..llm import BlockAssembler
+from ._item import CHUNK_TYPES, Item
 from ._render import item_html, item_text
 
 # Result codes of calls whose body never ran (refused before dispatch, or never dispatched),
@@ -42,15 +34,6 @@ _NOT_RUN_STATES = {
     "ABORTED_BEFORE_DISPATCH": "aborted",
 }
 
-# Logged chunk types the display folds (usage and finish are summarised by assistant/message
-# and assistant/attempt), with the typed chunk each is rebuilt as for the assembler.
-_CHUNK_TYPES: dict[str, Callable[..., StreamChunk]] = {
-    "text-delta": TextDelta,
-    "reasoning-delta": ReasoningDelta,
-    "tool-call-delta": ToolCallDelta,
-    "block-start": BlockStart,
-    "block-end": BlockEnd,
-}
 _DELTA_KINDS = {
     "text-delta": "text",
     "reasoning-delta": "reasoning",
@@ -120,9 +103,8 @@ class Transcript:
     def _chunk(self, data: Mapping[str, Any]) -> None:
         chunk = data["chunk"]
         ctype = chunk["type"]
-        make = _CHUNK_TYPES.get(ctype)
-        if make is None:
-            return
+        if ctype not in CHUNK_TYPES:
+            return  # usage and finish: summarised by assistant/message and assistant/attempt
         index = chunk["index"]
         item = self._blocks.get(index)
         if item is None:  # a chunk without block-start opens its block implicitly
@@ -130,12 +112,8 @@ class Transcript:
             if kind is None:
                 return  # an end for a block that never started and carries nothing
             item = self._open_block(data, index, kind)
-        try:
-            typed = make(**chunk)
-        except ValueError:  # a malformed logged chunk: show what the rest of the log says
+        if not item.feed(chunk):
             return
-        assert item.assembler is not None
-        item.assembler.feed(typed)
         if ctype == "block-end" and item.kind != "tool":
             item.data["streaming"] = False
         if item.html is not None:
