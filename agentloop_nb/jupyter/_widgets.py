@@ -283,6 +283,9 @@ class ToolPoolView(_TextRepr, widgets.VBox):
                 running = True
             spans.append((start, end))
             rows.append((item, call_id, state, start, end))
+        if len(self._answered) > len(rows):  # forget answers of earlier steps' calls
+            shown = {call_id for _, call_id, *_ in rows}
+            self._answered = {c: t for c, t in self._answered.items() if c in shown}
         starts = [s for s, _ in spans if s is not None]
         t0 = min(starts) if starts else now
         t1 = max([e if e is not None else now for s, e in spans if s is not None] or [now])
