@@ -46,7 +46,7 @@ class Transcript:
 
     ``dirty`` holds the indices of items changed since the last ``take_dirty()``; ``pool`` is
     the tool-call items of the latest step that asked for tools (what ``ToolPoolView`` shows);
-    ``usage`` the token totals; ``status_turn`` / ``last_end`` the latest turn and end reason.
+    ``usage`` the token totals; ``turn`` / ``last_end`` the latest turn and end reason.
     """
 
     def __init__(self) -> None:
