@@ -1,4 +1,4 @@
-"""Widget throttling under a fast token stream (SPEC §10: ≤ 30 front-end updates/s per view at
+"""Widget throttling under a fast token stream (goal: ≤ 30 front-end updates/s per view at
 10,000 tokens/s, no event lost).
 
 Streams text deltas at a paced 10,000 tokens/s for a few seconds into
@@ -7,7 +7,8 @@ Streams text deltas at a paced 10,000 tokens/s for a few seconds into
 - an ``AgentView`` on a real agent whose adapter streams at that pace (loop + persistence off),
 
 counts every comm message the widgets send (the front-end traffic), and measures the lag from
-the last chunk to the render that shows it. Prints a table. Run:
+the last chunk to the render that shows it. Prints a table, then what folding one logged chunk
+into a ``Transcript`` costs (the per-token work every view shares). Run:
 ``.venv/bin/python benchmarks/bench_widgets.py [--seconds 3] [--rate 10000]``.
 """
 
@@ -24,8 +25,8 @@ import comm
 
 from agentloop_nb.app import App
 from agentloop_nb.context import Context
-from agentloop_nb.jupyter import AgentView, SessionView
-from agentloop_nb.llm._chunks import (
+from agentloop_nb.jupyter import AgentView, SessionView, Transcript
+from agentloop_nb.llm import (
     BlockEnd,
     BlockStart,
     Finish,
@@ -166,10 +167,30 @@ def _print(rows: list[dict[str, Any]]) -> None:
     print("goal: ≤ 30 front-end updates/s per view at 10,000 tokens/s, final text exact")
 
 
+def bench_fold(total: int = 100_000) -> float:
+    """Microseconds to fold one logged text delta into a fresh ``Transcript`` (best of 3)."""
+    session = SessionStore(Context()).create("fold")
+    session.append("turn/start", {"turn": 1})
+    for i in range(total):
+        session.append(
+            "assistant/chunk",
+            {"turn": 1, "step": 1, "chunk": {"type": "text-delta", "index": 0, "text": f"w{i} "}},
+        )
+    events = session.events
+    best = float("inf")
+    for _ in range(3):
+        transcript = Transcript()
+        start = time.perf_counter()
+        transcript.feed_all(events)
+        best = min(best, time.perf_counter() - start)
+    return best / len(events) * 1e6
+
+
 async def main(rate: float, seconds: float) -> None:
     _count_comm_messages()
     rows = [await bench_session_view(rate, seconds), await bench_agent_view(rate, seconds)]
     _print(rows)
+    print(f"fold: {bench_fold():.2f} µs per logged chunk")
 
 
 if __name__ == "__main__":

@@ -13,7 +13,7 @@ from IPython.core.interactiveshell import InteractiveShell
 from traitlets.config import Config
 
 import agentloop_nb.jupyter as J
-from agentloop_nb.jupyter._extension import state
+from agentloop_nb.jupyter._state import state
 from agentloop_nb.jupyter._sync import run_eagerly
 from agentloop_nb.testing import HANG, ScriptedModel, text
 

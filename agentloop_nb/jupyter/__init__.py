@@ -19,14 +19,8 @@ from __future__ import annotations
 
 from ._approval import PendingApproval, WidgetApproval
 from ._cellplugin import plugin
-from ._extension import (
-    app,
-    configure,
-    load_ipython_extension,
-    unload_ipython_extension,
-    view,
-    wait_closed,
-)
+from ._extension import load_ipython_extension, unload_ipython_extension
+from ._state import app, configure, view, wait_closed
 from ._sync import run_sync
 from ._throttle import Throttle
 from ._transcript import Transcript

@@ -13,6 +13,8 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import Any
 
+from ._state import app
+
 _MISSING = object()
 
 
@@ -68,8 +70,6 @@ class plugin:  # lower case: it reads as a function, ``with plugin("guard") as c
     def _root(self) -> Any:
         if self._target is not None:
             return self._target
-        from ._extension import app
-
         return app().ctx
 
     def __enter__(self) -> Any:

@@ -1,4 +1,4 @@
-"""``%agent`` / ``%%agent`` / ``%%plugin`` (SPEC §7).
+"""``%agent`` / ``%%agent`` / ``%%plugin``: drive background agents from cells.
 
 Every subcommand only schedules work on the kernel loop and returns at once. Bad arguments and
 other problems a person fixes by typing something else print one ``UsageError: ...`` line to
@@ -24,7 +24,7 @@ from IPython.display import display
 
 from ..loop import AgentOptions
 from ._cellplugin import run_plugin_cell
-from ._extension import KernelState, UserError
+from ._state import KernelState, UserError
 from ._sync import run_eagerly
 
 DEFAULT_PROVIDER = "offline"
@@ -374,11 +374,7 @@ class AgentMagics(Magics):
 
     def _cmd_dispose(self, args: argparse.Namespace) -> None:
         st = self.state
-        agent = st.agent(args.name)
-        del st.names[args.name]
-        user_ns = st.shell.user_ns
-        if user_ns.get(args.name) is agent:
-            del user_ns[args.name]
+        agent = st.unbind(args.name)
         done, value = run_eagerly(st.app.agent_loop.dispose(agent))
         if not done:
             st.keep(value)

@@ -1,25 +1,28 @@
-"""``Transcript``: session events folded into displayable items, rendered as text or HTML.
+"""``Transcript``: session events folded into displayable items (rendered by ``_render``).
 
 Pure Python (no IPython, no ipywidgets), so it is cheap to test and the same fold serves the
 widgets, their ``repr`` and the benchmark. ``feed(event)`` is the hot path (called once per
-streamed chunk): it appends a delta to a list and marks the item dirty; joining and rendering
-happen only when a throttled view renders.
+streamed chunk). Streamed blocks are folded by the loop's own rules: each streamed item owns a
+:class:`~agentloop_nb.llm.BlockAssembler` that is fed the logged chunks of its block, so the
+view shows exactly what the model's message is assembled from (first non-empty tool-call id and
+name win, a ``block-end`` carrying its block replaces the deltas, ...). Feeding only marks the
+item dirty; building its text and rendering happen when a throttled view renders.
 
-Every HTML fragment escapes all text it shows and carries stable CSS classes
-(``agentloop-user``, ``agentloop-assistant``, ``agentloop-reasoning``, ``agentloop-tool-call``,
-``agentloop-turn-start``, ``agentloop-turn-end``, ``agentloop-error``, ``agentloop-retry``,
-``agentloop-usage``) that browser tests and user CSS can select.
+Tool calls are ``queued`` until their ``tool/call`` is logged (``running``); they are shown
+finished when their ``tool/result`` is committed, or earlier through :meth:`Transcript.settle`
+(a view calls it on the ``tools/settled`` hook: results are committed in model order, so a body
+that finished early would otherwise look running). A call's duration spans ``tool/call`` to its
+settling (or its result); calls whose body never ran show none.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping
-from html import escape
 from typing import Any
 
-RESULT_PREVIEW = 2000
-"""Characters of a tool result shown (the log keeps all of it)."""
+from ..llm import BlockAssembler
+from ._item import CHUNK_TYPES, Item
+from ._render import item_html, item_text
 
 # Result codes of calls whose body never ran (refused before dispatch, or never dispatched),
 # with the state they are shown in. Their log times only measure the wait until the result was
@@ -31,34 +34,11 @@ _NOT_RUN_STATES = {
     "ABORTED_BEFORE_DISPATCH": "aborted",
 }
 
-
-class Item:
-    """One displayable thing: a message, a tool call, a turn boundary, an error...
-
-    ``kind`` is one of ``turn-start``, ``user``, ``assistant``, ``reasoning``, ``tool``,
-    ``usage``, ``error``, ``retry``, ``turn-end``; ``data`` holds its fields; ``parts`` the
-    streamed text pieces (assistant/reasoning text, tool arguments).
-    """
-
-    __slots__ = ("data", "html", "index", "kind", "parts", "turn")
-
-    def __init__(self, index: int, kind: str, turn: int, data: dict[str, Any]) -> None:
-        self.index = index
-        self.kind = kind
-        self.turn = turn
-        self.data = data
-        self.parts: list[str] = []
-        self.html: str | None = None  # render cache, cleared on change
-
-    @property
-    def text(self) -> str:
-        parts = self.parts
-        if len(parts) > 1:
-            parts[:] = ["".join(parts)]  # amortise: later renders join only what is new
-        return parts[0] if parts else ""
-
-    def __repr__(self) -> str:
-        return f"<Item {self.index} {self.kind} turn={self.turn} {self.data!r}>"
+_DELTA_KINDS = {
+    "text-delta": "text",
+    "reasoning-delta": "reasoning",
+    "tool-call-delta": "tool-call",
+}
 
 
 class Transcript:
@@ -66,7 +46,7 @@ class Transcript:
 
     ``dirty`` holds the indices of items changed since the last ``take_dirty()``; ``pool`` is
     the tool-call items of the latest step that asked for tools (what ``ToolPoolView`` shows);
-    ``usage`` the token totals; ``status_turn`` / ``last_end`` the latest turn and end reason.
+    ``usage`` the token totals; ``turn`` / ``last_end`` the latest turn and end reason.
     """
 
     def __init__(self) -> None:
@@ -104,8 +84,14 @@ class Transcript:
         dirty, self.dirty = self.dirty, set()
         return dirty
 
-    def _add(self, kind: str, data: dict[str, Any], turn: int | None = None) -> Item:
-        item = Item(len(self.items), kind, self.turn if turn is None else turn, data)
+    def _add(
+        self,
+        kind: str,
+        data: dict[str, Any],
+        turn: int | None = None,
+        assembler: BlockAssembler | None = None,
+    ) -> Item:
+        item = Item(len(self.items), kind, self.turn if turn is None else turn, data, assembler)
         self.items.append(item)
         self.dirty.add(item.index)
         return item
@@ -117,34 +103,22 @@ class Transcript:
     def _chunk(self, data: Mapping[str, Any]) -> None:
         chunk = data["chunk"]
         ctype = chunk["type"]
-        if ctype == "text-delta" or ctype == "reasoning-delta":
-            item = self._blocks.get(chunk["index"])
-            if item is None:  # a delta without block-start: open the block implicitly
-                item = self._open_block(data, chunk["index"], ctype[:-6])
-            item.parts.append(chunk["text"])
-            if item.html is not None:
-                item.html = None
-            self.dirty.add(item.index)
-        elif ctype == "tool-call-delta":
-            item = self._blocks.get(chunk["index"]) or self._open_block(
-                data, chunk["index"], "tool-call"
-            )
-            d = item.data
-            if chunk.get("id") and not d.get("call_id"):
-                d["call_id"] = chunk["id"]
-                self._calls[chunk["id"]] = item
-            if chunk.get("name") and not d.get("name"):
-                d["name"] = chunk["name"]
-            item.parts.append(chunk.get("arguments_delta", ""))
-            self._touch(item)
-        elif ctype == "block-start":
-            self._open_block(data, chunk["index"], chunk["block_type"])
-        elif ctype == "block-end":
-            item = self._blocks.get(chunk["index"])
-            if item is not None and item.kind != "tool":
-                item.data["streaming"] = False
-                self._touch(item)
-        # usage and finish are summarised by assistant/message and assistant/attempt
+        if ctype not in CHUNK_TYPES:
+            return  # usage and finish: summarised by assistant/message and assistant/attempt
+        index = chunk["index"]
+        item = self._blocks.get(index)
+        if item is None:  # a chunk without block-start opens its block implicitly
+            kind = _block_kind(chunk)
+            if kind is None:
+                return  # an end for a block that never started and carries nothing
+            item = self._open_block(data, index, kind)
+        if not item.feed(chunk):
+            return
+        if ctype == "block-end" and item.kind != "tool":
+            item.data["streaming"] = False
+        if item.html is not None:
+            item.html = None
+        self.dirty.add(item.index)
 
     def _open_block(self, data: Mapping[str, Any], index: int, block_type: str) -> Item:
         key = (data.get("turn", self.turn), data.get("step", 0))
@@ -152,15 +126,13 @@ class Transcript:
             self._blocks = {}
             self._block_step = key
         if block_type == "tool-call":
-            item = self._add(
-                "tool", {"state": "streaming", "call_id": "", "name": "", "step": key[1]}
-            )
+            kind = "tool"
+            fields: dict[str, Any] = {"state": "streaming", "call_id": "", "name": ""}
         else:
-            item = self._add(
-                block_type if block_type == "reasoning" else "assistant",
-                {"streaming": True, "step": key[1]},
-            )
-        self._blocks[index] = item
+            kind = "reasoning" if block_type == "reasoning" else "assistant"
+            fields = {"streaming": True}
+        fields["step"] = key[1]
+        item = self._blocks[index] = self._add(kind, fields, assembler=BlockAssembler())
         return item
 
     def _turn_start(self, data: Mapping[str, Any], _time: float) -> None:
@@ -203,7 +175,9 @@ class Transcript:
         calls: list[Item] = []
         for item in items:
             if item.kind == "tool":
+                item.fold()  # the call's id and name, as the assembler resolved them
                 if item.data.get("call_id") in kept:
+                    self._calls[item.data["call_id"]] = item
                     if item.data["state"] == "streaming":
                         item.data["state"] = "queued"
                     calls.append(item)
@@ -280,21 +254,40 @@ class Transcript:
         if item is None:
             self._tool_call(data, time)
             item = self._calls[call_id]
-        error = data.get("error") or {}
-        code = error.get("code")
+        code = (data.get("error") or {}).get("code")
+        d = item.data
+        self._finish(item, code, bool(data.get("is_error")), d.get("settled", time))
+        d.update(result=str(data.get("content", "")), code=code)
+        self._touch(item)
+
+    def settle(self, call_id: str, at: float, *, is_error: bool, code: str | None) -> bool:
+        """Show call ``call_id`` finished at ``at`` (epoch seconds) before its ``tool/result``
+        is committed; the committed result still decides the final state, the span keeps
+        ending at ``at``. Returns ``False`` (and changes nothing) for a call not logged as
+        started yet or already committed."""
+        item = self._calls.get(call_id)
+        if item is None or item.data["state"] != "running":
+            return False
+        item.data["settled"] = at
+        self._finish(item, code, is_error, at)
+        self._touch(item)
+        return True
+
+    @staticmethod
+    def _finish(item: Item, code: Any, is_error: bool, at: float) -> None:
+        d = item.data
         not_run = _NOT_RUN_STATES.get(code) if isinstance(code, str) else None
         if not_run is not None:
             state = not_run
-            item.data["ran"] = False
+            d["ran"] = False
         elif code == "ABORTED":
             state = "aborted"
-        elif data.get("is_error"):
+        elif is_error:
             state = "failed"
         else:
             state = "done"
-        item.data.update(state=state, result=str(data.get("content", "")), code=code, ended=time)
-        item.data.setdefault("started", time)
-        self._touch(item)
+        d.update(state=state, ended=at)
+        d.setdefault("started", at)
 
     def call(self, call_id: str) -> Item | None:
         """The item of tool call ``call_id`` (``None`` if not seen yet)."""
@@ -364,170 +357,15 @@ def content_text(content: Any) -> str:
     return "".join(out)
 
 
-def reason_text(reason: Mapping[str, Any] | None) -> str:
-    """``completed``, ``aborted (user)``, ``error AUTH: ...`` from a ``turn/end`` reason."""
-    if not reason:
-        return "unknown"
-    kind = str(reason.get("kind", "unknown"))
-    if kind == "aborted":
-        cause = reason.get("cause") or {}
-        return f"aborted ({cause.get('kind', '?')})"
-    if kind == "error":
-        return f"error {reason.get('code', 'UNKNOWN')}: {reason.get('message', '')}"
-    return kind
+def _block_kind(chunk: Mapping[str, Any]) -> str | None:
+    """The block type a logged chunk opens (``None``: a bare ``block-end``)."""
+    ctype = chunk["type"]
+    if ctype == "block-start":
+        return str(chunk["block_type"])
+    if ctype == "block-end":
+        block = chunk.get("block")
+        return None if block is None else str(block.get("type"))
+    return _DELTA_KINDS[ctype]
 
 
-def pretty_args(raw: str) -> str:
-    """Tool arguments for display: compact JSON when valid, the raw string otherwise."""
-    try:
-        return json.dumps(json.loads(raw), ensure_ascii=False) if raw else "{}"
-    except ValueError:
-        return raw
-
-
-def _duration(item: Item) -> str:
-    """`` (1.23s)`` for a finished call whose body ran, else ``""``.
-
-    Prefers the exact body span (``data["body"]``, recorded by a live ``ToolPoolView``) over
-    the log times: ``tool/result`` is committed in model order, so it can lag a body that
-    finished early."""
-    d = item.data
-    if d.get("ran") is False:
-        return ""
-    body = d.get("body")
-    started, ended = body if body is not None else (d.get("started"), d.get("ended"))
-    if started is None or ended is None:
-        return ""
-    return f" ({ended - started:.2f}s)"
-
-
-def item_text(item: Item) -> str:
-    d = item.data
-    k = item.kind
-    if k == "turn-start":
-        return f"── turn {d['turn']} ──"
-    if k == "turn-end":
-        return f"── turn {d['turn']} ended: {reason_text(d['reason'])} ──"
-    if k == "user":
-        label = "user" if d["source"] == "user" else f"user/{d['source']}"
-        return f"[{label}] {d['text']}"
-    if k == "assistant":
-        cut = " [interrupted]" if d.get("interrupted") else ""
-        return f"assistant: {item.text}{cut}"
-    if k == "reasoning":
-        return f"(reasoning) {item.text}"
-    if k == "tool":
-        result = d.get("result")
-        tail = f" → {result[:200]}" if result is not None else ""
-        return (
-            f"tool {d.get('name')}({pretty_args(item.text)}) [{d['state']}]{_duration(item)}{tail}"
-        )
-    if k == "usage":
-        u = d["usage"]
-        return f"(tokens in {u.get('input_tokens', 0)}, out {u.get('output_tokens', 0)})"
-    if k == "error":
-        return f"! {d['where']} error {d['code']}: {d['message']}"
-    if k == "retry":
-        return f"! retry {d['attempt']} after {d['code']} in {d['delay']}s"
-    return ""
-
-
-_BOX = "margin:2px 0;padding:2px 6px;border-radius:4px;white-space:pre-wrap;"
-_STATE_COLOURS = {
-    "streaming": "#999",
-    "queued": "#999",
-    "running": "#1f77b4",
-    "done": "#2ca02c",
-    "failed": "#d62728",
-    "denied": "#8c564b",
-    "invalid": "#d62728",
-    "aborted": "#ff7f0e",
-    "dropped": "#bbb",
-}
-
-
-def item_html(item: Item) -> str:
-    """The escaped HTML fragment of one item (cached until the item changes)."""
-    cached = item.html
-    if cached is not None:
-        return cached
-    html = _render(item)
-    # A streaming item changes again soon: caching it would only cost memory churn.
-    if not item.data.get("streaming") and item.data.get("state") not in ("streaming", "running"):
-        item.html = html
-    return html
-
-
-def _render(item: Item) -> str:
-    d = item.data
-    k = item.kind
-    if k == "turn-start":
-        return (
-            f'<div class="agentloop-turn-start" style="border-top:1px solid #ccc;'
-            f'color:#888;font-size:85%;margin-top:6px">turn {d["turn"]}</div>'
-        )
-    if k == "turn-end":
-        kind = escape(str((d["reason"] or {}).get("kind", "unknown")))
-        return (
-            f'<div class="agentloop-turn-end agentloop-turn-end-{kind}" '
-            f'style="color:#888;font-size:85%">turn {d["turn"]} ended: '
-            f"{escape(reason_text(d['reason']))}</div>"
-        )
-    if k == "user":
-        source = escape(d["source"])
-        return (
-            f'<div class="agentloop-user agentloop-source-{source}" style="{_BOX}'
-            f'background:#eef3fb"><b>{source}</b>: {escape(d["text"])}</div>'
-        )
-    if k == "assistant":
-        classes = "agentloop-assistant"
-        if d.get("streaming"):
-            classes += " agentloop-streaming"
-        cut = (
-            ' <span class="agentloop-interrupted" style="color:#ff7f0e">[interrupted]</span>'
-            if d.get("interrupted")
-            else ""
-        )
-        return f'<div class="{classes}" style="{_BOX}">{escape(item.text)}{cut}</div>'
-    if k == "reasoning":
-        opened = " open" if d.get("streaming") else ""
-        return (
-            f'<details class="agentloop-reasoning"{opened} style="color:#777;{_BOX}">'
-            f"<summary>reasoning</summary>{escape(item.text)}</details>"
-        )
-    if k == "tool":
-        state = d["state"]
-        colour = _STATE_COLOURS.get(state, "#999")
-        result = d.get("result")
-        body = ""
-        if result is not None:
-            shown = result if len(result) <= RESULT_PREVIEW else result[:RESULT_PREVIEW] + "…"
-            body = f'<div class="agentloop-tool-result">{escape(shown)}</div>'
-        return (
-            f'<div class="agentloop-tool-call agentloop-tool-{state}" style="{_BOX}'
-            f'border-left:3px solid {colour}"><b>{escape(str(d.get("name")))}</b>'
-            f"<code>({escape(pretty_args(item.text))})</code> "
-            f'<span class="agentloop-tool-state">{state}</span>'
-            f"{escape(_duration(item))}{body}</div>"
-        )
-    if k == "usage":
-        u = d["usage"]
-        return (
-            f'<div class="agentloop-usage" style="color:#999;font-size:80%">tokens in '
-            f"{int(u.get('input_tokens', 0))}, out {int(u.get('output_tokens', 0))}</div>"
-        )
-    if k == "error":
-        return (
-            f'<div class="agentloop-error" style="{_BOX}color:#d62728">{escape(d["where"])} '
-            f"error {escape(str(d['code']))}: {escape(str(d['message']))}</div>"
-        )
-    if k == "retry":
-        return (
-            f'<div class="agentloop-retry" style="color:#ff7f0e;font-size:85%">retry '
-            f"{escape(str(d['attempt']))} after {escape(str(d['code']))} in "
-            f"{escape(str(d['delay']))}s</div>"
-        )
-    return ""
-
-
-__all__ = ["Item", "Transcript", "content_text", "item_html", "item_text", "reason_text"]
+__all__ = ["Item", "Transcript", "content_text", "item_html", "item_text"]

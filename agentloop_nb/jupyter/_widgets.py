@@ -1,7 +1,9 @@
 """Live widgets: ``SessionView``, ``ToolPoolView`` and ``AgentView`` (ipywidgets).
 
-Each view subscribes to ``session/event``, folds events into a shared :class:`Transcript`
-(O(1) per streamed chunk) and re-renders through a :class:`Throttle`, so front-end traffic is
+Views only read: each one is derived from the session log (``session/event``), folded into a
+shared :class:`Transcript` (O(1) per streamed chunk), plus the ``tools/settled`` hook (a tool
+body settled; its result is committed later, in model order). Nothing here takes part in running
+the agent or its tools. A view re-renders through a :class:`Throttle`, so front-end traffic is
 bounded (≈ ``1 / interval`` renders per second, each sending only the widgets whose value
 changed) however fast tokens arrive; the trailing render guarantees the final state is shown.
 A view built for an existing (e.g. resumed) session renders its history from the log at once.
@@ -24,10 +26,14 @@ import ipywidgets as widgets
 
 from .._disposer import Disposer
 from ._approval import WidgetApproval
+from ._item import Item
+from ._render import pretty_args, reason_text
 from ._throttle import DEFAULT_INTERVAL, Throttle
-from ._transcript import Item, Transcript, pretty_args, reason_text
+from ._transcript import Transcript
 
-_POOL_TYPES = frozenset({"assistant/message", "tool/call", "tool/result", "turn/end"})
+SETTLED = "tools/settled"
+"""The hook a tool body's settling is announced on (before its result is committed)."""
+_POOL_TYPES = frozenset({"assistant/message", "tool/call", "tool/result", "turn/end", SETTLED})
 _STATUS_TYPES = frozenset({"turn/start", "turn/end", "assistant/message"})
 _TICK = 0.25  # seconds between re-renders of running calls' live durations
 _MIN_BAR = 1.0  # % of the timeline: the narrowest bar drawn, so an instant call stays visible
@@ -46,12 +52,15 @@ _COLOURS = {
 
 
 class SessionFeed:
-    """One ``session/event`` subscription folding a session into a :class:`Transcript` and
-    telling observers the type of each event. Views built together share one feed, so a chunk
-    is folded once however many views show it.
+    """A session folded into a :class:`Transcript`, telling observers the type of each change.
+
+    It listens to ``session/event`` (every logged event) and ``tools/settled`` (a tool body of
+    this session's agent settled: the call shows finished at once, although its ``tool/result``
+    is committed later, in model order); observers get the event type, or ``"tools/settled"``.
+    Views built together share one feed, so a chunk is folded once however many views show it.
 
     ``ctx`` is the context to subscribe through (default: the session store's dispatcher);
-    subscribing through ``agent.ctx`` ties the subscription to the agent's scope.
+    subscribing through ``agent.ctx`` ties the subscriptions to the agent's scope.
     """
 
     def __init__(self, session: Any, ctx: Any = None) -> None:
@@ -62,14 +71,34 @@ class SessionFeed:
         ctx = ctx if ctx is not None else session.store.dispatch
         if ctx is None:
             raise ValueError(f"session {session.id!r} has no dispatcher to subscribe to; pass ctx=")
-        self._off: Disposer | None = ctx.on("session/event", self._on_event)
+        self._offs: list[Disposer] = [
+            ctx.on("session/event", self._on_event),
+            ctx.on(SETTLED, self._on_settled),
+        ]
 
     def _on_event(self, payload: Any) -> None:
         if payload.session is not self.session:
             return
         event = payload.event
         self.transcript.feed(event)
-        kind = event.type
+        self._tell(event.type)
+
+    def _on_settled(self, payload: Any) -> None:
+        execution = payload.execution
+        if getattr(execution.agent, "session", None) is not self.session:
+            return
+        result = payload.result
+        error = result.error
+        settled = self.transcript.settle(
+            str(execution.call_id),
+            time.time(),
+            is_error=bool(result.is_error),
+            code=None if error is None else str(error.code),
+        )
+        if settled:
+            self._tell(SETTLED)
+
+    def _tell(self, kind: str) -> None:
         for observer in self._observers:
             observer(kind)
 
@@ -78,9 +107,9 @@ class SessionFeed:
 
     def close(self) -> None:
         self._observers.clear()
-        if self._off is not None:
-            self._off()
-            self._off = None
+        offs, self._offs = self._offs, []
+        for off in offs:
+            off()
 
 
 class _TextRepr:
@@ -176,9 +205,12 @@ class ToolPoolView(_TextRepr, widgets.VBox):
     end time, so parallel calls overlap visibly). Pending ``Ask`` approvals get Approve/Deny
     buttons.
 
-    Durations and bars measure tool bodies only: a call whose body never ran (invalid
-    arguments, unknown tool, denied, aborted before dispatch or while awaiting approval) shows
-    neither, since its log times only measure the wait for its turn to be committed.
+    Derived from the log, never from inside tool execution: a call starts at its ``tool/call``
+    event and ends when its body settles (``tools/settled``) or, failing that, at its committed
+    ``tool/result``. A call whose body never ran (invalid arguments, unknown tool, denied,
+    aborted before dispatch or while awaiting approval) shows neither duration nor bar, since
+    its log times only measure the wait for its turn to be committed; the time a call waits
+    for a person's answer is not counted either.
 
     ``ToolPoolView(agent, *, interval=0.1, approval=None)``; the approval service defaults to
     ``agent.ctx.approval`` when it is a :class:`WidgetApproval`.
@@ -201,20 +233,11 @@ class ToolPoolView(_TextRepr, widgets.VBox):
         self.approvals = widgets.VBox()
         self.children = (self.table, self.approvals)
         self.throttle = Throttle(self.render, interval)
-        self._timing: dict[str, list[float]] = {}  # call_id -> [body start, body end] (epoch)
-        # Calls already started before this view existed: their bodies were not timed here, so
-        # their log times are the best we have. Any later call's body is timed by the hook.
-        self._untimed = {
-            str(i.data.get("call_id"))
-            for i in self.transcript.items
-            if i.kind == "tool" and "started" in i.data
-        }
+        self._asking: set[str] = set()  # call ids waiting for a person's answer
+        self._answered: dict[str, float] = {}  # call id -> when the answer came (epoch s)
         self._tick: asyncio.TimerHandle | None = None
         self._buttons: dict[str, tuple[widgets.Button, widgets.Button]] = {}
         self.feed.observe(self._changed)
-        # Exact body timing (tool/result events are committed in model order, so their times
-        # can lag a call that finished early); outermost, so it wraps other plugins' layers.
-        self._off_hook = agent.ctx.on("tools/execute", self._time_body, prepend=True)
         self.approval = approval if approval is not None else _approval_of(agent)
         self._off_approval = (
             self.approval.subscribe(self._approvals_changed) if self.approval is not None else None
@@ -222,29 +245,16 @@ class ToolPoolView(_TextRepr, widgets.VBox):
         self.render()
         self._approvals_changed()
 
-    async def _time_body(self, execution: Any, next: Callable[[], Any]) -> Any:
-        call_id = str(execution.call_id)
-        span = self._timing[call_id] = [time.time(), 0.0]
-        self.throttle.poke()
-        try:
-            return await next()
-        finally:
-            span[1] = time.time()
-            item = self.transcript.call(call_id)
-            if item is not None:  # the transcript's duration shows the body too, not the commit
-                item.data["body"] = (span[0], span[1])
-            self.throttle.poke()
-
-    def _span(self, item: Item, call_id: str) -> tuple[float | None, float | None]:
-        """``(body start, body end or None while running)``; ``(None, None)`` when the body
-        has not run (yet, or at all)."""
-        timing = self._timing.get(call_id)
-        if timing is not None:
-            return timing[0], timing[1] or None
+    def _span(self, item: Item, call_id: str, state: str) -> tuple[float | None, float | None]:
+        """``(start, end or None while running)``; ``(None, None)`` when the body has not run
+        (yet, or at all)."""
         d = item.data
-        if d.get("ran") is False or call_id not in self._untimed:
+        started = d.get("started")
+        if started is None or d.get("ran") is False or state == "awaiting approval":
             return None, None
-        return d.get("started"), d.get("ended")
+        answered = self._answered.get(call_id)
+        start = started if answered is None else max(started, answered)
+        return start, None if state == "running" else d.get("ended")
 
     def _changed(self, kind: str) -> None:
         if kind in _POOL_TYPES:
@@ -267,12 +277,15 @@ class ToolPoolView(_TextRepr, widgets.VBox):
         running = False
         for item in pool:
             call_id = str(item.data.get("call_id", ""))
-            start, end = self._span(item, call_id)
             state = self._state(item)
+            start, end = self._span(item, call_id, state)
             if state in ("running", "awaiting approval"):
                 running = True
             spans.append((start, end))
             rows.append((item, call_id, state, start, end))
+        if len(self._answered) > len(rows):  # forget answers of earlier steps' calls
+            shown = {call_id for _, call_id, *_ in rows}
+            self._answered = {c: t for c, t in self._answered.items() if c in shown}
         starts = [s for s, _ in spans if s is not None]
         t0 = min(starts) if starts else now
         t1 = max([e if e is not None else now for s, e in spans if s is not None] or [now])
@@ -334,6 +347,11 @@ class ToolPoolView(_TextRepr, widgets.VBox):
         if self.approval is None:
             return
         pending = self.approval.pending_for(self.agent)
+        asking = {p.call_id for p in pending}
+        now = time.time()
+        for call_id in self._asking - asking:  # answered (or withdrawn) just now
+            self._answered[call_id] = now
+        self._asking = asking
         rows, buttons = [], {}
         for p in pending:
             approve = widgets.Button(description="Approve", button_style="success")
@@ -374,7 +392,6 @@ class ToolPoolView(_TextRepr, widgets.VBox):
             self.throttle.close()
             if self._tick is not None:
                 self._tick.cancel()
-            self._off_hook()
             if self._off_approval is not None:
                 self._off_approval()
             if self._owns_feed:

@@ -1,0 +1,221 @@
+"""The kernel's extension state: the one place that holds the kernel-wide ``App``.
+
+A leaf of the notebook layer's import graph: the extension, the magics and plugin cells all
+import it, and it imports none of them. It owns
+
+- :func:`configure` — what the next ``%load_ext agentloop_nb`` builds its ``App`` with;
+- :class:`KernelState` — what a loaded extension owns in one kernel (the App, the NAME → agent
+  bindings, one cached ``AgentView`` per agent, the approval service, the interrupt hook);
+- the holder of the current :class:`KernelState` (:func:`attach`, :func:`detach`,
+  :func:`state`) and of Apps still closing after an unload (:func:`closing`,
+  :func:`wait_closed`);
+- :class:`UserError` — a problem shown as one line, never as a traceback.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from typing import Any
+
+from ..app import App
+from ._approval import DEFAULT_APPROVAL_TIMEOUT, WidgetApproval
+from ._interrupt import InterruptHook
+from ._widgets import AgentView
+
+
+class UserError(Exception):
+    """A problem a person fixes by typing something else: shown as one line, no traceback."""
+
+
+class KernelState:
+    """Everything the extension owns in one kernel: the App, the NAME → agent bindings the
+    magics made, one cached :class:`AgentView` per agent, the approval service, the hook."""
+
+    def __init__(self, shell: Any, app: App, approval: WidgetApproval) -> None:
+        self.shell = shell
+        self.app = app
+        self.approval = approval
+        self.names: dict[str, Any] = {}
+        self.views: dict[str, AgentView] = {}
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self.hook = InterruptHook(shell, self.cancel_running)
+        self._off = app.ctx.on("agent/disposed", self._forget)
+
+    # -- agents by name ---------------------------------------------------------------------
+
+    def bind(self, name: str, agent: Any) -> None:
+        """Bind ``agent`` to ``name`` (in the user namespace too, when there is a shell)."""
+        self.names[name] = agent
+        view = self.views.get(agent.id)
+        if view is not None:  # a view made before the binding shows the name from now on
+            view.name = name
+        if self.shell is not None:
+            self.shell.push({name: agent}, interactive=True)
+
+    def unbind(self, name: str) -> Any:
+        """Forget the binding ``name`` (and its user-namespace variable, if it still holds the
+        agent); returns the agent. Raises :class:`UserError` for an unknown name."""
+        agent = self.agent(name)
+        del self.names[name]
+        if self.shell is not None and self.shell.user_ns.get(name) is agent:
+            del self.shell.user_ns[name]
+        return agent
+
+    def agent(self, name: str) -> Any:
+        """The agent bound to ``name``; raises :class:`UserError` when there is none."""
+        agent = self.names.get(name)
+        if agent is None:
+            known = ", ".join(sorted(self.names)) or "none yet"
+            raise UserError(
+                f"no agent named {name!r} (known: {known}); create one with %agent create {name}"
+            )
+        return agent
+
+    def name_of(self, agent: Any) -> str | None:
+        return next((n for n, a in self.names.items() if a is agent), None)
+
+    def view(self, agent: Any) -> AgentView:
+        """The agent's cached ``AgentView`` (one per agent, shared by every cell showing it)."""
+        view = self.views.get(agent.id)
+        if view is None:
+            view = self.views[agent.id] = AgentView(agent, name=self.name_of(agent))
+        return view
+
+    def _forget(self, payload: Any) -> None:
+        agent = payload.agent
+        view = self.views.pop(agent.id, None)
+        if view is not None:
+            view.close()
+        for name in [n for n, a in self.names.items() if a is agent]:
+            del self.names[name]
+
+    # -- background work --------------------------------------------------------------------
+
+    def keep(self, task: asyncio.Task[Any]) -> None:
+        """Hold a strong reference to a background task until it ends (the loop keeps only
+        weak ones)."""
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def drain(self) -> None:
+        """Wait for the background work magics scheduled (a dispose, a resume that waited)."""
+        while self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    def cancel_running(self) -> int:
+        """Cancel every running agent with cause ``user``; returns how many were running."""
+        n = 0
+        for agent in self.app.agent_loop.list():
+            if agent.status == "running" and agent.cancel("user"):
+                n += 1
+        return n
+
+    def close(self) -> None:
+        """Uninstall the hook, stop listening and close every view (the App stays open)."""
+        self.hook.uninstall()
+        self._off()
+        for view in self.views.values():
+            view.close()
+        self.views.clear()
+
+
+class _Holder:
+    """The kernel-wide slots: settings for the next load, the loaded state, closing Apps."""
+
+    def __init__(self) -> None:
+        self.settings: dict[str, Any] = {}
+        self.current: KernelState | None = None
+        self.closing: set[asyncio.Task[None]] = set()
+
+
+_KERNEL = _Holder()
+
+
+def configure(*, approval_timeout: float = DEFAULT_APPROVAL_TIMEOUT, **app_kwargs: Any) -> None:
+    """Set what the next ``%load_ext agentloop_nb`` builds its ``App`` with: any ``App(...)``
+    keyword (``providers=``, ``persistence_root=``, ``config=``, ``retry=``, ...) plus the
+    approval timeout (seconds; an unanswered ``Ask`` is denied after it). Takes effect on the
+    next load (``%reload_ext agentloop_nb`` to apply it now)."""
+    _KERNEL.settings = {**app_kwargs, "approval_timeout": approval_timeout}
+
+
+def build_app() -> tuple[App, WidgetApproval]:
+    """A new ``App`` built with the :func:`configure` settings (JSONL persistence under
+    ``.agentloop/sessions`` in the current directory unless they say otherwise), with a
+    :class:`WidgetApproval` provided as ``ctx.approval``."""
+    kwargs = dict(_KERNEL.settings)
+    timeout = kwargs.pop("approval_timeout", DEFAULT_APPROVAL_TIMEOUT)
+    if "persistence" not in kwargs and "persistence_root" not in kwargs:
+        kwargs["persistence_root"] = os.path.join(os.getcwd(), ".agentloop", "sessions")
+    application = App(**kwargs)
+    approval = WidgetApproval(timeout=timeout)
+    application.ctx.provide("approval", approval)
+    return application, approval
+
+
+def current() -> KernelState | None:
+    """The loaded state, or ``None`` before ``%load_ext`` / after ``%unload_ext``."""
+    return _KERNEL.current
+
+
+def attach(st: KernelState) -> None:
+    """Make ``st`` the kernel's state. Raises ``RuntimeError`` when one is attached already."""
+    if _KERNEL.current is not None:
+        raise RuntimeError("agentloop_nb is already loaded in this kernel")
+    _KERNEL.current = st
+
+
+def detach() -> KernelState | None:
+    """Forget the kernel's state and return it (``None`` when nothing was loaded)."""
+    st, _KERNEL.current = _KERNEL.current, None
+    return st
+
+
+def state() -> KernelState:
+    """The loaded state. Raises ``RuntimeError`` until ``%load_ext agentloop_nb``."""
+    st = _KERNEL.current
+    if st is None:
+        raise RuntimeError(
+            "agentloop_nb is not loaded in this kernel: run %load_ext agentloop_nb first"
+        )
+    return st
+
+
+def app() -> App:
+    """The kernel-wide ``App``. Raises ``RuntimeError`` until ``%load_ext agentloop_nb``."""
+    return state().app
+
+
+def view(agent: Any) -> AgentView:
+    """The ``AgentView`` the magics display for ``agent`` (one per agent, created on first
+    use). Read its widgets from a later cell after ``await view(agent).settled()``."""
+    return state().view(agent)
+
+
+def closing(task: asyncio.Task[None]) -> None:
+    """Keep an unloaded App's closing task until it ends (see :func:`wait_closed`)."""
+    _KERNEL.closing.add(task)
+    task.add_done_callback(_KERNEL.closing.discard)
+
+
+async def wait_closed() -> None:
+    """Wait until Apps disposed by ``%unload_ext`` have finished closing."""
+    while _KERNEL.closing:
+        await asyncio.gather(*_KERNEL.closing, return_exceptions=True)
+
+
+__all__ = [
+    "KernelState",
+    "UserError",
+    "app",
+    "attach",
+    "build_app",
+    "closing",
+    "configure",
+    "current",
+    "detach",
+    "state",
+    "view",
+    "wait_closed",
+]
