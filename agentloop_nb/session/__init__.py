@@ -1,4 +1,4 @@
-"""Sessions: the append-only, durable event log of one agent (SPEC §3.1, §3.2, §5).
+"""Sessions: the append-only, durable event log of one agent.
 
 ``SessionStore`` (``ctx.sessions``) builds and publishes ``Session``s; a ``Session`` appends
 immutable ``SessionEvent``s (``data`` deep-frozen as ``FrozenDict``/tuples) and derives the
