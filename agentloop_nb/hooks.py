@@ -266,7 +266,9 @@ DispatchMode = Literal["emit", "emit_strict", "parallel", "serial", "bail", "wat
 @dataclass(frozen=True, slots=True)
 class HookSpec:
     """One hook: its name, dispatch mode, payload class, what a handler answers, and what it
-    is for. ``dispatcher`` names the part of the package that dispatches it."""
+    is for. ``dispatcher`` names the part of the package that dispatches it; ``decisions``
+    are the decision classes a handler may answer with (empty when the answer is not a
+    decision)."""
 
     name: str
     mode: DispatchMode
@@ -274,6 +276,7 @@ class HookSpec:
     answer: str
     dispatcher: str
     description: str
+    decisions: tuple[type[Decision], ...] = ()
 
 
 def _hook(
@@ -284,8 +287,9 @@ def _hook(
     *,
     answer: str = "—",
     dispatcher: str = "loop",
+    decisions: tuple[type[Decision], ...] = (),
 ) -> HookSpec:
-    return HookSpec(name, mode, payload, answer, dispatcher, description)
+    return HookSpec(name, mode, payload, answer, dispatcher, description, decisions)
 
 
 _ALL = (
@@ -323,6 +327,7 @@ _ALL = (
         PreStepPayload,
         "Decides which messages enter the next step, or rejects the turn.",
         answer="`Enter(messages)` (default: the claimed messages) or `Reject(reason)`",
+        decisions=(Enter, Reject),
     ),
     _hook(
         AGENT_REQUEST,
@@ -330,6 +335,7 @@ _ALL = (
         RequestPayload,
         "Shapes the request configuration of a step.",
         answer="a `RequestConfig` (default: the proposed one)",
+        decisions=(RequestConfig,),
     ),
     _hook(
         AGENT_REQUEST_ERROR,
@@ -337,6 +343,7 @@ _ALL = (
         RequestErrorPayload,
         "A provider call ended in an error finish; answer `Retry()` to re-run the step.",
         answer="`Retry()` or `None` (default: the turn ends `error`)",
+        decisions=(Retry,),
     ),
     _hook(
         AGENT_TURN_STOPPING,
@@ -350,6 +357,7 @@ _ALL = (
         ToolExecution,
         "Decides whether a tool call may run (before guards and approval).",
         answer="`Allow()` (default), `Deny(reason)` or `Ask(reason)`",
+        decisions=(Allow, Deny, Ask),
         dispatcher="tools",
     ),
     _hook(
@@ -366,6 +374,7 @@ _ALL = (
         PostExecutePayload,
         "Accepts or blocks a tool result, for every call (early errors included).",
         answer="`Accept(content=None, additional_contexts=())` (default) or `Block(feedback)`",
+        decisions=(Accept, Block),
         dispatcher="tools",
     ),
     _hook(
