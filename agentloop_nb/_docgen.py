@@ -113,8 +113,8 @@ def _payload_fields(cls: type) -> list[tuple[str, str]]:
     model_fields = getattr(cls, "model_fields", None)
     if isinstance(model_fields, dict):
         return [(name, _type_text(info.annotation)) for name, info in model_fields.items()]
-    params = inspect.signature(cls.__init__).parameters.values()
-    return [(p.name, _type_text(p.annotation)) for p in params if p.name != "self"]
+    params = inspect.signature(cls).parameters.values()
+    return [(p.name, _type_text(p.annotation)) for p in params]
 
 
 def _decision_fields(cls: type) -> str:
@@ -186,9 +186,9 @@ def render_hooks() -> str:
         for decision in spec.decisions:
             answered.setdefault(decision, []).append(f"`{spec.name}`")
     for decision, names in answered.items():
-        fields = _decision_fields(decision)
+        shape = _decision_fields(decision)
         out.append(
-            f"| `{decision.__name__}` | {_cell(fields) or '—'} | {', '.join(names)} "
+            f"| `{decision.__name__}` | {_cell(shape) or '—'} | {', '.join(names)} "
             f"| {_cell(_doc(decision))} |\n"
         )
     return "".join(out)
