@@ -169,8 +169,8 @@ def render_hooks() -> str:
         if cls in seen:
             continue
         seen.add(cls)
-        names = ", ".join(f"`{s.name}`" for s in hooks.HOOKS.values() if s.payload is cls)
-        out.append(f"\n### `{cls.__name__}` ({names})\n\n")
+        hook_names = ", ".join(f"`{s.name}`" for s in hooks.HOOKS.values() if s.payload is cls)
+        out.append(f"\n### `{cls.__name__}` ({hook_names})\n\n")
         note = _doc(cls)
         if note:
             out.append(f"{note}\n\n")
