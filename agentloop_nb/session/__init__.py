@@ -23,8 +23,10 @@ from ._session import (
     Session,
     SessionDispatch,
     SessionEventPayload,
+    SessionOwner,
     SessionPayload,
     SessionState,
+    parse_node,
 )
 from ._store import SessionStore
 
@@ -44,9 +46,11 @@ __all__ = [
     "SessionEventPayload",
     "SessionHeader",
     "SessionNotFoundError",
+    "SessionOwner",
     "SessionPayload",
     "SessionState",
     "SessionStore",
     "freeze_json",
+    "parse_node",
     "repair",
 ]
