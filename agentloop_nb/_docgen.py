@@ -216,6 +216,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--docs", type=Path, default=Path("docs"), help="the docs directory")
     parser.add_argument("--check", action="store_true", help="fail if a file is stale")
     args = parser.parse_args(argv)
+    if not args.docs.is_dir():
+        print(
+            f"{args.docs} is not a directory: run from the repository root or pass --docs DIR",
+            file=sys.stderr,
+        )
+        return 2
     if args.check:
         stale = stale_files(args.docs)
         for path in stale:

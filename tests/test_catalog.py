@@ -54,6 +54,13 @@ def test_docgen_check_names_stale_files_and_the_command(tmp_path: Path) -> None:
     assert "events.md" not in proc.stderr
 
 
+def test_docgen_refuses_a_missing_docs_directory(tmp_path: Path) -> None:
+    from agentloop_nb._docgen import main
+
+    assert main(["--docs", str(tmp_path / "nowhere")]) == 2
+    assert not (tmp_path / "nowhere").exists()
+
+
 def test_docgen_writes_both_files_deterministically(tmp_path: Path) -> None:
     from agentloop_nb._docgen import main
 
