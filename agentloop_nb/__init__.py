@@ -2,6 +2,9 @@
 
 The core (this package minus ``agentloop_nb.jupyter``) runs without IPython: importing it does
 not import ipywidgets. ``%load_ext agentloop_nb`` loads the notebook layer.
+
+The catalogues: ``agentloop_nb.events`` (durable event types and their data) and
+``agentloop_nb.hooks`` (hook names, dispatch modes, payloads and decisions).
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from typing import Any
 from .agents import AgentHandle, AgentRegistry
 from .app import App, AppConfig
 from .context import Context, Fiber, InactiveContextError
+from .hooks import Enter, Reject, RequestConfig, Retry
 from .llm import GenerateOptions, LlmError, LlmRuntime, StreamChunk, Usage
 from .loop import (
     Agent,
@@ -18,10 +22,6 @@ from .loop import (
     AgentLoop,
     AgentLoopConfig,
     AgentOptions,
-    Enter,
-    Reject,
-    RequestConfig,
-    Retry,
 )
 from .messages import (
     AssistantMessage,

@@ -1,4 +1,5 @@
-"""The curated public surface: what tests outside this repo import (SPEC §6, §8)."""
+"""The curated public surface: what tests outside this repo import (the testing contract, the
+decisions, the services and core types, and the public catalogue modules)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import pytest
 import agentloop_nb
 
 SPEC_NAMES = {
-    # SPEC §8 testing contract and §6 decisions
+    # the testing contract and the decisions
     "App",
     "AgentOptions",
     "tool",
@@ -22,7 +23,7 @@ SPEC_NAMES = {
     "Enter",
     "Reject",
     "Retry",
-    # services and core types named by SPEC §2-§4
+    # services and core types
     "Context",
     "InactiveContextError",
     "AbortController",
@@ -97,3 +98,120 @@ def test_decisions_accept_their_spec_signatures_positionally() -> None:
         Deny("a", None, "extra")
     with pytest.raises(TypeError, match="multiple values for 'reason'"):
         Deny("a", reason="b")
+
+
+# The hook catalogue's names and payloads (plugins import them from ``agentloop_nb.hooks``).
+HOOK_NAMES = {
+    "agent/created",
+    "agent/session-start",
+    "agent/disposed",
+    "agent/status",
+    "agent/error",
+    "agent/inbox/inserted",
+    "agent/inbox/discarded",
+    "agent/inbox/claimed",
+    "agent/pre-step",
+    "agent/request",
+    "agent/request-error",
+    "agent/turn-stopping",
+    "tools/pre-execute",
+    "tools/execute",
+    "tools/post-execute",
+    "tools/settled",
+    "tools/result",
+    "llm/stream",
+    "system-prompt/assemble",
+    "session/created",
+    "session/disposed",
+    "session/event",
+    "session/flush",
+    "internal/error",
+}
+HOOKS_MODULE_NAMES = {
+    "HOOKS",
+    "HookSpec",
+    "AgentPayload",
+    "SessionStartPayload",
+    "StatusPayload",
+    "ErrorPayload",
+    "InboxPayload",
+    "ClaimedPayload",
+    "PreStepPayload",
+    "RequestPayload",
+    "RequestErrorPayload",
+    "TurnStoppingPayload",
+    "ToolExecution",
+    "PostExecutePayload",
+    "ToolResultPayload",
+    "LlmStreamPayload",
+    "AssemblePayload",
+    "SessionPayload",
+    "SessionEventPayload",
+    "ErrorReport",
+    "RequestConfig",
+    "Accept",
+    "Allow",
+    "Ask",
+    "Block",
+    "Deny",
+    "Enter",
+    "Reject",
+    "Retry",
+}
+EVENTS_MODULE_NAMES = {
+    "EVENTS",
+    "EventSpec",
+    "SURFACE_TYPES",
+    "TURN_END_REASONS",
+    "AGENT_INBOX_SPLICED",
+    "TURN_START",
+    "TURN_END",
+    "STEP_START",
+    "STEP_END",
+    "USER_MESSAGE",
+    "REQUEST_HEADER",
+    "ASSISTANT_CHUNK",
+    "ASSISTANT_MESSAGE",
+    "ASSISTANT_ATTEMPT",
+    "TOOL_CALL",
+    "TOOL_RESULT",
+    "LLM_RETRY",
+    "TurnEndReason",
+    "ToolResultData",
+}
+
+
+@pytest.mark.parametrize(
+    ("module_name", "expected"),
+    [("agentloop_nb.hooks", HOOKS_MODULE_NAMES), ("agentloop_nb.events", EVENTS_MODULE_NAMES)],
+)
+def test_catalogue_modules_export_their_names(module_name: str, expected: set[str]) -> None:
+    import importlib
+
+    module = importlib.import_module(module_name)
+    exported = list(module.__all__)
+    missing = expected - set(exported)
+    assert not missing, f"missing from {module_name}.__all__: {sorted(missing)}"
+    assert len(set(exported)) == len(exported)  # the order is ruff's (RUF022)
+    for name in exported:
+        assert hasattr(module, name), f"{module_name}.{name}"
+
+
+def test_the_hook_catalogue_names_every_hook_and_the_root_shares_its_decisions() -> None:
+    from agentloop_nb import hooks
+
+    assert set(hooks.HOOKS) == HOOK_NAMES
+    for name in ("Accept", "Allow", "Ask", "Block", "Deny", "Enter", "Reject", "Retry"):
+        assert getattr(agentloop_nb, name) is getattr(hooks, name), name
+    assert agentloop_nb.RequestConfig is hooks.RequestConfig
+
+
+def test_loop_payload_imports_keep_working_from_the_loop_package() -> None:
+    from agentloop_nb import hooks, loop
+
+    assert (loop.Enter, loop.Reject, loop.Retry, loop.RequestConfig) == (
+        hooks.Enter,
+        hooks.Reject,
+        hooks.Retry,
+        hooks.RequestConfig,
+    )

@@ -531,3 +531,48 @@ def test_fork_seeds_the_prefix_and_records_the_parent() -> None:
         store.fork(parent, 3)
     named = store.fork(parent, 0, id="named-fork")
     assert named.id == "named-fork"
+
+
+# -- the session's own life cycle (what the store drives) ---------------------------------
+
+
+def test_the_store_drives_the_life_cycle_only_through_the_sessions_methods() -> None:
+    bus = FakeBus()
+    store = SessionStore(bus)
+    session = store.prepare("life")
+    assert session.state == "prepared" and session.store is store
+    session.mark_published()  # a session published by hand announces its appends
+    session.append("a")
+    assert bus.names() == ["session/event"]
+    with pytest.raises(RuntimeError, match="'life' is published, not prepared"):
+        session.mark_published()
+    session.mark_prepared()
+    session.append("quiet")
+    assert bus.names() == ["session/event"] and session.state == "prepared"
+    assert session.mark_detached() == "prepared"
+    assert session.mark_detached() == "detached"  # idempotent
+    with pytest.raises(RuntimeError, match="detached"):
+        session.mark_published()
+
+
+def test_append_keeps_an_explicit_time_and_defaults_to_now(session: Session) -> None:
+    copied = session.append("copied", {"v": 1}, time=12.5)
+    fresh = session.append("fresh")
+    assert copied.time == 12.5 and fresh.time > 1_000_000_000
+
+
+def test_adopting_loaded_events_needs_an_empty_log(session: Session) -> None:
+    session.append("already")
+    with pytest.raises(ValueError, match="must start an empty log"):
+        session.adopt_durable([SessionEvent("a", 0)])
+    assert [e.type for e in session.events] == ["already"]
+
+
+def test_mark_durable_never_moves_backwards(session: Session) -> None:
+    for _ in range(3):
+        session.append("a")
+    session.mark_durable(-1, header=True)
+    assert session.durable_seq == -1 and session.header_durable
+    session.mark_durable(2)
+    session.mark_durable(1)
+    assert session.durable_seq == 2

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from ..hooks import Enter, Reject, RequestConfig, Retry
 from ._agent import Agent, AgentOptions
 from ._config import AgentConfig, AgentLoopConfig, LoopSettings
-from ._payloads import Enter, Reject, RequestConfig, Retry
 from ._service import AgentLoop
 
 __all__ = [

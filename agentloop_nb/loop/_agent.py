@@ -10,9 +10,9 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict, PositiveInt
 
 from .._supervisor import require_running_loop
+from ..hooks import StatusPayload
 from ..signals import AbortController
 from ._inbox import Inbox, Target, make_user_message
-from ._payloads import StatusPayload
 
 if TYPE_CHECKING:
     from ..context import Context

@@ -8,10 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from ..llm import BlockAssembler, GenerateOptions, LlmError
-from ..signals import AbortController
-from ._guard import TurnAborted, interruptible
-from ._payloads import (
+from ..hooks import (
     Enter,
     ErrorPayload,
     PreStepPayload,
@@ -22,6 +19,9 @@ from ._payloads import (
     Retry,
     TurnStoppingPayload,
 )
+from ..llm import BlockAssembler, GenerateOptions, LlmError
+from ..signals import AbortController
+from ._guard import TurnAborted, interruptible
 from ._scheduler import run_tool_calls
 
 if TYPE_CHECKING:

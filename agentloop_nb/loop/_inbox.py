@@ -10,8 +10,8 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 from uuid import uuid4
 
+from ..hooks import ClaimedPayload, InboxPayload
 from ..messages import CONTENT_ADAPTER, TextBlock, UserMessage
-from ._payloads import ClaimedPayload, InboxPayload
 
 if TYPE_CHECKING:
     from ._agent import Agent

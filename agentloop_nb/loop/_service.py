@@ -9,10 +9,10 @@ from typing import TYPE_CHECKING, Any
 from uuid import uuid4
 
 from ..agents import AgentHandle
+from ..hooks import AgentPayload, SessionStartPayload
 from ..session import repair
 from ._agent import Agent, AgentOptions
 from ._config import AgentConfig, AgentLoopConfig, LoopSettings
-from ._payloads import AgentPayload, SessionStartPayload
 
 if TYPE_CHECKING:
     from ..context import Context

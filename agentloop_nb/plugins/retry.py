@@ -23,7 +23,7 @@ from ..loop import Retry
 
 if TYPE_CHECKING:
     from ..context import Context
-    from ..loop._payloads import RequestErrorPayload
+    from ..hooks import RequestErrorPayload
 
 DEFAULT_CODES = ("RATE_LIMIT", "OVERLOADED", "SERVER", "TIMEOUT", "TRANSPORT", "EMPTY_RESPONSE")
 

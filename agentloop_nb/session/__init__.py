@@ -1,4 +1,4 @@
-"""Sessions: the append-only, durable event log of one agent (SPEC §3.1, §3.2, §5).
+"""Sessions: the append-only, durable event log of one agent.
 
 ``SessionStore`` (``ctx.sessions``) builds and publishes ``Session``s; a ``Session`` appends
 immutable ``SessionEvent``s (``data`` deep-frozen as ``FrozenDict``/tuples) and derives the
@@ -23,8 +23,10 @@ from ._session import (
     Session,
     SessionDispatch,
     SessionEventPayload,
+    SessionOwner,
     SessionPayload,
     SessionState,
+    parse_node,
 )
 from ._store import SessionStore
 
@@ -44,9 +46,11 @@ __all__ = [
     "SessionEventPayload",
     "SessionHeader",
     "SessionNotFoundError",
+    "SessionOwner",
     "SessionPayload",
     "SessionState",
     "SessionStore",
     "freeze_json",
+    "parse_node",
     "repair",
 ]

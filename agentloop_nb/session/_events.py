@@ -14,6 +14,7 @@ import time as _time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, NoReturn
 
+from ..events import SURFACE_TYPES
 from ._frozen import EMPTY, FrozenDict, freeze_checked, freeze_json, freeze_plain_dict
 
 __all__ = [
@@ -28,8 +29,6 @@ __all__ = [
 HEADER_VERSION = 1
 """The header ``version`` this package writes (and the only one it reads)."""
 
-SURFACE_TYPES = frozenset({"user/message", "assistant/message", "tool/result"})
-"""Event types that derive model-visible messages; every other type is log-only."""
 
 SurfaceOp = str | FrozenDict
 """``"append"`` or a frozen ``{"op": "replace", "start": s, "end": e}``."""

@@ -552,7 +552,7 @@ class JsonlPersistence:
             if last is None:
                 if not session.header_durable:
                     self.create(session.header)
-                    session._mark_durable(-1)
+                    session.mark_durable(-1)
                 last = session.durable_seq
             upto = events[-1].seq if events else len(session.events) - 1
             if upto <= last:
@@ -572,7 +572,7 @@ class JsonlPersistence:
             self._errors[session] = error
             return
         self._written[session] = upto
-        session._mark_durable(upto)
+        session.mark_durable(upto)
 
 
 def _make_atexit(backend: JsonlPersistence) -> Callable[[], None]:

@@ -1,9 +1,22 @@
-"""Crash repair (SPEC §3.2): close what a crash left open so no provider sees a dangling call."""
+"""Crash repair: close what a crash left open so no provider sees a dangling call."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from ..events import (
+    ASSISTANT_MESSAGE,
+    STEP_END,
+    STEP_START,
+    TOOL_CALL,
+    TOOL_RESULT,
+    TURN_END,
+    TURN_START,
+    StepData,
+    ToolCallData,
+    ToolResultData,
+    TurnEndData,
+)
 from ._events import SessionEvent
 from ._session import Session
 
@@ -59,7 +72,7 @@ def repair(session: Session) -> list[SessionEvent]:
     open_turns: dict[Any, None] = {}
     for event in session.events:
         kind, data = event.type, event.data
-        if kind == "tool/call":
+        if kind == TOOL_CALL:
             call_id = data.get("call_id")
             if isinstance(call_id, str) and call_id not in resolved:
                 calls[call_id] = _Call(
@@ -70,12 +83,12 @@ def repair(session: Session) -> list[SessionEvent]:
                     data.get("arguments", ""),
                     True,
                 )
-        elif kind == "tool/result":
+        elif kind == TOOL_RESULT:
             call_id = data.get("call_id")
             if isinstance(call_id, str):
                 resolved.add(call_id)
                 calls.pop(call_id, None)
-        elif kind == "assistant/message":
+        elif kind == ASSISTANT_MESSAGE:
             for block in _message_tool_calls(data):
                 call_id = block.get("id")
                 if isinstance(call_id, str) and call_id not in resolved and call_id not in calls:
@@ -87,44 +100,43 @@ def repair(session: Session) -> list[SessionEvent]:
                         block.get("arguments", ""),
                         False,
                     )
-        elif kind == "step/start":
+        elif kind == STEP_START:
             open_steps[(data.get("turn"), data.get("step"))] = None
-        elif kind == "step/end":
+        elif kind == STEP_END:
             open_steps.pop((data.get("turn"), data.get("step")), None)
-        elif kind == "turn/start":
+        elif kind == TURN_START:
             open_turns[data.get("turn")] = None
-        elif kind == "turn/end":
+        elif kind == TURN_END:
             open_turns.pop(data.get("turn"), None)
 
     appended: list[SessionEvent] = []
     for call in calls.values():
         if not call.logged:
-            call_data: dict[str, Any] = {
-                "turn": call.turn,
-                "step": call.step,
-                "call_id": call.call_id,
-                "name": call.name,
-                "arguments": call.arguments,
-            }
-            appended.append(session.append("tool/call", call_data))
-        result: dict[str, Any] = {
-            "turn": call.turn,
-            "step": call.step,
-            "call_id": call.call_id,
-            "content": _UNKNOWN_TEXT,
-            "is_error": True,
-            "error": {
+            call_data = ToolCallData(
+                turn=call.turn,
+                step=call.step,
+                call_id=call.call_id,
+                name=call.name,
+                arguments=call.arguments,
+            )
+            appended.append(session.append(TOOL_CALL, call_data))
+        result = ToolResultData(
+            turn=call.turn,
+            step=call.step,
+            call_id=call.call_id,
+            content=_UNKNOWN_TEXT,
+            is_error=True,
+            error={
                 "code": TOOL_OUTCOME_UNKNOWN,
                 "message": _UNKNOWN_MESSAGE if call.logged else _UNDISPATCHED_MESSAGE,
             },
-        }
+        )
         if isinstance(call.name, str):
             result["name"] = call.name
-        appended.append(session.append("tool/result", result))
+        appended.append(session.append(TOOL_RESULT, result))
     for turn, step in open_steps:
-        appended.append(session.append("step/end", {"turn": turn, "step": step}))
+        appended.append(session.append(STEP_END, StepData(turn=turn, step=step)))
     for turn in open_turns:
-        appended.append(
-            session.append("turn/end", {"turn": turn, "reason": {"kind": "interrupted"}})
-        )
+        ended = TurnEndData(turn=turn, reason={"kind": "interrupted"})
+        appended.append(session.append(TURN_END, ended))
     return appended

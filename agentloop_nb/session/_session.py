@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import time as _time
-from collections.abc import Awaitable, Iterator, Sequence
+from collections.abc import Awaitable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, Protocol, overload
+from typing import Any, Literal, Protocol, overload
 
 from pydantic import ValidationError
 
+from .._hook_names import SESSION_EVENT, SESSION_FLUSH
+from ..events import ASSISTANT_MESSAGE, REQUEST_HEADER, SURFACE_TYPES, TOOL_RESULT
 from ..messages import AssistantMessage, Message, ToolResultMessage, UserMessage
 from ._events import (
-    SURFACE_TYPES,
     SessionEvent,
     SessionHeader,
     SurfaceOp,
@@ -22,14 +23,12 @@ from ._events import (
 )
 from ._frozen import FrozenDict
 
-if TYPE_CHECKING:
-    from ._store import SessionStore
-
 __all__ = [
     "EventLog",
     "Session",
     "SessionDispatch",
     "SessionEventPayload",
+    "SessionOwner",
     "SessionPayload",
     "SessionState",
 ]
@@ -53,6 +52,14 @@ class SessionDispatch(Protocol):
     def emit_strict(self, name: str, payload: Any, /) -> object: ...
 
     def parallel(self, name: str, payload: Any, /) -> Awaitable[object]: ...
+
+
+class SessionOwner(Protocol):
+    """What a ``Session`` needs from the store that built it (``SessionStore`` fits): the
+    dispatcher its events are announced through, or ``None`` to announce nothing."""
+
+    @property
+    def dispatch(self) -> SessionDispatch | None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,14 +127,14 @@ def parse_node(event_type: str, data: FrozenDict, seq: int) -> Message | None:
     Raises ``ValueError`` naming the event when ``data`` does not describe the message.
     """
     try:
-        if event_type == "tool/result":
+        if event_type == TOOL_RESULT:
             return ToolResultMessage(
                 call_id=data["call_id"],
                 name=data.get("name"),
                 content=data["content"],
                 is_error=data.get("is_error", False),
             )
-        if event_type == "assistant/message":
+        if event_type == ASSISTANT_MESSAGE:
             message = AssistantMessage.model_validate(data["message"])
             return message if message.content else None
         return UserMessage.model_validate(data["message"])
@@ -139,14 +146,20 @@ def parse_node(event_type: str, data: FrozenDict, seq: int) -> Message | None:
 
 
 class Session:
-    """One append-only event log (see SPEC §3.1). Built by ``SessionStore.prepare``/``create``.
+    """One append-only event log. Built by ``SessionStore.prepare``/``create``.
 
     ``append`` checks and freezes its input, assigns the next contiguous ``seq`` and, once the
     session is published, emits ``session/event`` synchronously (observer errors are the
     dispatcher's to contain). ``derive_messages`` folds surface events into model messages
     incrementally. ``durable_seq`` is the last seq known written by a persistence backend
     (``-1``: none) and ``header_durable`` whether its header is; both are maintained by the
-    backend.
+    backend through ``mark_durable``.
+
+    Life cycle (``state``): ``"prepared"`` → ``"published"`` → ``"detached"``. The owning
+    ``SessionStore`` drives it through ``mark_published`` / ``mark_prepared`` /
+    ``mark_detached``; everyone else publishes and detaches through the store
+    (``SessionStore.enter`` / ``detach``), which also keeps its registry and announces the
+    change.
     """
 
     __slots__ = (
@@ -166,7 +179,7 @@ class Session:
         "id",
     )
 
-    def __init__(self, store: SessionStore, header: SessionHeader) -> None:
+    def __init__(self, store: SessionOwner, header: SessionHeader) -> None:
         self._store = store
         self.header = header
         self.id = header.id
@@ -194,7 +207,8 @@ class Session:
         return self._state
 
     @property
-    def store(self) -> SessionStore:
+    def store(self) -> SessionOwner:
+        """The store that built this session."""
         return self._store
 
     @property
@@ -207,8 +221,10 @@ class Session:
         """Whether the header is already stored (true for sessions loaded from persistence)."""
         return self._header_durable
 
-    def _mark_durable(self, seq: int, *, header: bool = True) -> None:
-        # Called by persistence backends (possibly from their writer thread: plain stores).
+    def mark_durable(self, seq: int, *, header: bool = True) -> None:
+        """Record that a persistence backend has written every event up to ``seq`` (and the
+        header, unless ``header=False``). Never moves backwards. Safe from a writer thread:
+        it only stores two plain values."""
         self._header_durable = self._header_durable or header
         if seq > self._durable_seq:
             self._durable_seq = seq
@@ -222,7 +238,8 @@ class Session:
         return header if isinstance(header, dict) else None
 
     def derive_messages(self) -> list[Message]:
-        """The model-visible messages (SPEC §3.1), as a fresh list.
+        """The model-visible messages, as a fresh list (see ``agentloop_nb.events``: user
+        messages, non-empty assistant messages and tool results, in log order).
 
         Incremental: only events appended since the last call are folded in (O(new events));
         a ``replace`` surface op swaps the inclusive span of already derived nodes for its own.
@@ -259,28 +276,25 @@ class Session:
     def append(
         self,
         type: str,
-        data: dict[str, Any] | None = None,
+        data: Mapping[str, Any] | None = None,
         *,
         surface_op: str | dict[str, Any] | None = None,
         source_event_seqs: Sequence[int] | None = None,
+        time: float | None = None,
     ) -> SessionEvent:
         """Append one event and return it (immutable; ``data`` deep-frozen).
 
+        ``time`` (epoch seconds) defaults to now; pass it to keep the time of an event copied
+        from another log (seeds, forks).
+
+        ``data`` must be a ``dict`` (the ``TypedDict``s of ``agentloop_nb.events`` are dicts).
         Raises, logging nothing: ``TypeError`` when ``data`` is not lossless JSON (naming the
         event type and the JSON path), ``ValueError`` for an empty type, a malformed
         ``surface_op`` / ``source_event_seqs``, a surface event whose data is not a message, or
         a replace span outside the derived surface; ``RuntimeError`` once detached.
         """
-        return self._append(type, data, surface_op, source_event_seqs, None)
-
-    def _append(
-        self,
-        event_type: str,
-        data: object,
-        surface_op: object,
-        source_event_seqs: object,
-        when: float | None,
-    ) -> SessionEvent:
+        event_type: str = type
+        when = time
         if self._state == "detached":
             raise RuntimeError(
                 f"session {self.id!r} is detached: it accepts no more events "
@@ -306,11 +320,11 @@ class Session:
         events.append(event)
         if surface:
             self._nodes[seq] = node
-        elif event_type == "request/header":
+        elif event_type == REQUEST_HEADER:
             self._header_seq = seq
         emit = self._emit
         if emit is not None:
-            emit("session/event", SessionEventPayload(self, event))
+            emit(SESSION_EVENT, SessionEventPayload(self, event))
         return event
 
     def _check_span(self, event_type: str, op: FrozenDict) -> None:
@@ -323,8 +337,14 @@ class Session:
                 f"outside the derived surface ({size} messages: valid indices 0..{size - 1})"
             )
 
-    def _adopt(self, events: Sequence[SessionEvent]) -> None:
-        """Take already-durable events (loaded from persistence) as the start of the log."""
+    def adopt_durable(self, events: Sequence[SessionEvent]) -> None:
+        """Take already-durable events (loaded from persistence) as the start of the log.
+
+        Only for a session that has no events yet (``SessionStore.prepare`` calls it). Raises
+        ``TypeError`` for items that are not ``SessionEvent``s, ``ValueError`` for seqs that
+        are not contiguous from 0 or a log that is not empty."""
+        if self._events:
+            raise ValueError(f"session {self.id!r}: loaded events must start an empty log")
         for index, event in enumerate(events):
             if _type(event) is not SessionEvent:
                 raise TypeError(f"session {self.id!r}: loaded events must be SessionEvents")
@@ -333,7 +353,7 @@ class Session:
                     f"session {self.id!r}: loaded events must have contiguous seqs from 0; "
                     f"event {index} has seq {event.seq}"
                 )
-            if event.type == "request/header":
+            if event.type == REQUEST_HEADER:
                 self._header_seq = index
         self._events.extend(events)
         self._durable_seq = len(events) - 1
@@ -347,7 +367,33 @@ class Session:
         dispatch = self._store.dispatch
         if self._state != "published" or dispatch is None:
             return
-        await dispatch.parallel("session/flush", SessionPayload(self))
+        await dispatch.parallel(SESSION_FLUSH, SessionPayload(self))
+
+    # -- life cycle (driven by the owning store) --------------------------------------------
+
+    def mark_published(self) -> None:
+        """``"prepared"`` → ``"published"``: from now on appends emit ``session/event``
+        through the store's dispatcher. Raises ``RuntimeError`` unless prepared."""
+        if self._state != "prepared":
+            raise RuntimeError(f"session {self.id!r} is {self._state}, not prepared")
+        self._state = "published"
+        dispatch = self._store.dispatch
+        self._emit = dispatch.emit if dispatch is not None else None
+
+    def mark_prepared(self) -> None:
+        """Undo ``mark_published`` (a vetoed publication): appends stop announcing. A no-op
+        unless published."""
+        if self._state == "published":
+            self._state = "prepared"
+            self._emit = None
+
+    def mark_detached(self) -> SessionState:
+        """Move to ``"detached"`` (final: appends raise from now on) and return the state the
+        session was in before. Idempotent."""
+        before = self._state
+        self._state = "detached"
+        self._emit = None
+        return before
 
     def __repr__(self) -> str:
         return f"<Session {self.id!r} {self._state} events={len(self._events)}>"

@@ -7,6 +7,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 from uuid import uuid4
 
+from .._hook_names import SESSION_CREATED, SESSION_DISPOSED
 from ._events import SessionEvent, SessionHeader
 from ._frozen import FrozenDict
 from ._session import Session, SessionDispatch, SessionPayload
@@ -76,7 +77,7 @@ class SessionStore:
             )
         session = Session(self, header)
         if events is not None:
-            session._adopt(
+            session.adopt_durable(
                 [e if isinstance(e, SessionEvent) else SessionEvent.from_dict(e) for e in events]
             )
         for item in seed or ():
@@ -101,19 +102,16 @@ class SessionStore:
                 "choose another id or detach the live session first"
             )
         self._sessions[session.id] = session
-        session._state = "published"
+        session.mark_published()
         dispatch = self._dispatch
         if dispatch is None:
             return session
-        session._emit = dispatch.emit
         try:
-            dispatch.emit_strict("session/created", SessionPayload(session))
+            dispatch.emit_strict(SESSION_CREATED, SessionPayload(session))
         except BaseException:
             if self._sessions.get(session.id) is session:
                 del self._sessions[session.id]
-            session._emit = None
-            if session.state == "published":
-                session._state = "prepared"
+            session.mark_prepared()
             raise
         return session
 
@@ -131,17 +129,13 @@ class SessionStore:
         """Unpublish ``session`` and emit ``session/disposed`` (contained). Idempotent; a
         session that was never published is just closed. A detached session refuses appends.
         Only the exact entered object is removed, never a later session with the same id."""
-        state = session.state
-        if state == "detached":
-            return
-        session._state = "detached"
-        session._emit = None
+        state = session.mark_detached()
         if state != "published":
             return
         if self._sessions.get(session.id) is session:
             del self._sessions[session.id]
         if self._dispatch is not None:
-            self._dispatch.emit("session/disposed", SessionPayload(session))
+            self._dispatch.emit(SESSION_DISPOSED, SessionPayload(session))
 
     # -- lookup ----------------------------------------------------------------------------
 
@@ -186,7 +180,13 @@ class SessionStore:
 
 def _append_seed(session: Session, item: SeedItem) -> None:
     if isinstance(item, SessionEvent):
-        session._append(item.type, item.data, item.surface_op, item.source_event_seqs, item.time)
+        session.append(
+            item.type,
+            item.data,
+            surface_op=item.surface_op,
+            source_event_seqs=item.source_event_seqs,
+            time=item.time,
+        )
         return
     if isinstance(item, Mapping) and not isinstance(item, FrozenDict):
         unknown = set(item) - {"type", "data", "surface_op", "source_event_seqs", "time", "seq"}
@@ -198,16 +198,16 @@ def _append_seed(session: Session, item: SeedItem) -> None:
         when = item.get("time")
         if when is not None and (not isinstance(when, int | float) or isinstance(when, bool)):
             raise ValueError(f"seed event {item['type']!r}: time must be epoch seconds")
-        session._append(
+        session.append(
             item["type"],
             item.get("data"),
-            item.get("surface_op"),
-            item.get("source_event_seqs"),
-            None if when is None else float(when),
+            surface_op=item.get("surface_op"),
+            source_event_seqs=item.get("source_event_seqs"),
+            time=None if when is None else float(when),
         )
         return
     if isinstance(item, tuple) and len(item) == 2:
-        session._append(item[0], item[1], None, None, None)
+        session.append(item[0], item[1])
         return
     raise ValueError(
         f"invalid seed item {item!r}: expected a (type, data) pair, an event dict or a SessionEvent"

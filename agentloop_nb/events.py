@@ -1,0 +1,376 @@
+"""The durable event catalogue: every event type the core writes to a session log.
+
+A session is an append-only log of ``SessionEvent(type, seq, time, data, ...)``. This module
+names each type the core and its built-in plugins write, describes the shape of its ``data``
+(a ``TypedDict``: a plain ``dict`` at run time, so writers pay nothing for it) and says whether
+it is *model-visible* (derives a message the model sees) or log-only. ``EVENTS`` maps each type
+to its ``EventSpec``; ``docs/events.md`` is generated from it (``python -m agentloop_nb._docgen``).
+
+Plugins may append their own types; unknown types load fine and are never model-visible.
+
+This module is a leaf: it imports nothing from the package, so any layer may use it.
+"""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any, Literal, TypedDict
+
+__all__ = [
+    "AGENT_INBOX_SPLICED",
+    "ASSISTANT_ATTEMPT",
+    "ASSISTANT_CHUNK",
+    "ASSISTANT_MESSAGE",
+    "EVENTS",
+    "LLM_RETRY",
+    "REQUEST_HEADER",
+    "STEP_END",
+    "STEP_START",
+    "SURFACE_TYPES",
+    "TOOL_CALL",
+    "TOOL_RESULT",
+    "TURN_END",
+    "TURN_END_REASONS",
+    "TURN_START",
+    "USER_MESSAGE",
+    "AbortedReason",
+    "AssistantAttemptData",
+    "AssistantChunkData",
+    "AssistantMessageData",
+    "CompletedReason",
+    "DisposedReason",
+    "ErrorReason",
+    "EventSpec",
+    "InboxSplicedData",
+    "InterruptedReason",
+    "LlmRetryData",
+    "MaxTokensReason",
+    "ReasonSpec",
+    "RejectedReason",
+    "RequestHeader",
+    "RequestHeaderData",
+    "StepData",
+    "ToolCallData",
+    "ToolErrorData",
+    "ToolResultData",
+    "TurnEndData",
+    "TurnEndReason",
+    "TurnStartData",
+    "UserMessageData",
+]
+
+# -- type names ------------------------------------------------------------------------------
+
+AGENT_INBOX_SPLICED = "agent/inbox/spliced"
+TURN_START = "turn/start"
+TURN_END = "turn/end"
+STEP_START = "step/start"
+STEP_END = "step/end"
+USER_MESSAGE = "user/message"
+REQUEST_HEADER = "request/header"
+ASSISTANT_CHUNK = "assistant/chunk"
+ASSISTANT_MESSAGE = "assistant/message"
+ASSISTANT_ATTEMPT = "assistant/attempt"
+TOOL_CALL = "tool/call"
+TOOL_RESULT = "tool/result"
+LLM_RETRY = "llm/retry"
+
+# -- turn-end reasons ------------------------------------------------------------------------
+
+
+class CompletedReason(TypedDict):
+    """The model stopped and nothing was pending."""
+
+    kind: Literal["completed"]
+
+
+class MaxTokensReason(TypedDict):
+    """A step of the turn hit the output-token limit (its tool calls were dropped)."""
+
+    kind: Literal["max-tokens"]
+
+
+class _RejectedRequired(TypedDict):
+    kind: Literal["rejected"]
+
+
+class RejectedReason(_RejectedRequired, total=False):
+    """An ``agent/pre-step`` listener answered ``Reject`` (its reason, when given)."""
+
+    reason: str
+
+
+class AbortedReason(TypedDict):
+    """``agent.cancel(cause)`` stopped the turn; the first cause wins."""
+
+    kind: Literal["aborted"]
+    cause: dict[str, Any]
+
+
+class ErrorReason(TypedDict):
+    """A plugin or the model failed; ``code`` is an ``LlmError`` code or ``UNKNOWN``."""
+
+    kind: Literal["error"]
+    message: str
+    code: str
+
+
+class DisposedReason(TypedDict):
+    """The agent was disposed while the turn ran."""
+
+    kind: Literal["disposed"]
+
+
+class InterruptedReason(TypedDict):
+    """Written by crash repair for a turn the log left open."""
+
+    kind: Literal["interrupted"]
+
+
+TurnEndReason = (
+    CompletedReason
+    | MaxTokensReason
+    | RejectedReason
+    | AbortedReason
+    | ErrorReason
+    | DisposedReason
+    | InterruptedReason
+)
+
+
+@dataclass(frozen=True, slots=True)
+class ReasonSpec:
+    """One turn-end reason kind: its ``kind``, data shape and what it means."""
+
+    kind: str
+    shape: type
+    description: str
+
+
+def _reason(kind: str, shape: type) -> ReasonSpec:
+    return ReasonSpec(kind, shape, _first_line(shape))
+
+
+def _first_line(obj: object) -> str:
+    return (obj.__doc__ or "").strip().splitlines()[0]
+
+
+# -- data shapes -----------------------------------------------------------------------------
+
+
+class _InboxSplicedRequired(TypedDict):
+    target: Literal["next-turn", "next-step"]
+    start: int
+    removed_count: int
+    inserted: list[dict[str, Any]]
+
+
+class InboxSplicedData(_InboxSplicedRequired, total=False):
+    """``inserted``: user messages as JSON; ``outcome: "canceled"`` when input is dropped
+    (no outcome: input claimed by a turn or a step)."""
+
+    outcome: Literal["canceled"]
+
+
+class TurnStartData(TypedDict):
+    turn: int
+
+
+class TurnEndData(TypedDict):
+    turn: int
+    reason: TurnEndReason
+
+
+class StepData(TypedDict):
+    """Data of ``step/start`` and ``step/end``."""
+
+    turn: int
+    step: int
+
+
+class UserMessageData(TypedDict):
+    """``message``: ``{id, role: "user", content, source}`` as JSON."""
+
+    message: dict[str, Any]
+
+
+class RequestHeader(TypedDict):
+    """What a request is built from besides the messages."""
+
+    config: dict[str, Any]
+    system: str
+    tools: list[dict[str, Any]]
+
+
+class RequestHeaderData(TypedDict):
+    header: RequestHeader
+    reason: Literal["initial", "resume", "change"]
+
+
+class AssistantChunkData(TypedDict):
+    """``chunk``: one stream chunk as JSON (``type`` plus its fields)."""
+
+    turn: int
+    step: int
+    chunk: dict[str, Any]
+
+
+class _AssistantMessageRequired(TypedDict):
+    turn: int
+    step: int
+    message: dict[str, Any]
+
+
+class AssistantMessageData(_AssistantMessageRequired, total=False):
+    """``message``: ``{role: "assistant", content}``; ``interrupted`` when cancellation cut it."""
+
+    usage: dict[str, Any]
+    interrupted: bool
+
+
+class AssistantAttemptData(TypedDict):
+    """``chunks``: the seqs of the failed attempt's chunks; ``failure``: its error finish."""
+
+    turn: int
+    step: int
+    chunks: list[int]
+    failure: dict[str, Any]
+
+
+class ToolCallData(TypedDict):
+    """``arguments`` is the raw JSON string the model produced."""
+
+    turn: int
+    step: int
+    call_id: str
+    name: str
+    arguments: str
+
+
+class ToolErrorData(TypedDict):
+    code: str
+    message: str
+
+
+class _ToolResultRequired(TypedDict):
+    turn: int
+    step: int
+    call_id: str
+    content: Any
+    is_error: bool
+
+
+class ToolResultData(_ToolResultRequired, total=False):
+    """``error`` is present on error results; ``meta`` is the tool's extra data."""
+
+    name: str
+    error: ToolErrorData
+    meta: dict[str, Any]
+
+
+class LlmRetryData(TypedDict):
+    """``delay`` in seconds before the retry."""
+
+    code: str
+    attempt: int
+    delay: float
+    turn: int
+    step: int
+
+
+# -- the catalogue ---------------------------------------------------------------------------
+
+Visibility = Literal["no", "yes", "non-empty"]
+
+
+@dataclass(frozen=True, slots=True)
+class EventSpec:
+    """One durable event type.
+
+    ``model_visible``: ``"yes"`` (derives a model message), ``"non-empty"`` (only when its
+    message has content) or ``"no"`` (log-only). ``writer``: who appends it.
+    """
+
+    type: str
+    data: builtins.type
+    model_visible: Visibility
+    writer: str
+    description: str
+
+
+def _spec(
+    name: str, data: type, description: str, visible: Visibility = "no", writer: str = "loop"
+) -> EventSpec:
+    return EventSpec(name, data, visible, writer, description)
+
+
+_CORE = (
+    _spec(
+        AGENT_INBOX_SPLICED,
+        InboxSplicedData,
+        "Pending input changed: messages inserted into, claimed from or dropped from an inbox "
+        "list (`next-turn` or `next-step`).",
+    ),
+    _spec(TURN_START, TurnStartData, "A turn opened (turn numbers count from 1 per session)."),
+    _spec(TURN_END, TurnEndData, "A turn closed, with the reason it ended."),
+    _spec(STEP_START, StepData, "A step (one model call and its tool calls) opened."),
+    _spec(STEP_END, StepData, "A step closed; always before its turn's `turn/end`."),
+    _spec(USER_MESSAGE, UserMessageData, "Input entered a step.", "yes"),
+    _spec(
+        REQUEST_HEADER,
+        RequestHeaderData,
+        "The request's config, system prompt and tool schemas, logged when they differ from "
+        "the last header logged.",
+    ),
+    _spec(ASSISTANT_CHUNK, AssistantChunkData, "One streamed chunk of a model response."),
+    _spec(
+        ASSISTANT_MESSAGE,
+        AssistantMessageData,
+        "The assembled model response: exactly one per successful provider call; its "
+        "`source_event_seqs` are the chunks it was built from.",
+        "non-empty",
+    ),
+    _spec(
+        ASSISTANT_ATTEMPT,
+        AssistantAttemptData,
+        "A provider call that ended in an error finish (before `agent/request-error` runs).",
+    ),
+    _spec(TOOL_CALL, ToolCallData, "A tool call started (or was answered without starting)."),
+    _spec(
+        TOOL_RESULT,
+        ToolResultData,
+        "A tool call's outcome, committed in model order; pairs with its call by `call_id`.",
+        "yes",
+    ),
+    _spec(
+        LLM_RETRY,
+        LlmRetryData,
+        "The retry plugin is about to re-run a failed step after `delay` seconds.",
+        writer="plugins.retry",
+    ),
+)
+
+EVENTS: Mapping[str, EventSpec] = MappingProxyType({spec.type: spec for spec in _CORE})
+"""Every durable event type the package writes, by type name."""
+
+SURFACE_TYPES = frozenset(name for name, spec in EVENTS.items() if spec.model_visible != "no")
+"""Event types that derive model-visible messages; every other type is log-only."""
+
+TURN_END_REASONS: Mapping[str, ReasonSpec] = MappingProxyType(
+    {
+        spec.kind: spec
+        for spec in (
+            _reason("completed", CompletedReason),
+            _reason("max-tokens", MaxTokensReason),
+            _reason("rejected", RejectedReason),
+            _reason("aborted", AbortedReason),
+            _reason("error", ErrorReason),
+            _reason("disposed", DisposedReason),
+            _reason("interrupted", InterruptedReason),
+        )
+    }
+)
+"""Every ``turn/end`` reason kind, by kind."""
