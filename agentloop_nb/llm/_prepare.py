@@ -70,7 +70,9 @@ class RetryPolicy(BaseModel):
         return raw * (1.0 - self.jitter * unit)
 
 
-def as_retry_policy(value: RetryPolicy | Mapping[str, Any] | None, *, label: str) -> RetryPolicy | None:
+def as_retry_policy(
+    value: RetryPolicy | Mapping[str, Any] | None, *, label: str
+) -> RetryPolicy | None:
     """``value`` as a :class:`RetryPolicy` (a mapping is validated); ``TypeError`` otherwise."""
     if value is None or isinstance(value, RetryPolicy):
         return value
@@ -117,7 +119,9 @@ class PreparedCall(Generic[C]):
     adapter: Any = None
 
 
-async def resolve_defaults(adapter: Any, config: BaseModel, signal: AbortSignal | None) -> dict[str, Any]:
+async def resolve_defaults(
+    adapter: Any, config: BaseModel, signal: AbortSignal | None
+) -> dict[str, Any]:
     """The adapter's ``defaults(config)`` restricted to the config's unset fields.
 
     Raises ``TypeError`` when ``defaults`` returns something other than a mapping or names a

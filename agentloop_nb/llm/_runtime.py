@@ -338,7 +338,9 @@ class LlmRuntime:
         registration = self._adapters.get(provider)
         return None if registration is None else registration.adapter
 
-    async def prepare_call(self, config: C, *, signal: AbortSignal | None = None) -> PreparedCall[C]:
+    async def prepare_call(
+        self, config: C, *, signal: AbortSignal | None = None
+    ) -> PreparedCall[C]:
         """Resolve ``config`` (a frozen pydantic request config with ``provider`` and
         ``model`` fields) against the adapter registered for its provider.
 
@@ -387,7 +389,9 @@ class LlmRuntime:
     ) -> AsyncIterator[StreamChunk]:
         return _Stream(self, ctx, options, _pinned(prepared))
 
-    def _dispatch(self, options: GenerateOptions, adapter: Any = None) -> AsyncIterator[StreamChunk]:
+    def _dispatch(
+        self, options: GenerateOptions, adapter: Any = None
+    ) -> AsyncIterator[StreamChunk]:
         """The waterfall's default: the adapter's stream, already normalised. ``adapter`` is
         the prepared call's pinned adapter; ``None`` looks the provider up now."""
         if adapter is None:

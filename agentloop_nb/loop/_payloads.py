@@ -9,7 +9,7 @@ from .._decision import Decision
 from ..messages import UserMessage
 
 if TYPE_CHECKING:
-    from ..llm import ErrorFinish
+    from ..llm import ErrorFinish, RequestFacts, RetryPolicy
     from ..signals import AbortSignal
     from ._agent import Agent
 
@@ -108,12 +108,18 @@ class RequestPayload:
 
 @dataclass(frozen=True, slots=True)
 class RequestErrorPayload:
+    """``policy``: the prepared call's retry policy (``None`` when the route had no adapter or
+    the registration has none). ``facts``: the failed request's provider, model, code, status
+    and retry-after. ``attempt``: 1 for the step's first request, counting retries."""
+
     agent: Agent
     turn: int
     step: int
     failure: ErrorFinish
     signal: AbortSignal
     attempt: int = 1
+    policy: RetryPolicy | None = None
+    facts: RequestFacts | None = None
 
 
 @dataclass(frozen=True, slots=True)
