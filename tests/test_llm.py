@@ -664,6 +664,27 @@ async def test_prepare_call_with_an_aborted_signal_raises_abort_error() -> None:
 
 
 @pytest.mark.anyio
+async def test_an_abort_interrupts_async_defaults_that_ignore_the_signal() -> None:
+    entered = asyncio.Event()
+
+    class Stuck(ScriptedModel):
+        async def defaults(self, config: Any) -> dict[str, Any]:
+            entered.set()
+            await asyncio.Event().wait()  # ignores the signal on purpose
+            return {}
+
+    ctx = make_ctx()
+    ctx.llm.register_adapter(["scripted"], Stuck())
+    controller = AbortController()
+    config = RequestConfig(provider="scripted", model="m")
+    task = asyncio.ensure_future(ctx.llm.prepare_call(config, signal=controller.signal))
+    await entered.wait()
+    controller.abort("enough")
+    with pytest.raises(AbortError):
+        await asyncio.wait_for(task, 5)
+
+
+@pytest.mark.anyio
 async def test_registration_retry_policy_wins_over_the_adapters_own() -> None:
     ctx = make_ctx()
     own = RetryPolicy(max_retries=1)

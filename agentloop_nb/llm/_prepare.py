@@ -11,7 +11,6 @@ dispatched, plus the two frozen records request-error recovery receives.
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
@@ -19,7 +18,6 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, NonNegativeInt
 
 if TYPE_CHECKING:
-    from ..signals import AbortSignal
     from ._chunks import ErrorFinish
 
 #: The failure codes a default policy retries: transient provider or network trouble.
@@ -119,21 +117,10 @@ class PreparedCall(Generic[C]):
     adapter: Any = None
 
 
-async def resolve_defaults(
-    adapter: Any, config: BaseModel, signal: AbortSignal | None
-) -> dict[str, Any]:
-    """The adapter's ``defaults(config)`` restricted to the config's unset fields.
-
-    Raises ``TypeError`` when ``defaults`` returns something other than a mapping or names a
-    field the config does not have; ``AbortError`` when ``signal`` is already aborted."""
-    defaults = getattr(adapter, "defaults", None)
-    if defaults is None:
-        return {}
-    if signal is not None:
-        signal.throw_if_aborted()
-    proposed = defaults(config)
-    if inspect.isawaitable(proposed):
-        proposed = await proposed  # the caller runs this under the turn's signal
+def restrict_defaults(adapter: Any, config: BaseModel, proposed: Any) -> dict[str, Any]:
+    """``proposed`` (what the adapter's ``defaults(config)`` answered) restricted to the
+    config's unset fields. Raises ``TypeError`` when it is not a mapping (``None`` means no
+    defaults) or names a field the config does not have."""
     if proposed is None:
         return {}
     if not isinstance(proposed, Mapping):
@@ -142,14 +129,18 @@ async def resolve_defaults(
             "return a dict of config field names to default values"
         )
     fields = type(config).model_fields
-    unknown = sorted(str(k) for k in proposed if k not in fields)
-    if unknown:
-        raise TypeError(
-            f"{type(adapter).__name__}.defaults() names unknown config field(s) {unknown}; "
-            f"known: {sorted(fields)}"
-        )
-    # An adapter default never overrides a setting the proposal made explicitly.
-    return {k: v for k, v in proposed.items() if v is not None and getattr(config, k) is None}
+    update: dict[str, Any] = {}
+    for key, value in proposed.items():
+        if key not in fields:
+            unknown = sorted(str(k) for k in proposed if k not in fields)
+            raise TypeError(
+                f"{type(adapter).__name__}.defaults() names unknown config field(s) {unknown}; "
+                f"known: {sorted(fields)}"
+            )
+        # An adapter default never overrides a setting the proposal made explicitly.
+        if value is not None and getattr(config, key) is None:
+            update[key] = value
+    return update
 
 
 __all__ = [
@@ -158,5 +149,5 @@ __all__ = [
     "RequestFacts",
     "RetryPolicy",
     "as_retry_policy",
-    "resolve_defaults",
+    "restrict_defaults",
 ]

@@ -18,10 +18,13 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mappin
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+import anyio
+
 from .._disposer import Disposer
+from ..signals import AbortError
 from ._chunks import Aborted, ErrorFinish, Finish, GenerateOptions, StreamChunk
 from ._errors import LlmError
-from ._prepare import C, PreparedCall, RetryPolicy, as_retry_policy, resolve_defaults
+from ._prepare import C, PreparedCall, RetryPolicy, as_retry_policy, restrict_defaults
 
 if TYPE_CHECKING:
     from ..signals import AbortSignal
@@ -39,10 +42,34 @@ class Adapter(Protocol):
     def stream(self, options: GenerateOptions) -> AsyncIterator[StreamChunk]: ...
 
 
-@dataclass(frozen=True, slots=True)
 class _Registration:
-    adapter: Any
-    retry_policy: RetryPolicy | None
+    """One ``register_adapter`` call: the adapter, its policy, its ``defaults`` hook (read once,
+    when registered) and the last prepared call (reused for the same config object and the
+    same defaults, so a step that changes nothing costs no validation)."""
+
+    __slots__ = ("adapter", "defaults", "last", "retry_policy")
+
+    def __init__(self, adapter: Any, retry_policy: RetryPolicy | None) -> None:
+        self.adapter = adapter
+        self.retry_policy = retry_policy
+        self.defaults: Callable[[Any], Any] | None = getattr(adapter, "defaults", None)
+        self.last: tuple[Any, dict[str, Any], PreparedCall[Any]] | None = None
+
+
+async def _bounded(awaitable: Awaitable[Any], signal: AbortSignal | None) -> Any:
+    """Await ``awaitable``; an abort of ``signal`` cancels it and raises ``AbortError``."""
+    if signal is None:
+        return await awaitable
+    result: Any = None
+    with anyio.CancelScope() as scope:
+        remove = signal.add_callback(lambda _reason: scope.cancel())
+        try:
+            result = await awaitable
+        finally:
+            remove()
+    if signal.aborted:
+        raise AbortError(signal.reason)
+    return result
 
 
 class _Dispatcher(Protocol):
@@ -349,22 +376,34 @@ class LlmRuntime:
         exact adapter object. No adapter for the provider: the config is returned unchanged
         with no policy and ``adapter=None`` (an ``llm/stream`` listener may still serve it).
 
-        Raises ``AbortError`` when ``signal`` is already aborted, ``TypeError`` when
-        ``defaults`` answers something other than a mapping of config fields, pydantic's
-        ``ValidationError`` when a default does not fit its field, and whatever ``defaults``
-        itself raises. An awaitable ``defaults`` is awaited as is: the caller bounds it with
-        the request's signal."""
+        Raises ``AbortError`` when ``signal`` aborts before or while an awaitable ``defaults``
+        runs (the await is cancelled), ``TypeError`` when ``defaults`` answers something other
+        than a mapping of config fields, pydantic's ``ValidationError`` when a default does not
+        fit its field, and whatever ``defaults`` itself raises. A synchronous ``defaults`` (or
+        none) never suspends."""
         registration = self._adapters.get(str(getattr(config, "provider", None) or ""))
         if registration is None:
             return PreparedCall(config)
-        update = await resolve_defaults(registration.adapter, config, signal)
-        if update:
-            effective = type(config).model_validate({**config.model_dump(), **update})
-        else:
-            effective = config
-        return PreparedCall(
+        update: dict[str, Any] = {}
+        defaults = registration.defaults
+        if defaults is not None:
+            if signal is not None and signal.aborted:
+                raise AbortError(signal.reason)
+            proposed = defaults(config)
+            if inspect.isawaitable(proposed):
+                proposed = await _bounded(proposed, signal)
+            update = restrict_defaults(registration.adapter, config, proposed)
+        last = registration.last
+        if last is not None and last[0] is config and last[1] == update:
+            return last[2]  # frozen: the same inputs may share one prepared call
+        effective = config
+        if update:  # validated: a default must fit its field
+            effective = type(config).model_validate({**config.__dict__, **update})
+        prepared = PreparedCall(
             effective, frozenset(update), registration.retry_policy, registration.adapter
         )
+        registration.last = (config, update, prepared)
+        return prepared
 
     def stream(
         self, options: GenerateOptions, *, prepared: PreparedCall[Any] | None = None

@@ -117,8 +117,9 @@ class RequestPath:
         while True:
             attempt += 1
             config = await self._config(turn, step, signal)
-            prepared: PreparedCall[RequestConfig] = await interruptible(
-                signal, ctx.llm.prepare_call(config, signal=signal)
+            # Bounded by the signal inside (AbortError); a sync adapter never suspends here.
+            prepared: PreparedCall[RequestConfig] = await ctx.llm.prepare_call(
+                config, signal=signal
             )
             system = ctx.system_prompt.render(assembly)
             tools = list(assembly.tools)
