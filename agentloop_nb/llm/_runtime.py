@@ -34,7 +34,7 @@ class Adapter(Protocol):
     """What ``register_adapter`` accepts: ``stream(options)`` returning an async iterator of
     chunks (usually an async generator method). ``aclose()`` on the iterator is optional.
 
-    Optional members, read when present: ``defaults(config) -> dict`` (or an awaitable of one)
+    Optional members, read when the adapter is registered: ``defaults(config) -> dict`` (or an awaitable of one)
     names default values for request-config fields the proposal leaves unset, e.g.
     ``{"max_tokens": 4096}``; ``retry_policy`` (a :class:`RetryPolicy`) is the registration's
     policy when ``register_adapter`` is given none."""
