@@ -110,6 +110,8 @@ class RequestPath:
         self._header_inputs: tuple[RequestConfig, frozenset[str], str, list[Any]] | None = None
 
     async def request(self, turn: int, step: int, assembly: Any, signal: AbortSignal) -> Reply:
+        """Run step ``step`` of turn ``turn``'s model request until a reply settles that is not
+        an error (an aborted or truncated one included); raises as the class docstring says."""
         agent = self._agent
         ctx = agent.ctx
         session = agent.session
