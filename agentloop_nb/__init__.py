@@ -15,7 +15,16 @@ from .agents import AgentHandle, AgentRegistry
 from .app import App, AppConfig
 from .context import Context, Fiber, InactiveContextError
 from .hooks import Enter, Reject, RequestConfig, Retry
-from .llm import GenerateOptions, LlmError, LlmRuntime, StreamChunk, Usage
+from .llm import (
+    GenerateOptions,
+    LlmError,
+    LlmRuntime,
+    PreparedCall,
+    RequestFacts,
+    RetryPolicy,
+    StreamChunk,
+    Usage,
+)
 from .loop import (
     Agent,
     AgentConfig,
@@ -97,10 +106,13 @@ __all__ = [
     "LlmError",
     "LlmRuntime",
     "Message",
+    "PreparedCall",
     "ReasoningBlock",
     "Reject",
     "RequestConfig",
+    "RequestFacts",
     "Retry",
+    "RetryPolicy",
     "Session",
     "SessionEvent",
     "SessionStore",

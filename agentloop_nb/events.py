@@ -17,7 +17,7 @@ import builtins
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any, Literal, TypedDict
+from typing import Any, Literal, NotRequired, TypedDict
 
 __all__ = [
     "AGENT_INBOX_SPLICED",
@@ -272,13 +272,14 @@ class ToolResultData(_ToolResultRequired, total=False):
 
 
 class LlmRetryData(TypedDict):
-    """``delay`` in seconds before the retry."""
+    """``delay`` in seconds before the retry; ``provider`` the provider that failed."""
 
     code: str
     attempt: int
     delay: float
     turn: int
     step: int
+    provider: NotRequired[str]
 
 
 # -- the catalogue ---------------------------------------------------------------------------

@@ -50,7 +50,7 @@ from ._hook_names import (
     TOOLS_SETTLED,
 )
 from .context import ErrorReport
-from .llm import ErrorFinish, LlmStreamPayload
+from .llm import ErrorFinish, LlmStreamPayload, RequestFacts, RetryPolicy
 from .messages import UserMessage
 from .prompt import AssemblePayload
 from .session import SessionEventPayload, SessionPayload
@@ -236,7 +236,9 @@ class RequestPayload:
 @dataclass(frozen=True, slots=True)
 class RequestErrorPayload:
     """Payload of the ``agent/request-error`` waterfall: the failed attempt's error finish
-    (``attempt`` counts the attempts of this step, from 1)."""
+    (``attempt`` counts the attempts of this step, from 1). ``policy``: the prepared call's
+    retry policy (``None`` when the route had no adapter or the registration has none).
+    ``facts``: the failed request's provider, model, code, status and retry-after."""
 
     agent: Any
     turn: int
@@ -244,6 +246,8 @@ class RequestErrorPayload:
     failure: ErrorFinish
     signal: AbortSignal
     attempt: int = 1
+    policy: RetryPolicy | None = None
+    facts: RequestFacts | None = None
 
 
 @dataclass(frozen=True, slots=True)

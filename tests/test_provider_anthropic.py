@@ -31,7 +31,8 @@ from peers.wire import (
     text_delta,
 )
 
-from agentloop_nb.llm._chunks import GenerateOptions
+from agentloop_nb import RequestConfig
+from agentloop_nb.llm import GenerateOptions
 from agentloop_nb.llm.anthropic import AnthropicAdapter
 from agentloop_nb.messages import (
     AssistantMessage,
@@ -45,6 +46,9 @@ from agentloop_nb.messages import (
 pytestmark = pytest.mark.anyio
 
 MODEL = "claude-sonnet-4-5"
+
+
+KEY_FOR_DEFAULTS = "sk-ant-test-defaults-0123"
 
 
 def options(*messages: Any, **kw: Any) -> GenerateOptions:
@@ -296,3 +300,26 @@ async def test_missing_key_is_an_auth_error_naming_the_variable(
     adapter = AnthropicAdapter("http://127.0.0.1:9")
     result = await run(adapter, options())
     assert result.error.code == "AUTH" and "ANTHROPIC_API_KEY" in result.error.message
+
+
+# -- defaults offered to prepare_call ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("effort", [None, "off", "low", "medium", "high"])
+def test_defaults_report_the_max_tokens_the_body_would_send_anyway(effort: str | None) -> None:
+    adapter = AnthropicAdapter(api_key=KEY_FOR_DEFAULTS)
+    config = RequestConfig(provider="anthropic", model="claude", reasoning_effort=effort)
+    filled = adapter.defaults(config)
+    assert set(filled) == {"max_tokens"}
+    implicit = adapter.build_body(options(reasoning_effort=effort))
+    explicit = adapter.build_body(options(reasoning_effort=effort, **filled))
+    assert explicit == implicit  # logging the default changes nothing on the wire
+
+
+def test_defaults_leave_explicit_settings_alone_and_offer_a_configured_effort() -> None:
+    adapter = AnthropicAdapter(
+        api_key=KEY_FOR_DEFAULTS, default_max_tokens=1000, default_reasoning_effort="low"
+    )
+    assert adapter.defaults(RequestConfig(max_tokens=5, reasoning_effort="high")) == {}
+    assert adapter.defaults(RequestConfig()) == {"reasoning_effort": "low", "max_tokens": 2024}
+    assert adapter.defaults(RequestConfig(reasoning_effort="off")) == {"max_tokens": 1000}

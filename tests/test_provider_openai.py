@@ -23,7 +23,8 @@ from peers.streams import (
 )
 from peers.wire import chunk, openai_body, openai_tool_call_message
 
-from agentloop_nb.llm._chunks import GenerateOptions
+from agentloop_nb import App, RequestConfig
+from agentloop_nb.llm import GenerateOptions
 from agentloop_nb.llm.openai import OpenAIAdapter
 from agentloop_nb.llm.providers import build_adapters
 from agentloop_nb.messages import (
@@ -338,3 +339,21 @@ def test_custom_provider_needs_a_type_and_options_are_checked() -> None:
     )
     assert adapters["openrouter"].name == "openrouter"
     assert adapters["openrouter"].api_key_env == "OPENROUTER_API_KEY"
+
+
+@pytest.mark.anyio
+async def test_configured_defaults_are_offered_to_prepare_call_and_none_otherwise() -> None:
+    app = App(providers={"ollama": {"default_max_tokens": 256, "default_reasoning_effort": "low"}})
+    try:
+        plain = await app.ctx.llm.prepare_call(RequestConfig(provider="openai", model="m"))
+        assert plain.adapter_defaults == frozenset()  # Chat Completions requires neither
+        tuned = await app.ctx.llm.prepare_call(RequestConfig(provider="ollama", model="m"))
+        assert (tuned.config.max_tokens, tuned.config.reasoning_effort) == (256, "low")
+        assert tuned.adapter_defaults == frozenset({"max_tokens", "reasoning_effort"})
+        explicit = await app.ctx.llm.prepare_call(
+            RequestConfig(provider="ollama", model="m", max_tokens=9)
+        )
+        assert explicit.config.max_tokens == 9
+        assert explicit.adapter_defaults == frozenset({"reasoning_effort"})
+    finally:
+        await app.aclose()

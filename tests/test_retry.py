@@ -1,6 +1,7 @@
 """The retry plugin (on by default in ``App``) against real HTTP failures from llmock: a rate
 limit honouring ``Retry-After``, giving up after ``max_retries``, leaving non-transient codes
-alone, bounded jittered backoff, and a wait that ``agent.cancel()`` interrupts."""
+alone, bounded jittered backoff, a wait that ``agent.cancel()`` interrupts; then its policies
+(per provider, per adapter registration, unbounded) against scripted failures."""
 
 from __future__ import annotations
 
@@ -14,9 +15,12 @@ from typing import Any
 import anyio
 import pytest
 from peers.loopback import LoopbackServer, json_reply, sse_reply
+from pydantic import ValidationError
 
 from agentloop_nb import Agent, AgentOptions, App
-from agentloop_nb.plugins.retry import DEFAULT_CODES, RetryPlugin
+from agentloop_nb.llm import ErrorFinish, Finish, RetryPolicy
+from agentloop_nb.plugins.retry import DEFAULT_CODES, RetryConfig, RetryPlugin
+from agentloop_nb.testing import ScriptedModel, text
 
 pytestmark = pytest.mark.anyio
 
@@ -226,3 +230,123 @@ def test_retry_after_is_honoured_without_jitter_and_clamped_to_max_retry_after()
     assert retry.delay_for(3, 2.5) == 2.5
     assert retry.delay_for(1, 0.0) == 0.0
     assert retry.delay_for(1, 120.0) == 10.0
+
+
+# -- policies: per provider, per registration, unbounded --------------------------------------------
+
+
+def failure(code: str = "SERVER") -> list[Any]:
+    return [Finish(reason=ErrorFinish(code=code, message=f"{code.lower()} trouble"))]
+
+
+class AlwaysFailing:
+    """An adapter whose every request fails with ``code``."""
+
+    def __init__(self, code: str = "OVERLOADED") -> None:
+        self.code = code
+        self.requests = 0
+
+    async def stream(self, options: Any) -> AsyncIterator[Any]:
+        self.requests += 1
+        for chunk in failure(self.code):
+            yield chunk
+
+
+class BlockAfter(SleepRecorder):
+    """Records delays; the ``n``-th wait never ends on its own (only a cancel ends it)."""
+
+    def __init__(self, n: int) -> None:
+        super().__init__()
+        self.n = n
+        self.reached = anyio.Event()
+
+    async def __call__(self, seconds: float) -> None:
+        await super().__call__(seconds)
+        if len(self.delays) >= self.n:
+            self.reached.set()
+            await anyio.Event().wait()
+
+
+async def scripted_run(app: App, provider: str = "scripted") -> Agent:
+    agent = app.ctx.agent_loop.create(provider, AgentOptions(provider=provider, model="m"))
+    agent.followup("hi")
+    await idle(agent)
+    return agent
+
+
+async def test_a_provider_entry_changes_only_its_fields_for_that_provider_only() -> None:
+    config = {
+        "max_retries": 0,
+        "base_delay": 0.1,
+        "jitter": 0,
+        "providers": {"scripted": {"max_retries": 2}},
+    }
+    app = App(retry=config)
+    app.ctx.llm.register_adapter(["scripted"], ScriptedModel([failure()] * 3 + [text("never")]))
+    app.ctx.llm.register_adapter(["other"], ScriptedModel([failure(), text("never")]))
+    sleep = app.ctx.retry.sleep = SleepRecorder()
+    scripted_agent = await scripted_run(app)
+    other_agent = await scripted_run(app, "other")
+    await app.aclose()
+    retries = data(scripted_agent, "llm/retry")
+    assert [(r["attempt"], r["delay"], r["provider"]) for r in retries] == [
+        (1, 0.1, "scripted"),
+        (2, 0.2, "scripted"),  # base_delay and jitter come from the plugin's own fields
+    ]
+    assert sleep.delays == [0.1, 0.2]
+    assert [r["kind"] for r in turn_ends(scripted_agent)] == ["error"]
+    assert data(other_agent, "llm/retry") == []  # max_retries 0 still applies elsewhere
+
+
+async def test_the_registrations_policy_applies_when_the_config_names_no_provider() -> None:
+    policy = RetryPolicy(max_retries=1, base_delay=0.0, jitter=0.0, codes=("SERVER",))
+    app = App(retry={"max_retries": 5})
+    model = ScriptedModel([failure()] * 3)
+    app.ctx.llm.register_adapter(["scripted"], model, retry_policy=policy)
+    app.ctx.retry.sleep = SleepRecorder()
+    agent = await scripted_run(app)
+    await app.aclose()
+    assert [r["attempt"] for r in data(agent, "llm/retry")] == [1]  # not the plugin's 5
+    assert len(model.requests) == 2
+    (reason,) = turn_ends(agent)
+    assert (reason["kind"], reason["code"]) == ("error", "SERVER")
+
+
+async def test_a_provider_entry_wins_over_the_registrations_policy() -> None:
+    app = App(retry={"providers": {"scripted": {"max_retries": 0}}})
+    app.ctx.llm.register_adapter(
+        ["scripted"], ScriptedModel([failure(), text("x")]), retry_policy={"max_retries": 3}
+    )
+    agent = await scripted_run(app)
+    await app.aclose()
+    assert data(agent, "llm/retry") == [] and turn_ends(agent)[0]["code"] == "SERVER"
+
+
+async def test_an_unbounded_policy_retries_past_max_retries_until_the_agent_is_cancelled() -> None:
+    config = {"max_retries": 2, "base_delay": 0.5, "max_delay": 2.0, "jitter": 0}
+    app = App(retry={**config, "providers": {"flaky": {"unbounded": True}}})
+    model = AlwaysFailing()
+    app.ctx.llm.register_adapter(["flaky"], model)
+    sleep = app.ctx.retry.sleep = BlockAfter(25)
+    agent = app.ctx.agent_loop.create("a", AgentOptions(provider="flaky", model="m"))
+    agent.followup("hi")
+    with anyio.fail_after(WAIT):
+        await sleep.reached.wait()
+    assert agent.status == "running"
+    agent.cancel()
+    await idle(agent)
+    await app.aclose()
+    assert sleep.delays == [0.5, 1.0] + [2.0] * 23  # capped, never giving up on its own
+    assert [r["attempt"] for r in data(agent, "llm/retry")] == list(range(1, 26))
+    assert model.requests == 25
+    assert turn_ends(agent) == [{"kind": "aborted", "cause": {"kind": "user"}}]
+
+
+def test_provider_entries_are_validated_over_the_plugins_fields() -> None:
+    config = RetryConfig(max_delay=7.0, providers={"a": {"unbounded": True}})
+    assert config.providers["a"] == RetryPolicy(max_delay=7.0, unbounded=True)
+    assert config.default_policy == RetryPolicy(max_delay=7.0)
+    with pytest.raises(ValidationError, match="max_retrys"):
+        RetryConfig(providers={"a": {"max_retrys": 1}})
+    with pytest.raises(ValidationError):
+        App(retry={"providers": {"a": 3}})

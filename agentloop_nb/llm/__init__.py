@@ -1,7 +1,9 @@
 """The LLM layer: the ``ctx.llm`` service (:class:`LlmRuntime`), the ``StreamChunk`` union every
-adapter yields, the :class:`BlockAssembler` that folds chunks into an ``AssistantMessage``, and
-:class:`LlmError`. Provider adapters live in submodules (``openai``, ``anthropic``, ``offline``)
-and are imported on demand, so importing this package opens no network client.
+adapter yields, the :class:`BlockAssembler` that folds chunks into an ``AssistantMessage``,
+:class:`LlmError`, and the prepared-call records of the loop's request path
+(:class:`PreparedCall`, :class:`RetryPolicy`, :class:`RequestFacts`). Provider adapters live in
+submodules (``openai``, ``anthropic``, ``offline``) and are imported on demand, so importing
+this package opens no network client.
 """
 
 from __future__ import annotations
@@ -29,10 +31,12 @@ from ._chunks import (
     UsageChunk,
 )
 from ._errors import LlmError
+from ._prepare import DEFAULT_RETRY_CODES, PreparedCall, RequestFacts, RetryPolicy
 from ._runtime import Adapter, BoundLlmRuntime, LlmRuntime, LlmStreamPayload
 
 __all__ = [
     "CHUNK_ADAPTER",
+    "DEFAULT_RETRY_CODES",
     "Aborted",
     "Adapter",
     "BlockAssembler",
@@ -49,7 +53,10 @@ __all__ = [
     "LlmRuntime",
     "LlmStreamPayload",
     "MaxTokens",
+    "PreparedCall",
     "ReasoningDelta",
+    "RequestFacts",
+    "RetryPolicy",
     "Stop",
     "StreamChunk",
     "TextDelta",

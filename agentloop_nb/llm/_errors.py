@@ -6,7 +6,7 @@ from ._chunks import ErrorFinish
 
 
 class LlmError(Exception):
-    """A model-call failure with a stable ``code`` (see SPEC §3.3), e.g. ``RATE_LIMIT``,
+    """A model-call failure with a stable ``code`` (the error-finish codes), e.g. ``RATE_LIMIT``,
     ``NO_ADAPTER`` or ``DUPLICATE_ADAPTER``. ``status`` is the HTTP status when there was one;
     ``retry_after`` is the server's requested delay in seconds."""
 

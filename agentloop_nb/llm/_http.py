@@ -1,6 +1,6 @@
 """Shared HTTP plumbing for the provider adapters: API-key resolution and redaction, and the
 mapping from HTTP statuses, provider error bodies and transport exceptions to
-:class:`~agentloop_nb.llm._chunks.ErrorFinish` codes (SPEC §3.3, §9).
+:class:`~agentloop_nb.llm._chunks.ErrorFinish` codes.
 
 Nothing here raises for a provider problem: every failure becomes an ``ErrorFinish`` whose
 message names what went wrong and how to fix it, carries the provider's own message (truncated)

@@ -14,13 +14,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import inspect
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+import anyio
+
 from .._disposer import Disposer
+from ..signals import AbortError
 from ._chunks import Aborted, ErrorFinish, Finish, GenerateOptions, StreamChunk
 from ._errors import LlmError
+from ._prepare import C, PreparedCall, RetryPolicy, as_retry_policy, restrict_defaults
 
 if TYPE_CHECKING:
     from ..signals import AbortSignal
@@ -28,9 +32,44 @@ if TYPE_CHECKING:
 
 class Adapter(Protocol):
     """What ``register_adapter`` accepts: ``stream(options)`` returning an async iterator of
-    chunks (usually an async generator method). ``aclose()`` on the iterator is optional."""
+    chunks (usually an async generator method). ``aclose()`` on the iterator is optional.
+
+    Optional members, read when the adapter is registered: ``defaults(config) -> dict`` (or an awaitable of one)
+    names default values for request-config fields the proposal leaves unset, e.g.
+    ``{"max_tokens": 4096}``; ``retry_policy`` (a :class:`RetryPolicy`) is the registration's
+    policy when ``register_adapter`` is given none."""
 
     def stream(self, options: GenerateOptions) -> AsyncIterator[StreamChunk]: ...
+
+
+class _Registration:
+    """One ``register_adapter`` call: the adapter, its policy, its ``defaults`` hook (read once,
+    when registered) and the last prepared call (reused for the same config object and the
+    same defaults, so a step that changes nothing costs no validation)."""
+
+    __slots__ = ("adapter", "defaults", "last", "retry_policy")
+
+    def __init__(self, adapter: Any, retry_policy: RetryPolicy | None) -> None:
+        self.adapter = adapter
+        self.retry_policy = retry_policy
+        self.defaults: Callable[[Any], Any] | None = getattr(adapter, "defaults", None)
+        self.last: tuple[Any, dict[str, Any], PreparedCall[Any]] | None = None
+
+
+async def _bounded(awaitable: Awaitable[Any], signal: AbortSignal | None) -> Any:
+    """Await ``awaitable``; an abort of ``signal`` cancels it and raises ``AbortError``."""
+    if signal is None:
+        return await awaitable
+    result: Any = None
+    with anyio.CancelScope() as scope:
+        remove = signal.add_callback(lambda _reason: scope.cancel())
+        try:
+            result = await awaitable
+        finally:
+            remove()
+    if signal.aborted:
+        raise AbortError(signal.reason)
+    return result
 
 
 class _Dispatcher(Protocol):
@@ -172,12 +211,15 @@ class _Stream:
     ``__anext__``; afterwards ``__anext__`` hands out the guard's awaitable directly, so the
     steady state costs one plain call per chunk on top of the guard."""
 
-    __slots__ = ("_ctx", "_inner", "_next", "_options", "_runtime")
+    __slots__ = ("_adapter", "_ctx", "_inner", "_next", "_options", "_runtime")
 
-    def __init__(self, runtime: LlmRuntime, ctx: _Dispatcher, options: GenerateOptions) -> None:
+    def __init__(
+        self, runtime: LlmRuntime, ctx: _Dispatcher, options: GenerateOptions, adapter: Any
+    ) -> None:
         self._runtime = runtime
         self._ctx = ctx
         self._options = options
+        self._adapter = adapter
         self._inner: AsyncIterator[StreamChunk] | None = None
         self._next: Callable[[], Awaitable[StreamChunk]] = self._start
 
@@ -203,13 +245,15 @@ class _Stream:
         if signal is not None and signal.aborted:
             return _single(_ABORTED)
         runtime = self._runtime
+        adapter = self._adapter
         has = getattr(self._ctx, "has_listeners", None)
         if has is not None and not has(_LLM_STREAM):
-            return runtime._dispatch(options)  # unobserved: the waterfall's default, directly
+            # unobserved: the waterfall's default, directly
+            return runtime._dispatch(options, adapter)
         produced: list[AsyncIterator[StreamChunk]] = []
 
         async def default() -> AsyncIterator[StreamChunk]:
-            guarded = runtime._dispatch(options)
+            guarded = runtime._dispatch(options, adapter)
             produced.append(guarded)
             return guarded
 
@@ -243,6 +287,10 @@ async def _closed() -> StreamChunk:
     raise StopAsyncIteration
 
 
+def _pinned(prepared: PreparedCall[Any] | None) -> Any:
+    return None if prepared is None else prepared.adapter
+
+
 class LlmRuntime:
     """The ``ctx.llm`` service.
 
@@ -254,15 +302,26 @@ class LlmRuntime:
 
     def __init__(self, ctx: Any) -> None:
         self._ctx = ctx
-        self._adapters: dict[str, Any] = {}
+        self._adapters: dict[str, _Registration] = {}
 
     def __bind__(self, ctx: Any) -> BoundLlmRuntime:
         return BoundLlmRuntime(self, ctx)
 
-    def register_adapter(self, providers: Iterable[str], adapter: Any) -> Disposer:
+    def register_adapter(
+        self,
+        providers: Iterable[str],
+        adapter: Any,
+        *,
+        retry_policy: RetryPolicy | Mapping[str, Any] | None = None,
+    ) -> Disposer:
         """Route each of ``providers`` to ``adapter``. All-or-nothing: a provider that is already
         registered (or listed twice) raises ``LlmError("DUPLICATE_ADAPTER")`` and registers none.
-        The disposer removes exactly these routes (a later replacement is left alone)."""
+        The disposer removes exactly these routes (a later replacement is left alone).
+
+        ``retry_policy`` (a :class:`RetryPolicy` or a mapping of its fields) is the policy
+        prepared calls on these routes carry; without one the adapter's own ``retry_policy``
+        attribute is used, if any. Raises ``TypeError`` (or pydantic's ``ValidationError``) for
+        a malformed policy."""
         if isinstance(providers, str):
             providers = [providers]
         names = list(providers)
@@ -280,12 +339,19 @@ class LlmRuntime:
                     "registration first",
                 )
             seen.add(name)
+        policy = as_retry_policy(retry_policy, label=f"retry_policy for {names}")
+        if policy is None:
+            policy = as_retry_policy(
+                getattr(adapter, "retry_policy", None),
+                label=f"{type(adapter).__name__}.retry_policy",
+            )
+        registration = _Registration(adapter, policy)
         for name in names:
-            self._adapters[name] = adapter
+            self._adapters[name] = registration
 
         def remove() -> None:
             for name in names:
-                if self._adapters.get(name) is adapter:
+                if self._adapters.get(name) is registration:
                     del self._adapters[name]
 
         return Disposer(remove)
@@ -296,9 +362,52 @@ class LlmRuntime:
 
     def adapter_for(self, provider: str) -> Any | None:
         """The adapter registered for ``provider``, or ``None``."""
-        return self._adapters.get(provider)
+        registration = self._adapters.get(provider)
+        return None if registration is None else registration.adapter
 
-    def stream(self, options: GenerateOptions) -> AsyncIterator[StreamChunk]:
+    async def prepare_call(
+        self, config: C, *, signal: AbortSignal | None = None
+    ) -> PreparedCall[C]:
+        """Resolve ``config`` (a frozen pydantic request config with ``provider`` and
+        ``model`` fields) against the adapter registered for its provider.
+
+        The adapter's ``defaults(config)`` fill the fields ``config`` leaves unset (``None``);
+        explicit settings always win. The result keeps the registration's retry policy and the
+        exact adapter object. No adapter for the provider: the config is returned unchanged
+        with no policy and ``adapter=None`` (an ``llm/stream`` listener may still serve it).
+
+        Raises ``AbortError`` when ``signal`` aborts before or while an awaitable ``defaults``
+        runs (the await is cancelled), ``TypeError`` when ``defaults`` answers something other
+        than a mapping of config fields, pydantic's ``ValidationError`` when a default does not
+        fit its field, and whatever ``defaults`` itself raises. A synchronous ``defaults`` (or
+        none) never suspends."""
+        registration = self._adapters.get(str(getattr(config, "provider", None) or ""))
+        if registration is None:
+            return PreparedCall(config)
+        update: dict[str, Any] = {}
+        defaults = registration.defaults
+        if defaults is not None:
+            if signal is not None and signal.aborted:
+                raise AbortError(signal.reason)
+            proposed = defaults(config)
+            if inspect.isawaitable(proposed):
+                proposed = await _bounded(proposed, signal)
+            update = restrict_defaults(registration.adapter, config, proposed)
+        last = registration.last
+        if last is not None and last[0] is config and last[1] == update:
+            return last[2]  # frozen: the same inputs may share one prepared call
+        effective = config
+        if update:  # validated: a default must fit its field
+            effective = type(config).model_validate({**config.__dict__, **update})
+        prepared = PreparedCall(
+            effective, frozenset(update), registration.retry_policy, registration.adapter
+        )
+        registration.last = (config, update, prepared)
+        return prepared
+
+    def stream(
+        self, options: GenerateOptions, *, prepared: PreparedCall[Any] | None = None
+    ) -> AsyncIterator[StreamChunk]:
         """Stream one model call through the ``llm/stream`` waterfall.
 
         The result ends with exactly one ``Finish``: ``NO_ADAPTER`` when no adapter serves
@@ -306,15 +415,26 @@ class LlmRuntime:
         ``TRANSPORT`` when it stops without a finish; ``Finish(Aborted())`` as soon as
         ``options.signal`` aborts (the adapter's iterator is closed). Chunks after a finish are
         dropped. ``aclose()`` the result to stop early.
+
+        With ``prepared`` (from :meth:`prepare_call`) the waterfall's default dispatches to
+        ``prepared.adapter``, the object the call was prepared against, even if the provider's
+        registration changed since; a prepared call without an adapter looks the provider up
+        at dispatch time.
         """
-        return _Stream(self, self._ctx, options)
+        return _Stream(self, self._ctx, options, _pinned(prepared))
 
-    def _stream_via(self, ctx: Any, options: GenerateOptions) -> AsyncIterator[StreamChunk]:
-        return _Stream(self, ctx, options)
+    def _stream_via(
+        self, ctx: Any, options: GenerateOptions, prepared: PreparedCall[Any] | None
+    ) -> AsyncIterator[StreamChunk]:
+        return _Stream(self, ctx, options, _pinned(prepared))
 
-    def _dispatch(self, options: GenerateOptions) -> AsyncIterator[StreamChunk]:
-        """The waterfall's default: the adapter's stream, already normalised."""
-        adapter = self._adapters.get(options.provider)
+    def _dispatch(
+        self, options: GenerateOptions, adapter: Any = None
+    ) -> AsyncIterator[StreamChunk]:
+        """The waterfall's default: the adapter's stream, already normalised. ``adapter`` is
+        the prepared call's pinned adapter; ``None`` looks the provider up now."""
+        if adapter is None:
+            adapter = self.adapter_for(options.provider)
         if adapter is None:
             known = ", ".join(repr(p) for p in sorted(self._adapters)) or "none"
             return _single(
@@ -346,10 +466,18 @@ class BoundLlmRuntime:
     def runtime(self) -> LlmRuntime:
         return self._runtime
 
-    def register_adapter(self, providers: Iterable[str], adapter: Any) -> Disposer:
+    def register_adapter(
+        self,
+        providers: Iterable[str],
+        adapter: Any,
+        *,
+        retry_policy: RetryPolicy | Mapping[str, Any] | None = None,
+    ) -> Disposer:
         runtime = self._runtime
         names = [providers] if isinstance(providers, str) else list(providers)
-        disposer: Disposer = self._ctx.effect(lambda: runtime.register_adapter(names, adapter))
+        disposer: Disposer = self._ctx.effect(
+            lambda: runtime.register_adapter(names, adapter, retry_policy=retry_policy)
+        )
         return disposer
 
     def providers(self) -> list[str]:
@@ -358,8 +486,15 @@ class BoundLlmRuntime:
     def adapter_for(self, provider: str) -> Any | None:
         return self._runtime.adapter_for(provider)
 
-    def stream(self, options: GenerateOptions) -> AsyncIterator[StreamChunk]:
-        return self._runtime._stream_via(self._ctx, options)
+    async def prepare_call(
+        self, config: C, *, signal: AbortSignal | None = None
+    ) -> PreparedCall[C]:
+        return await self._runtime.prepare_call(config, signal=signal)
+
+    def stream(
+        self, options: GenerateOptions, *, prepared: PreparedCall[Any] | None = None
+    ) -> AsyncIterator[StreamChunk]:
+        return self._runtime._stream_via(self._ctx, options, prepared)
 
     def __repr__(self) -> str:
         return f"<LlmRuntime providers={self._runtime.providers()}>"

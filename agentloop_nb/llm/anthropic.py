@@ -9,6 +9,9 @@ never appears in a repr, an error message or a yielded chunk.
 Request mapping (``GenerateOptions`` → JSON body):
 
 - ``max_tokens`` (required by the API) defaults to ``default_max_tokens`` (4096);
+  ``defaults(config)`` reports that default to ``ctx.llm.prepare_call`` (raised by the thinking
+  budget when a reasoning effort is set, see below), together with ``default_reasoning_effort``
+  when one is configured, so the loop logs the value actually sent;
 - ``system`` → ``system``; ``tools`` → ``{name, description, input_schema}``; ``stop`` →
   ``stop_sequences``; ``temperature``; always ``stream: true``;
 - ``reasoning_effort`` → extended thinking (``thinking: {type: enabled, budget_tokens}``:
@@ -110,6 +113,7 @@ class AnthropicAdapter(SseAdapter):
         timeout: float | httpx.Timeout | None = None,
         anthropic_version: str = "2023-06-01",
         default_max_tokens: int = 4096,
+        default_reasoning_effort: str | None = None,
         require_key: bool = True,
         client: httpx.AsyncClient | None = None,
     ) -> None:
@@ -127,6 +131,21 @@ class AnthropicAdapter(SseAdapter):
         )
         self.anthropic_version = anthropic_version
         self.default_max_tokens = default_max_tokens
+        self.default_reasoning_effort = default_reasoning_effort
+
+    def defaults(self, config: Any) -> dict[str, Any]:
+        """The request-config fields this adapter fills when ``config`` leaves them unset:
+        ``reasoning_effort`` (when ``default_reasoning_effort`` is configured) and
+        ``max_tokens`` — the API requires one: ``default_max_tokens``, plus the thinking budget
+        when a reasoning effort applies (what :meth:`build_body` sends for an unset value)."""
+        out: dict[str, Any] = {}
+        effort = getattr(config, "reasoning_effort", None)
+        if effort is None and self.default_reasoning_effort is not None:
+            effort = out["reasoning_effort"] = self.default_reasoning_effort
+        if getattr(config, "max_tokens", None) is None:
+            budget = _thinking_budget(effort)
+            out["max_tokens"] = self.default_max_tokens + (budget or 0)
+        return out
 
     @property
     def messages_url(self) -> str:

@@ -20,7 +20,9 @@ Request mapping (``GenerateOptions`` → JSON body):
   field; the content already says what failed);
 - ``tools`` → ``{"type": "function", "function": {name, description, parameters}}``;
   ``max_tokens``, ``temperature``, ``stop``, ``reasoning_effort`` when set; always
-  ``stream: true`` and ``stream_options: {"include_usage": true}``.
+  ``stream: true`` and ``stream_options: {"include_usage": true}``. ``defaults(config)``
+  offers the optional ``default_max_tokens`` / ``default_reasoning_effort`` to
+  ``ctx.llm.prepare_call`` (neither is set unless configured).
 
 Stream mapping: ``delta.content`` (and ``delta.refusal``, so a refusal is shown as the answer
 text) → a text block; ``delta.reasoning_content`` (DeepSeek) or ``delta.reasoning`` (vLLM,
@@ -98,6 +100,8 @@ class OpenAIAdapter(SseAdapter):
         default_base_url: str = "https://api.openai.com/v1",
         headers: Mapping[str, str] | None = None,
         timeout: float | httpx.Timeout | None = None,
+        default_max_tokens: int | None = None,
+        default_reasoning_effort: str | None = None,
         require_key: bool = True,
         client: httpx.AsyncClient | None = None,
     ) -> None:
@@ -113,6 +117,19 @@ class OpenAIAdapter(SseAdapter):
             require_key=require_key,
             client=client,
         )
+        self.default_max_tokens = default_max_tokens
+        self.default_reasoning_effort = default_reasoning_effort
+
+    def defaults(self, config: Any) -> dict[str, Any]:
+        """The configured ``default_max_tokens`` / ``default_reasoning_effort`` for the fields
+        ``config`` leaves unset (none by default: Chat Completions requires neither)."""
+        out: dict[str, Any] = {}
+        if self.default_max_tokens is not None and getattr(config, "max_tokens", None) is None:
+            out["max_tokens"] = self.default_max_tokens
+        effort = self.default_reasoning_effort
+        if effort is not None and getattr(config, "reasoning_effort", None) is None:
+            out["reasoning_effort"] = effort
+        return out
 
     # -- request --------------------------------------------------------------------------------
 

@@ -13,6 +13,7 @@ from .._supervisor import require_running_loop
 from ..hooks import StatusPayload
 from ..signals import AbortController
 from ._inbox import Inbox, Target, make_user_message
+from ._request import RequestPath
 
 if TYPE_CHECKING:
     from ..context import Context
@@ -80,13 +81,9 @@ class Agent:
         self._disposal: asyncio.Future[None] | None = None  # AgentLoop.dispose memo
         self._owner: Callable[[], Any] | None = None  # the owning scope's effect disposer
         self._published = False
-        self._resumed = resumed
         self._turn = 0
-        self._last_header: dict[str, Any] | None = None
-        # The loop's caches: (options, their request-config seed) and the inputs that built
-        # ``_last_header`` (config, system, tools).
-        self._seed: tuple[AgentOptions, Any] | None = None
-        self._header_inputs: tuple[Any, str, list[Any]] | None = None
+        # The model-request path's state (proposal, last header); the driver calls it.
+        self._requests = RequestPath(self, resumed=resumed)
 
     # -- status -------------------------------------------------------------------------------
 

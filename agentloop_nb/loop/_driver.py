@@ -13,13 +13,8 @@ from ..hooks import (
     ErrorPayload,
     PreStepPayload,
     Reject,
-    RequestConfig,
-    RequestErrorPayload,
-    RequestPayload,
-    Retry,
     TurnStoppingPayload,
 )
-from ..llm import BlockAssembler, GenerateOptions, LlmError
 from ..signals import AbortController
 from ._guard import TurnAborted, interruptible
 from ._scheduler import run_tool_calls
@@ -181,132 +176,13 @@ async def _pre_step(
     return decision.messages
 
 
-async def _request_config(agent: Agent, t: _Turn) -> RequestConfig:
-    o = agent.options
-    cached = agent._seed
-    if cached is not None and cached[0] is o:
-        seed = cached[1]  # both frozen: the same options give the same seed
-    else:
-        seed = RequestConfig(
-            provider=o.provider,
-            model=o.model,
-            max_tokens=o.max_tokens,
-            temperature=o.temperature,
-            reasoning_effort=o.reasoning_effort,
-        )
-        agent._seed = (o, seed)
-    ctx = agent.ctx
-    if ctx.has_listeners("agent/request"):
-        signal = agent._controller.signal
-        config = await interruptible(
-            signal,
-            ctx.waterfall(
-                "agent/request", RequestPayload(agent, t.turn, t.step, seed, signal), lambda: seed
-            ),
-        )
-        if not isinstance(config, RequestConfig):
-            raise TypeError(
-                f"an agent/request listener returned {config!r}; return a RequestConfig "
-                "(e.g. payload.config.model_copy(update={...}))"
-            )
-    else:
-        config = seed
-    if not config.provider or not config.model:
-        raise LlmError(
-            "BAD_REQUEST",
-            f"agent {agent.id!r} has no provider/model: pass AgentOptions(provider=..., model=...) "
-            "or supply them from an agent/request listener",
-        )
-    return config
-
-
-def _log_header(agent: Agent, config: RequestConfig, system: str, tools: list[Any]) -> None:
-    last = agent._header_inputs
-    if (
-        last is not None
-        and agent._last_header is not None
-        and (config is last[0] or config == last[0])
-        and system == last[1]
-        and tools == last[2]
-    ):
-        return  # the same inputs build the same header: nothing to log, nothing to dump
-    agent._header_inputs = (config, system, tools)
-    header = {"config": config.model_dump(exclude_none=True), "system": system, "tools": tools}
-    if agent._last_header is None:
-        reason = "resume" if agent._resumed else "initial"
-    elif header != agent._last_header:
-        reason = "change"
-    else:
-        return
-    agent.session.append("request/header", {"header": header, "reason": reason})
-    agent._last_header = header
-
-
 async def _run_step(agent: Agent, t: _Turn, assembly: Any) -> bool:
     """One model call plus its tool calls; returns whether tools ran (the turn continues)."""
-    ctx = agent.ctx
     session = agent.session
     signal = agent._controller.signal
-    attempt = 0
-    while True:
-        attempt += 1
-        config = await _request_config(agent, t)
-        system = ctx.system_prompt.render(assembly)
-        tools = list(assembly.tools)
-        _log_header(agent, config, system, tools)
-        options = GenerateOptions(
-            provider=config.provider or "",
-            model=config.model or "",
-            messages=tuple(session.derive_messages()),
-            system=system,
-            tools=tuple(tools),
-            max_tokens=config.max_tokens,
-            temperature=config.temperature,
-            reasoning_effort=config.reasoning_effort,
-            session_id=session.id,
-            signal=signal,
-        )
-        asm = BlockAssembler()
-        seqs: list[int] = []
-        turn, step = t.turn, t.step
-        async for chunk in ctx.llm.stream(options):
-            seqs.append(
-                session.append(
-                    "assistant/chunk",
-                    {
-                        "turn": turn,
-                        "step": step,
-                        "chunk": _chunk_data(chunk),
-                    },
-                ).seq
-            )
-            asm.feed(chunk)
-        finish = asm.finish
-        kind = getattr(finish, "kind", None)
-        if kind != "error":
-            break
-        failure = finish
-        session.append(
-            "assistant/attempt",
-            {
-                "turn": turn,
-                "step": step,
-                "chunks": seqs,
-                "failure": failure.model_dump(mode="json", exclude_none=True),  # type: ignore[union-attr]
-            },
-        )
-        decision = None
-        if ctx.has_listeners("agent/request-error"):
-            decision = await interruptible(
-                signal,
-                ctx.waterfall(
-                    "agent/request-error",
-                    RequestErrorPayload(agent, turn, step, failure, signal, attempt),  # type: ignore[arg-type]
-                    lambda: None,
-                ),
-            )
-        if not isinstance(decision, Retry):
-            raise LlmError.from_finish(failure)  # type: ignore[arg-type]
+    turn, step = t.turn, t.step
+    reply = await agent._requests.request(turn, step, assembly, signal)
+    asm, kind, seqs = reply.assembler, reply.kind, reply.chunk_seqs
     interrupted = kind == "aborted" or kind is None
     message = asm.message(interrupted=interrupted)
     data: dict[str, Any] = {"turn": turn, "step": step, "message": message.model_dump(mode="json")}
@@ -326,18 +202,6 @@ async def _run_step(agent: Agent, t: _Turn, assembly: Any) -> bool:
     if interrupted or signal.aborted:
         raise TurnAborted
     return bool(calls)
-
-
-_FLAT_CHUNKS = frozenset({"text-delta", "reasoning-delta", "tool-call-delta", "block-start"})
-
-
-def _chunk_data(chunk: Any) -> dict[str, Any]:
-    """The chunk as logged JSON. The flat, per-token chunk types skip pydantic's serializer
-    (this runs once per streamed token); the rest are dumped normally."""
-    if chunk.type in _FLAT_CHUNKS:
-        return {k: v for k, v in chunk.__dict__.items() if v is not None}
-    data: dict[str, Any] = chunk.model_dump(mode="json", exclude_none=True)
-    return data
 
 
 def _context_message(extra: Any, call_id: str, name: str) -> UserMessage:

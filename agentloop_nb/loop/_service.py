@@ -13,6 +13,7 @@ from ..hooks import AgentPayload, SessionStartPayload
 from ..session import repair
 from ._agent import Agent, AgentOptions
 from ._config import AgentConfig, AgentLoopConfig, LoopSettings
+from ._request import explicit_config
 
 if TYPE_CHECKING:
     from ..context import Context
@@ -284,9 +285,7 @@ def _check(signal: AbortSignal | None) -> None:
 
 
 def _options_from_log(session: Session) -> AgentOptions:
-    header = session.request_header()
-    config = dict(header.get("config", {})) if header else {}
-    fields = {
-        k: config[k] for k in ("provider", "model", "max_tokens") if config.get(k) is not None
-    }
+    # Fields an adapter supplied are not the user's settings: the serving adapter refills them.
+    config = explicit_config(session.request_header())
+    fields = {k: config[k] for k in ("provider", "model", "max_tokens") if k in config}
     return AgentOptions(**fields)

@@ -1,9 +1,18 @@
 """Retry plugin: retries transient model-request failures with exponential backoff.
 
-Handles ``agent/request-error`` for the codes in ``Config.codes``; each retry logs a durable,
-non-surface ``llm/retry{code, attempt, delay}`` event (widgets show it) and waits — a wait the
-turn's signal cancels — then returns ``Retry()``. After ``max_retries`` the failure stands and
-the turn ends ``error``.
+Handles ``agent/request-error``. The policy for a failure is chosen in this order:
+
+1. ``providers[<provider>]`` of the plugin's config, for the exact provider that failed — each
+   entry names only the fields it changes, the rest come from the plugin's own fields;
+2. the request's ``policy``: the retry policy of the adapter registration the call was
+   prepared against (``ctx.llm.register_adapter(..., retry_policy=...)``);
+3. the plugin's own fields (``max_retries``, ``base_delay``, ...).
+
+When the failure's code is one the policy retries and the retry budget allows it, the plugin
+logs a durable, non-surface ``llm/retry{code, attempt, delay, turn, step, provider}`` event
+(widgets show it) and waits — a wait the turn's signal cancels — then returns ``Retry()``.
+Otherwise the failure stands and the turn ends ``error``. An ``unbounded`` policy retries until
+the turn is cancelled (``agent.cancel()``), each wait capped by ``max_delay``.
 
 The plugin instance is published as the ``retry`` service of the context it is applied to
 (``app.ctx.retry``), so callers can read its ``config``, compute ``delay_for`` or replace its
@@ -13,30 +22,69 @@ The plugin instance is published as the ``retry`` service of the context it is a
 from __future__ import annotations
 
 import random
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
-from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, NonNegativeInt
+from pydantic import Field, ValidationInfo, field_validator
 
+from ..llm import DEFAULT_RETRY_CODES, ErrorFinish, RequestFacts, RetryPolicy
 from ..loop import Retry
 
 if TYPE_CHECKING:
     from ..context import Context
-    from ..hooks import RequestErrorPayload
 
-DEFAULT_CODES = ("RATE_LIMIT", "OVERLOADED", "SERVER", "TIMEOUT", "TRANSPORT", "EMPTY_RESPONSE")
+DEFAULT_CODES = DEFAULT_RETRY_CODES
 
 
-class RetryConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+class RetryConfig(RetryPolicy):
+    """The plugin's default policy (the inherited fields) plus per-provider policies.
 
-    max_retries: NonNegativeInt = 5
-    base_delay: NonNegativeFloat = 0.5
-    max_delay: NonNegativeFloat = 30.0
-    max_retry_after: NonNegativeFloat = 60.0
-    jitter: float = Field(0.2, ge=0.0, le=1.0)
-    codes: tuple[str, ...] = DEFAULT_CODES
+    ``providers`` maps a provider name to the fields that differ for it, e.g.
+    ``{"anthropic": {"unbounded": True, "max_delay": 60}}``; unnamed fields keep the plugin's
+    values."""
+
+    providers: dict[str, RetryPolicy] = Field(default_factory=dict)
+
+    @field_validator("providers", mode="before")
+    @classmethod
+    def _over_base(cls, value: Any, info: ValidationInfo) -> Any:
+        if not isinstance(value, Mapping):
+            return value  # pydantic names the type error
+        base = {k: v for k, v in info.data.items() if k in RetryPolicy.model_fields}
+        merged: dict[str, Any] = {}
+        for name, entry in value.items():
+            if isinstance(entry, RetryPolicy):
+                merged[name] = entry
+            elif isinstance(entry, Mapping):
+                merged[name] = RetryPolicy.model_validate({**base, **entry})
+            else:
+                merged[name] = entry  # rejected by the field's own validation
+        return merged
+
+    @property
+    def default_policy(self) -> RetryPolicy:
+        """The inherited fields as a plain :class:`RetryPolicy`."""
+        return RetryPolicy.model_validate(self.model_dump(exclude={"providers"}))
+
+
+class RequestError(Protocol):
+    """The ``agent/request-error`` payload attributes this plugin reads."""
+
+    @property
+    def agent(self) -> Any: ...
+    @property
+    def turn(self) -> int: ...
+    @property
+    def step(self) -> int: ...
+    @property
+    def failure(self) -> ErrorFinish: ...
+    @property
+    def attempt(self) -> int: ...
+    @property
+    def policy(self) -> RetryPolicy | None: ...
+    @property
+    def facts(self) -> RequestFacts | None: ...
 
 
 class RetryPlugin:
@@ -52,43 +100,58 @@ class RetryPlugin:
 
     def __init__(self, ctx: Context, config: RetryConfig) -> None:
         self.config = config
+        self._default = config.default_policy
         self.random = random.Random()
         self.sleep: Callable[[float], Awaitable[Any]] = anyio.sleep
         ctx.on("agent/request-error", self.on_request_error)
         # The public handle on the live instance (App keeps no reference to its plugins).
         ctx.provide("retry", self)
 
-    def delay_for(self, attempt: int, retry_after: float | None) -> float:
-        """Seconds to wait before retry number ``attempt`` (1-based).
+    def policy_for(self, provider: str | None, request_policy: RetryPolicy | None) -> RetryPolicy:
+        """The policy applied to a failure of ``provider`` whose prepared call carried
+        ``request_policy`` (see the module docstring for the order)."""
+        if provider is not None:
+            configured = self.config.providers.get(provider)
+            if configured is not None:
+                return configured
+        return request_policy if request_policy is not None else self._default
+
+    def delay_for(
+        self, attempt: int, retry_after: float | None, policy: RetryPolicy | None = None
+    ) -> float:
+        """Seconds to wait before retry number ``attempt`` (1-based) under ``policy`` (the
+        plugin's own by default).
 
         A server's ``retry_after`` is honoured but clamped to ``max_retry_after``; otherwise
         ``base_delay * 2**(attempt-1)`` capped at ``max_delay``, minus up to ``jitter`` of it."""
-        c = self.config
+        policy = policy or self._default
         if retry_after is not None and retry_after >= 0:
-            return min(retry_after, c.max_retry_after)
-        raw = min(c.base_delay * (2 ** (attempt - 1)), c.max_delay)
-        return raw * (1.0 - c.jitter * self.random.random())
+            return policy.delay(attempt, retry_after)
+        return policy.delay(attempt, None, self.random.random())
 
     async def on_request_error(
-        self, payload: RequestErrorPayload, next: Callable[[], Awaitable[Any]]
+        self, payload: RequestError, next: Callable[[], Awaitable[Any]]
     ) -> Any:
         failure = payload.failure
         attempt = payload.attempt
-        if failure.code not in self.config.codes or attempt > self.config.max_retries:
+        facts = payload.facts
+        provider = facts.provider if facts is not None else None
+        policy = self.policy_for(provider, payload.policy)
+        if not policy.allows(str(failure.code), attempt):
             return await next()
-        delay = round(self.delay_for(attempt, failure.retry_after), 3)
-        payload.agent.session.append(
-            "llm/retry",
-            {
-                "code": failure.code,
-                "attempt": attempt,
-                "delay": delay,
-                "turn": payload.turn,
-                "step": payload.step,
-            },
-        )
+        delay = round(self.delay_for(attempt, failure.retry_after, policy), 3)
+        record: dict[str, Any] = {
+            "code": failure.code,
+            "attempt": attempt,
+            "delay": delay,
+            "turn": payload.turn,
+            "step": payload.step,
+        }
+        if provider is not None:
+            record["provider"] = provider
+        payload.agent.session.append("llm/retry", record)
         await self.sleep(delay)  # the loop runs this hook under the turn's signal: cancel ends it
         return Retry()
 
 
-__all__ = ["DEFAULT_CODES", "RetryConfig", "RetryPlugin"]
+__all__ = ["DEFAULT_CODES", "RequestError", "RetryConfig", "RetryPlugin"]

@@ -1,0 +1,278 @@
+"""The request path of one agent: from the ``agent/request`` proposal to a settled model reply.
+
+One attempt: build the proposal → ``agent/request`` waterfall → ``ctx.llm.prepare_call`` (the
+adapter's defaults, its retry policy and the exact adapter object) → ``request/header`` when it
+changed → stream through ``ctx.llm.stream(..., prepared=...)``, logging one ``assistant/chunk``
+per chunk. A terminal error finish logs ``assistant/attempt`` and runs the
+``agent/request-error`` waterfall; ``Retry()`` starts another attempt of the same step, any
+other answer raises the failure as an :class:`LlmError`.
+
+Between requests the path remembers the proposal: the config the last ``agent/request``
+waterfall returned, so explicit settings persist from step to step and across route changes.
+Fields the adapter supplied are never part of it (they are filled again by whichever adapter
+serves the next request), which is what the header's ``adapter_defaults`` list records. A
+new ``agent.options`` object restarts the proposal from the options.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+from ..hooks import RequestConfig, RequestErrorPayload, RequestPayload, Retry
+from ..llm import BlockAssembler, GenerateOptions, LlmError, PreparedCall, RequestFacts
+from ._guard import interruptible
+
+if TYPE_CHECKING:
+    from ..context import Context
+    from ..session import Session
+    from ..signals import AbortSignal
+
+
+class _Options(Protocol):
+    @property
+    def provider(self) -> str | None: ...
+    @property
+    def model(self) -> str | None: ...
+    @property
+    def max_tokens(self) -> int | None: ...
+    @property
+    def temperature(self) -> float | None: ...
+    @property
+    def reasoning_effort(self) -> str | None: ...
+
+
+class _Agent(Protocol):
+    """The slice of ``Agent`` the request path reads (a Protocol, so this module does not
+    import the agent module that owns it)."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def options(self) -> _Options: ...
+    @property
+    def ctx(self) -> Context: ...
+    @property
+    def session(self) -> Session: ...
+
+
+@dataclass(slots=True)
+class Reply:
+    """A settled model reply: the folded chunks, the finish kind (``None`` when the stream
+    ended without one) and the seqs of the logged ``assistant/chunk`` events."""
+
+    assembler: BlockAssembler
+    kind: str | None
+    chunk_seqs: list[int]
+
+
+def seed_config(options: _Options) -> RequestConfig:
+    """The first proposal of an agent: its options as a request config."""
+    return RequestConfig(
+        provider=options.provider,
+        model=options.model,
+        max_tokens=options.max_tokens,
+        temperature=options.temperature,
+        reasoning_effort=options.reasoning_effort,
+    )
+
+
+def explicit_config(header: dict[str, Any] | None) -> dict[str, Any]:
+    """A logged ``request/header``'s config without the fields its adapter supplied: what a
+    resumed agent may take as its explicit settings."""
+    if not header:
+        return {}
+    marked = set(header.get("adapter_defaults", ()))
+    config = header.get("config", {})
+    return {k: v for k, v in config.items() if k not in marked and v is not None}
+
+
+class RequestPath:
+    """Owns one agent's request state: the next proposal and the last logged header.
+
+    :meth:`request` runs the attempt loop of one step (see the module docstring). It raises
+    ``LlmError`` for a failure no ``agent/request-error`` listener retried, ``TypeError`` for
+    a listener answering the wrong type, ``LlmError("BAD_REQUEST")`` for a config without
+    provider or model, ``TurnAborted`` when the turn's signal interrupts a hook, and whatever
+    a listener or ``prepare_call`` raises. Cancellation: every hook and the preparation run
+    under the turn's signal; the stream ends ``aborted`` on its own when the signal fires.
+    """
+
+    __slots__ = ("_agent", "_header_inputs", "_last_header", "_options", "_proposal", "_resumed")
+
+    def __init__(self, agent: _Agent, *, resumed: bool = False) -> None:
+        self._agent = agent
+        self._resumed = resumed
+        self._options: _Options | None = None
+        self._proposal: RequestConfig | None = None
+        self._last_header: dict[str, Any] | None = None
+        # The inputs that built ``_last_header``: (config, adapter_defaults, system, tools).
+        self._header_inputs: tuple[RequestConfig, frozenset[str], str, list[Any]] | None = None
+
+    async def request(self, turn: int, step: int, assembly: Any, signal: AbortSignal) -> Reply:
+        """Run step ``step`` of turn ``turn``'s model request until a reply settles that is not
+        an error (an aborted or truncated one included); raises as the class docstring says."""
+        agent = self._agent
+        ctx = agent.ctx
+        session = agent.session
+        attempt = 0
+        while True:
+            attempt += 1
+            config = await self._config(turn, step, signal)
+            # Bounded by the signal inside (AbortError); a sync adapter never suspends here.
+            prepared: PreparedCall[RequestConfig] = await ctx.llm.prepare_call(
+                config, signal=signal
+            )
+            system = ctx.system_prompt.render(assembly)
+            tools = list(assembly.tools)
+            self._log_header(prepared, system, tools)
+            effective = prepared.config
+            options = GenerateOptions(
+                provider=effective.provider or "",
+                model=effective.model or "",
+                messages=tuple(session.derive_messages()),
+                system=system,
+                tools=tuple(tools),
+                max_tokens=effective.max_tokens,
+                temperature=effective.temperature,
+                reasoning_effort=effective.reasoning_effort,
+                session_id=session.id,
+                signal=signal,
+            )
+            reply = await self._stream(options, prepared, turn, step)
+            if reply.kind != "error":
+                return reply
+            await self._recover(reply, prepared, options, turn, step, attempt, signal)
+
+    async def _config(self, turn: int, step: int, signal: AbortSignal) -> RequestConfig:
+        agent = self._agent
+        options = agent.options
+        if self._proposal is None or self._options is not options:
+            self._options, self._proposal = options, seed_config(options)
+        proposal = self._proposal
+        ctx = agent.ctx
+        if ctx.has_listeners("agent/request"):
+            config = await interruptible(
+                signal,
+                ctx.waterfall(
+                    "agent/request",
+                    RequestPayload(_facade(agent), turn, step, proposal, signal),
+                    lambda: proposal,
+                ),
+            )
+            if not isinstance(config, RequestConfig):
+                raise TypeError(
+                    f"an agent/request listener returned {config!r}; return a RequestConfig "
+                    "(e.g. payload.config.model_copy(update={...}))"
+                )
+        else:
+            config = proposal
+        if not config.provider or not config.model:
+            raise LlmError(
+                "BAD_REQUEST",
+                f"agent {agent.id!r} has no provider/model: pass AgentOptions(provider=..., "
+                "model=...) or supply them from an agent/request listener",
+            )
+        # The waterfall's answer, before any adapter default: the next step's proposal.
+        self._proposal = config
+        return config
+
+    def _log_header(
+        self, prepared: PreparedCall[RequestConfig], system: str, tools: list[Any]
+    ) -> None:
+        config, marks = prepared.config, prepared.adapter_defaults
+        last = self._header_inputs
+        if (
+            last is not None
+            and self._last_header is not None
+            and (config is last[0] or config == last[0])
+            and marks == last[1]
+            and system == last[2]
+            and tools == last[3]
+        ):
+            return  # the same inputs build the same header: nothing to log, nothing to dump
+        self._header_inputs = (config, marks, system, tools)
+        header: dict[str, Any] = {
+            "config": config.model_dump(exclude_none=True),
+            "system": system,
+            "tools": tools,
+        }
+        if marks:  # absent when the adapter supplied nothing: such headers stay as they were
+            header["adapter_defaults"] = sorted(marks)
+        if self._last_header is None:
+            reason = "resume" if self._resumed else "initial"
+        elif header != self._last_header:
+            reason = "change"
+        else:
+            return
+        self._agent.session.append("request/header", {"header": header, "reason": reason})
+        self._last_header = header
+
+    async def _stream(
+        self, options: GenerateOptions, prepared: PreparedCall[RequestConfig], turn: int, step: int
+    ) -> Reply:
+        agent = self._agent
+        append = agent.session.append
+        asm = BlockAssembler()
+        seqs: list[int] = []
+        async for chunk in agent.ctx.llm.stream(options, prepared=prepared):
+            seqs.append(
+                append(
+                    "assistant/chunk", {"turn": turn, "step": step, "chunk": _chunk_data(chunk)}
+                ).seq
+            )
+            asm.feed(chunk)
+        return Reply(asm, getattr(asm.finish, "kind", None), seqs)
+
+    async def _recover(
+        self,
+        reply: Reply,
+        prepared: PreparedCall[RequestConfig],
+        options: GenerateOptions,
+        turn: int,
+        step: int,
+        attempt: int,
+        signal: AbortSignal,
+    ) -> None:
+        """Log the failed attempt and ask ``agent/request-error``; return to retry, else raise
+        the failure."""
+        agent = self._agent
+        failure: Any = reply.assembler.finish
+        agent.session.append(
+            "assistant/attempt",
+            {
+                "turn": turn,
+                "step": step,
+                "chunks": reply.chunk_seqs,
+                "failure": failure.model_dump(mode="json", exclude_none=True),
+            },
+        )
+        ctx = agent.ctx
+        decision = None
+        if ctx.has_listeners("agent/request-error"):
+            facts = RequestFacts.of(options.provider, options.model, failure)
+            payload = RequestErrorPayload(
+                _facade(agent), turn, step, failure, signal, attempt, prepared.retry_policy, facts
+            )
+            decision = await interruptible(
+                signal, ctx.waterfall("agent/request-error", payload, lambda: None)
+            )
+        if not isinstance(decision, Retry):
+            raise LlmError.from_finish(failure)
+
+
+def _facade(agent: _Agent) -> Any:
+    """The agent as hook payloads carry it (typed there as the public ``Agent``)."""
+    return agent
+
+
+_FLAT_CHUNKS = frozenset({"text-delta", "reasoning-delta", "tool-call-delta", "block-start"})
+
+
+def _chunk_data(chunk: Any) -> dict[str, Any]:
+    """The chunk as logged JSON. The flat, per-token chunk types skip pydantic's serializer
+    (this runs once per streamed token); the rest are dumped normally."""
+    if chunk.type in _FLAT_CHUNKS:
+        return {k: v for k, v in chunk.__dict__.items() if v is not None}
+    data: dict[str, Any] = chunk.model_dump(mode="json", exclude_none=True)
+    return data
