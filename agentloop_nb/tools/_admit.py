@@ -60,12 +60,13 @@ async def admit(
     *,
     available: Callable[[], Iterable[str]],
     guards: Iterable[Any],
-    approval: Any,
+    approval: Callable[[], Any],
 ) -> ToolResult | None:
     """``None`` when the call may run, else the error result that replaces it.
 
     ``available()`` names the tools the agent could call (quoted for an unknown one), ``guards``
-    are the agent's guards in order, ``approval`` is the approval service (or ``None``).
+    are the agent's guards in order, ``approval()`` gives the approval service (or ``None``);
+    it is only looked up for an ``Ask``.
     Raises ``TypeError`` if a listener answers something other than a pre-execute decision;
     listener exceptions propagate (plugin failure).
     """
@@ -89,7 +90,7 @@ async def admit(
         if denied is not None:
             return denied
     if isinstance(decision, Ask):
-        return await _ask_approval(approval, execution, decision.reason)
+        return await _ask_approval(approval(), execution, decision.reason)
     return None
 
 

@@ -21,13 +21,12 @@ import contextvars
 import logging
 import queue
 import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import Any
 
 import anyio
 
-__all__ = ["BodyTracker", "TrackerFactory", "run_sync", "tracking"]
+__all__ = ["BodyTracker", "TrackerFactory", "Tracking", "run_sync"]
 
 _log = logging.getLogger("agentloop_nb.tools")
 
@@ -96,15 +95,21 @@ _current: contextvars.ContextVar[tuple[TrackerFactory, str] | None] = contextvar
 )
 
 
-@contextmanager
-def tracking(tracker: TrackerFactory, name: str) -> Iterator[None]:
-    """Make ``run_sync`` calls in this block record their thread (labelled ``name``) with the
-    tracker ``tracker()`` returns; it is only called when a sync body actually starts."""
-    token = _current.set((tracker, name))
-    try:
-        yield
-    finally:
-        _current.reset(token)
+class Tracking:
+    """``with Tracking(tracker, name):`` makes ``run_sync`` calls in the block record their
+    thread (labelled ``name``) with the tracker ``tracker()`` returns; ``tracker`` is only
+    called when a sync body actually starts. (A class, not a generator: it wraps every call.)"""
+
+    __slots__ = ("_entry", "_token")
+
+    def __init__(self, tracker: TrackerFactory, name: str) -> None:
+        self._entry = (tracker, name)
+
+    def __enter__(self) -> None:
+        self._token = _current.set(self._entry)
+
+    def __exit__(self, *exc: object) -> None:
+        _current.reset(self._token)
 
 
 async def run_sync(fn: Callable[[], Any]) -> Any:
@@ -112,7 +117,7 @@ async def run_sync(fn: Callable[[], Any]) -> Any:
     and return its value or raise its exception.
 
     Cancelling the caller abandons the thread: the call raises the cancellation at once and the
-    body finishes on its own (tracked, when a :func:`tracking` block is active).
+    body finishes on its own (tracked, when a :class:`Tracking` block is active).
     """
     loop = asyncio.get_running_loop()
     done: asyncio.Future[_Outcome] = loop.create_future()

@@ -16,7 +16,7 @@ import anyio
 
 from ..signals import AbortError
 from ._admit import aborted
-from ._bodies import TrackerFactory, tracking
+from ._bodies import TrackerFactory, Tracking
 from ._decisions import TOOL_ERROR, TOOL_TIMEOUT, ToolExecution, ToolResult, error_result
 from ._define import call_execute, to_result
 from ._hooks import EXECUTE, observed
@@ -63,7 +63,7 @@ async def run_body(execution: ToolExecution, tracker: TrackerFactory) -> ToolRes
     args = execution.args if execution.args is not None else {}
     value: Any = None
     timed_out = False
-    with anyio.CancelScope() as abort_scope, tracking(tracker, execution.name):
+    with anyio.CancelScope() as abort_scope, Tracking(tracker, execution.name):
         remove = signal.add_callback(lambda _reason: abort_scope.cancel())
         try:
             if tool.timeout is None:

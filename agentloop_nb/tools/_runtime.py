@@ -188,7 +188,7 @@ class ToolRuntime:
             execution,
             available=lambda: [d.name for d in registry.definitions(agent)],
             guards=registry.guards_for(agent),
-            approval=self._approval(execution.ctx),
+            approval=lambda: self._approval(execution.ctx),
         )
         if refusal is not None:
             announce_settled(execution, refusal)
