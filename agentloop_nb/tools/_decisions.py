@@ -246,10 +246,12 @@ class PostExecutePayload:
 
 @dataclass(frozen=True, slots=True)
 class ToolSettledPayload:
-    """Payload of the ``tools/settled`` emit (observe only): ``result`` is the call's outcome
-    as soon as it is known (the body's result, or the refusal when the call was not admitted),
-    before the model-order ``tools/post-execute``, ``finalize_content`` and commit; the
-    committed result may still differ."""
+    """Payload of the ``tools/settled`` emit (observe only), fired once per call that reached
+    admission: ``result`` is the call's outcome as soon as it is known (the body's result, or
+    the refusal when the call was not admitted), before the model-order
+    ``tools/post-execute``, ``finalize_content`` and commit, so the committed result may still
+    differ. A call stopped before admission (cancellation, a raising plugin) never settles:
+    the log's ``tool/result`` is its only outcome."""
 
     execution: ToolExecution
     result: ToolResult
