@@ -193,3 +193,14 @@ async def test_error_results_are_not_finalized(root: Context) -> None:
 def test_finalize_content_must_be_callable() -> None:
     with pytest.raises(ValueError, match="finalize_content must be callable"):
         Tool("t", "", {"type": "object"}, lambda a, e: "x", finalize_content="nope")  # type: ignore[arg-type]
+
+
+# -- classification ------------------------------------------------------------------------
+
+
+def test_execution_mode_asks_a_callable_concurrency_safe_again_each_time(root: Context) -> None:
+    answers = iter([True, False])
+    root.tools.register(tool(name="flip", concurrency_safe=lambda args: next(answers))(lambda: ""))
+    block = call("flip")
+    assert root.tools.execution_mode(block) == "parallel"
+    assert root.tools.execution_mode(root.tools.new_execution(block)) == "exclusive"
