@@ -64,6 +64,7 @@ from .tools import (
     PostExecutePayload,
     ToolExecution,
     ToolResultPayload,
+    ToolSettledPayload,
 )
 
 __all__ = [
@@ -120,6 +121,7 @@ __all__ = [
     "StatusPayload",
     "ToolExecution",
     "ToolResultPayload",
+    "ToolSettledPayload",
     "TurnStoppingPayload",
 ]
 
@@ -384,7 +386,7 @@ _ALL = (
     _hook(
         TOOLS_SETTLED,
         "emit",
-        ToolResultPayload,
+        ToolSettledPayload,
         "A call's outcome is final, before the model-order commit (for live views).",
         dispatcher="tools",
     ),

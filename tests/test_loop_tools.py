@@ -1,5 +1,5 @@
 """Tool scheduling in a step: barriers, the rolling pool, ordered hooks and commits, argument
-problems, additional contexts (SPEC §4.5)."""
+problems, additional contexts, ``tools/settled``, reclassification and ``finalize_content``."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 import pytest
 from _loop_helpers import (
     Probe,
@@ -24,7 +25,13 @@ from pydantic import ValidationError
 
 from agentloop_nb.app import App
 from agentloop_nb.testing import combine, text, tool_call
-from agentloop_nb.tools import Accept, Deny, tool
+from agentloop_nb.tools import (
+    Accept,
+    Deny,
+    ToolResult,
+    ToolSettledPayload,
+    tool,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -380,3 +387,122 @@ async def test_a_failing_dispatch_in_a_pool_drains_started_calls_and_starts_no_m
     assert ids(agent, "tool/result") == ["c1", "c2", "c3", "c4"]
     assert data(agent, "tool/result")[0]["content"] == "done:k1"
     assert len(model.requests) == 1
+
+
+# -- tools/settled, reclassification, finalize_content --------------------------------------
+
+
+async def test_a_call_settling_first_announces_itself_while_an_earlier_call_still_runs(
+    app: App,
+) -> None:
+    probe = Probe(auto=["fast"])
+    register(app, probe.probe)
+    agent, _ = new_agent(app, calls(("c1", "probe", "slow"), ("c2", "probe", "fast")), text("ok"))
+    seen: list[tuple[str, str, bool, int]] = []
+
+    def on_settled(payload: ToolSettledPayload) -> None:
+        results = len(data(agent, "tool/result"))
+        seen.append((payload.execution.call_id, payload.result.content, probe.active > 0, results))
+        probe.release("slow")  # only now: a settled that waited for c1 would hang the turn
+
+    app.ctx.on("tools/settled", on_settled)
+    await run(agent, "go")
+    assert seen[0] == ("c2", "done:fast", True, 0)  # c1's body runs, nothing committed yet
+    assert [s[0] for s in seen] == ["c2", "c1"]
+    assert ids(agent, "tool/result") == ["c1", "c2"]  # the commit stays in model order
+
+
+async def test_refused_calls_are_announced_settled_with_their_error(app: App) -> None:
+    agent, _ = new_agent(app, combine(tool_call("c1", "missing", {})), text("ok"))
+    seen: list[str | None] = []
+    app.ctx.on("tools/settled", lambda p: seen.append(p.result.error and p.result.error.code))
+    await run(agent)
+    assert seen == ["UNKNOWN_TOOL"]
+
+
+async def test_a_pooled_call_reclassified_exclusive_waits_for_running_calls_and_runs_alone(
+    app: App,
+) -> None:
+    asked_again = anyio.Event()
+    asks: dict[str, int] = {}
+    order: list[str] = []
+
+    def safe_until_asked_twice(args: dict[str, Any]) -> bool:
+        asks[args["key"]] = asks.get(args["key"], 0) + 1
+        if args["key"] == "c" and asks["c"] > 1:  # right before "c" starts: not safe any more
+            asked_again.set()
+            return False
+        return True
+
+    @tool(concurrency_safe=safe_until_asked_twice)
+    async def step(key: str) -> str:
+        """Record the body's span; "a" lasts until "c" was asked again."""
+        order.append(f"start:{key}")
+        if key == "a":
+            await asked_again.wait()
+        for _ in range(5):  # give a wrongly overlapping call every chance to start
+            await anyio.lowlevel.checkpoint()
+        order.append(f"end:{key}")
+        return key
+
+    register(app, step)
+    app.ctx.agent_loop.settings.max_parallel_tool_calls = 2
+    script = calls(
+        ("c1", "step", "a"), ("c2", "step", "b"), ("c3", "step", "c"), ("c4", "step", "d")
+    )
+    agent, _ = new_agent(app, script, text("ok"))
+    await run(agent, "go")
+    assert order.index("end:a") < order.index("start:c")  # waited for the running call
+    c_span = order[order.index("start:c") : order.index("end:c") + 1]
+    assert c_span == ["start:c", "end:c"]  # and ran alone
+    assert order.index("end:c") < order.index("start:d")
+    assert ids(agent, "tool/result") == ["c1", "c2", "c3", "c4"]
+    assert asks["c"] == 2 and asks["d"] == 2  # classified at grouping and right before start
+
+
+async def test_finalize_content_runs_after_post_execute_in_model_order(app: App) -> None:
+    probe_order: list[str] = []
+    finalized: list[tuple[str, str]] = []
+
+    def finalize(result: ToolResult) -> str:
+        finalized.append((result.call_id, result.content))
+        return result.content.upper()
+
+    @tool(concurrency_safe=True, finalize_content=finalize)
+    async def word(key: str) -> str:
+        """Return the key once the other call has finished (the second one finishes first)."""
+        if key == "first":
+            await wait_for_settled.wait()
+        probe_order.append(key)
+        return key
+
+    wait_for_settled = anyio.Event()
+    register(app, word)
+    app.ctx.on("tools/settled", lambda p: wait_for_settled.set())
+    app.ctx.on("tools/post-execute", lambda p, next: Accept(content=f"<{p.result.content}>"))
+    results: list[str] = []
+    app.ctx.on("tools/result", lambda p: results.append(p.result.content))
+    agent, _ = new_agent(app, calls(("c1", "word", "first"), ("c2", "word", "second")), text("ok"))
+    await run(agent, "go")
+    assert probe_order == ["second", "first"]
+    assert finalized == [("c1", "<first>"), ("c2", "<second>")]  # model order, post-execute seen
+    assert results == ["<FIRST>", "<SECOND>"]
+    assert [d["content"] for d in data(agent, "tool/result")] == ["<FIRST>", "<SECOND>"]
+
+
+async def test_a_failing_finalize_content_is_a_tool_error_result(app: App) -> None:
+    def finalize(result: ToolResult) -> str:
+        raise ValueError("cannot shorten")
+
+    @tool(finalize_content=finalize)
+    def long_text() -> str:
+        """Return a long text."""
+        return "x" * 100
+
+    register(app, long_text)
+    agent, _ = new_agent(app, combine(tool_call("c1", "long_text", {})), text("ok"))
+    await run(agent)
+    (result,) = data(agent, "tool/result")
+    assert result["is_error"] and result["error"]["code"] == "TOOL_ERROR"
+    assert "ValueError: cannot shorten" in result["content"]
+    assert reasons(agent) == ["completed"]

@@ -1,11 +1,14 @@
-"""Tool scheduling for one step (SPEC §4.5).
+"""Tool scheduling for one step.
 
 Calls are grouped in model order: an exclusive call is its own group (a barrier); a run of
 consecutive parallel-safe calls is one group run as a rolling pool of at most
-``max_parallel_tool_calls`` bodies. ``tools/pre-execute`` and ``tools/post-execute`` run in
-model order; each started call logs its own ``tool/call``; ``tool/result`` events are committed
-in model order. Calls that never start (abort, scheduler failure) get a synthetic
-``tool/call`` + ``ABORTED_BEFORE_DISPATCH`` pair, so no tool call is ever left dangling.
+``max_parallel_tool_calls`` bodies. A pooled call is classified again right before it starts:
+one whose ``concurrency_safe`` now says otherwise waits for the running bodies and runs alone.
+``tools/pre-execute`` and ``tools/post-execute`` run in model order; each started call logs its
+own ``tool/call``; ``tool/result`` events are committed in model order (``tools/settled`` fires
+earlier, as each call's outcome is known). Calls that never start (abort, scheduler failure)
+get a synthetic ``tool/call`` + ``ABORTED_BEFORE_DISPATCH`` pair, so no tool call is ever left
+dangling.
 """
 
 from __future__ import annotations
@@ -18,10 +21,10 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from ..messages import ToolCallBlock
+from ..tools import TOOL_ERROR, ToolExecution, ToolResult, aborted_before_dispatch, error_result
 
 if TYPE_CHECKING:
     from ..signals import AbortSignal
-    from ..tools import ToolExecution, ToolResult
     from ._agent import Agent
 
 
@@ -49,7 +52,7 @@ async def run_tool_calls(
     for mode, idxs in _groups(tools, agent, calls):
         if signal.aborted or st.failure is not None:
             break
-        cap = 1 if mode == "exclusive" else agent._loop.settings.max_parallel_tool_calls
+        cap = 1 if mode == "exclusive" else agent.ctx.agent_loop.settings.max_parallel_tool_calls
         if len(idxs) == 1 or cap == 1:
             for i in idxs:
                 if signal.aborted or st.failure is not None:
@@ -80,9 +83,14 @@ def _groups(
     return groups
 
 
-def _start(st: _StepTools, i: int) -> ToolExecution:
+def _execution(st: _StepTools, i: int) -> ToolExecution:
+    return st.agent.ctx.tools.new_execution(
+        st.calls[i], agent=st.agent, signal=st.signal, turn=st.turn, step=st.step
+    )
+
+
+def _log_call(st: _StepTools, i: int) -> None:
     call = st.calls[i]
-    st.started.add(i)
     st.agent.session.append(
         "tool/call",
         {
@@ -93,9 +101,12 @@ def _start(st: _StepTools, i: int) -> ToolExecution:
             "arguments": call.arguments,
         },
     )
-    return st.agent.ctx.tools.new_execution(
-        call, agent=st.agent, signal=st.signal, turn=st.turn, step=st.step
-    )
+
+
+def _start(st: _StepTools, i: int) -> ToolExecution:
+    st.started.add(i)
+    _log_call(st, i)
+    return _execution(st, i)
 
 
 async def _run_one(st: _StepTools, i: int) -> None:
@@ -113,10 +124,37 @@ async def _run_one(st: _StepTools, i: int) -> None:
     _commit(st, i, result)
 
 
+class _Running:
+    """How many pooled calls are between their start and their settled body."""
+
+    __slots__ = ("count", "idle")
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.idle: anyio.Event | None = None
+
+    def enter(self) -> None:
+        self.count += 1
+
+    def leave(self) -> None:
+        self.count -= 1
+        if self.count == 0 and self.idle is not None:
+            self.idle.set()
+            self.idle = None
+
+    async def wait_idle(self) -> None:
+        """Return once no call is running (at once when none is)."""
+        if self.count:
+            idle = self.idle = self.idle or anyio.Event()
+            await idle.wait()
+
+
 async def _run_pool(st: _StepTools, idxs: list[int], cap: int) -> None:
     """Rolling pool of ``cap`` workers: each takes the next call in model order, logs its
     ``tool/call`` and runs ``tools/pre-execute`` under a shared lock (so those stay in model
     order), then runs the body outside it; a settled body goes straight on to the next call.
+    A call reclassified as exclusive waits (holding the lock, so nothing else starts) for the
+    running bodies, then runs its body still holding the lock: alone.
     ``tools/post-execute`` and the durable commit run in model order in a separate task."""
     tools = st.agent.ctx.tools
     loop = asyncio.get_running_loop()
@@ -125,26 +163,48 @@ async def _run_pool(st: _StepTools, idxs: list[int], cap: int) -> None:
     }
     queue = deque(idxs)
     in_order = anyio.Lock()
+    running = _Running()
+
+    async def admit(execution: ToolExecution) -> ToolResult | None:
+        try:
+            return await tools.pre_execute(execution)
+        except Exception as exc:
+            st.failure = exc
+            return _failed_result(exc)
+
+    async def body(execution: ToolExecution) -> ToolResult:
+        try:
+            return await tools.dispatch(execution)
+        except Exception as exc:
+            if st.failure is None:
+                st.failure = exc
+            return _failed_result(exc)
+
+    def stopped() -> bool:
+        return st.signal.aborted or st.failure is not None
 
     async def worker() -> None:
         while True:
             async with in_order:
-                if not queue or st.signal.aborted or st.failure is not None:
+                if not queue or stopped():
                     return
-                i = queue.popleft()
-                execution = _start(st, i)
-                try:
-                    result = await tools.pre_execute(execution)
-                except Exception as exc:
-                    st.failure = exc
-                    result = _failed_result(exc)
+                i = queue[0]
+                execution = _execution(st, i)
+                alone = tools.execution_mode(execution) == "exclusive"
+                if alone:
+                    await running.wait_idle()
+                    if stopped():  # left in the queue: it gets its synthetic result
+                        return
+                queue.popleft()
+                st.started.add(i)
+                _log_call(st, i)
+                running.enter()
+                result = await admit(execution)
+                if alone and result is None:
+                    result = await body(execution)
             if result is None:
-                try:
-                    result = await tools.dispatch(execution)
-                except Exception as exc:
-                    if st.failure is None:
-                        st.failure = exc
-                    result = _failed_result(exc)
+                result = await body(execution)
+            running.leave()
             slots[i].set_result((execution, result))
 
     async def commit_in_order() -> None:
@@ -190,28 +250,9 @@ def _commit(st: _StepTools, i: int, result: ToolResult) -> None:
 
 
 def _log_synthetic(st: _StepTools, i: int) -> None:
-    from ..tools import aborted_before_dispatch
-
-    call = st.calls[i]
-    st.agent.session.append(
-        "tool/call",
-        {
-            "turn": st.turn,
-            "step": st.step,
-            "call_id": call.id,
-            "name": call.name,
-            "arguments": call.arguments,
-        },
-    )
-    _commit(st, i, aborted_before_dispatch(call.id))
+    _log_call(st, i)
+    _commit(st, i, aborted_before_dispatch(st.calls[i].id))
 
 
 def _failed_result(exc: BaseException) -> ToolResult:
-    from ..tools import ToolErrorInfo, ToolResult
-
-    message = f"a tools/* plugin raised {type(exc).__name__}: {exc}"
-    return ToolResult(
-        content=f"Error: {message}",
-        is_error=True,
-        error=ToolErrorInfo(code="TOOL_ERROR", message=message),
-    )
+    return error_result(TOOL_ERROR, f"a tools/* plugin raised {type(exc).__name__}: {exc}")

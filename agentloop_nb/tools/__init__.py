@@ -2,6 +2,8 @@
 the execution pipeline and its decisions.
 
 See ``ToolRuntime`` for the pipeline phases and ``tool`` for how a function becomes a tool.
+The modules follow one call: ``_registry`` (what can be called), ``_admit`` (may it run),
+``_dispatch`` (the body, ``_bodies`` for sync ones), ``_settle`` (post-processing, results).
 """
 
 from __future__ import annotations
@@ -27,10 +29,11 @@ from ._decisions import (
     ToolExecution,
     ToolResult,
     ToolResultPayload,
+    ToolSettledPayload,
     aborted_before_dispatch,
     error_result,
 )
-from ._define import ConcurrencySafe, Tool, ToolExecute, tool
+from ._define import ConcurrencySafe, FinalizeContent, Tool, ToolExecute, tool
 from ._runtime import ExecutionMode, Guard, ToolRuntime
 
 __all__ = [
@@ -49,6 +52,7 @@ __all__ = [
     "ConcurrencySafe",
     "Deny",
     "ExecutionMode",
+    "FinalizeContent",
     "Guard",
     "PostExecuteDecision",
     "PostExecutePayload",
@@ -60,6 +64,7 @@ __all__ = [
     "ToolResult",
     "ToolResultPayload",
     "ToolRuntime",
+    "ToolSettledPayload",
     "aborted_before_dispatch",
     "error_result",
     "tool",

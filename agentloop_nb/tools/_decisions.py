@@ -45,6 +45,7 @@ __all__ = [
     "ToolExecution",
     "ToolResult",
     "ToolResultPayload",
+    "ToolSettledPayload",
     "aborted_before_dispatch",
     "error_result",
 ]
@@ -244,8 +245,21 @@ class PostExecutePayload:
 
 
 @dataclass(frozen=True, slots=True)
+class ToolSettledPayload:
+    """Payload of the ``tools/settled`` emit (observe only), fired once per call that reached
+    admission: ``result`` is the call's outcome as soon as it is known (the body's result, or
+    the refusal when the call was not admitted), before the model-order
+    ``tools/post-execute``, ``finalize_content`` and commit, so the committed result may still
+    differ. A call stopped before admission (cancellation, a raising plugin) never settles:
+    the log's ``tool/result`` is its only outcome."""
+
+    execution: ToolExecution
+    result: ToolResult
+
+
+@dataclass(frozen=True, slots=True)
 class ToolResultPayload:
-    """Payload of the ``tools/result`` emit (observe only)."""
+    """Payload of the ``tools/result`` emit (observe only): the call's final result."""
 
     execution: ToolExecution
     result: ToolResult

@@ -17,14 +17,15 @@ from collections.abc import Callable, Mapping
 from functools import partial
 from typing import Any, overload
 
-import anyio.to_thread
 import pydantic_core
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
+from ._bodies import run_sync
 from ._decisions import ToolExecution, ToolResult
 
 __all__ = [
     "ConcurrencySafe",
+    "FinalizeContent",
     "Tool",
     "ToolExecute",
     "as_tool",
@@ -39,6 +40,8 @@ __all__ = [
 ToolExecute = Callable[[dict[str, Any], ToolExecution], Any]
 #: ``concurrency_safe``: a bool, or a callable of the parsed arguments returning one.
 ConcurrencySafe = bool | Callable[[dict[str, Any]], Any]
+#: ``finalize_content(result) -> str``: the model-visible content of a successful result.
+FinalizeContent = Callable[[ToolResult], Any]
 
 # Providers accept this alphabet for function names (OpenAI and Anthropic agree on it).
 _NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
@@ -50,12 +53,19 @@ class Tool:
 
     ``execute(args, execution)`` receives the parsed argument object and the
     :class:`ToolExecution`. An ``async`` execute is awaited on the loop (and is cancelled when
-    the call is aborted or times out); a sync one runs in a worker thread, which cannot be
-    interrupted: on abort or timeout it is abandoned and finishes in the background.
+    the call is aborted or times out); a sync one runs in a daemon worker thread, which cannot
+    be interrupted: on abort or timeout it is abandoned and finishes in the background
+    (disposing the agent waits for it up to ``ctx.tools.disposal_grace`` seconds).
 
     ``concurrency_safe`` is ``True``/``False`` or a callable of the parsed arguments; only an
     exact ``True`` lets the loop overlap this call with others. ``timeout`` (seconds) bounds the
     body; exceeding it yields a ``TOOL_TIMEOUT`` result.
+
+    ``finalize_content(result)`` (sync or async) receives the call's :class:`ToolResult` after
+    ``tools/post-execute`` (so an ``Accept(content=...)`` replacement is already applied) and
+    returns the ``str`` content the model sees; it runs in model order, only for results that
+    are not errors, before ``tools/result``. A raising finalizer, or one returning anything but
+    a ``str``, turns the result into a ``TOOL_ERROR`` error result.
 
     For a hand-written ``parameters`` schema, the pipeline checks that the arguments form a
     JSON object carrying every ``required`` property; anything finer is ``execute``'s job.
@@ -71,6 +81,7 @@ class Tool:
         "concurrency_safe",
         "description",
         "execute",
+        "finalize_content",
         "fn",
         "name",
         "parameters",
@@ -86,6 +97,7 @@ class Tool:
         *,
         concurrency_safe: ConcurrencySafe = False,
         timeout: float | None = None,
+        finalize_content: FinalizeContent | None = None,
     ) -> None:
         if not isinstance(name, str) or not _NAME_RE.match(name):
             raise ValueError(f"invalid tool name {name!r}: use 1-64 letters, digits, '_' or '-'")
@@ -98,12 +110,15 @@ class Tool:
             raise ValueError(f"tool {name!r}: timeout must be a positive number of seconds")
         if not callable(execute):
             raise ValueError(f"tool {name!r}: execute must be callable")
+        if finalize_content is not None and not callable(finalize_content):
+            raise ValueError(f"tool {name!r}: finalize_content must be callable")
         self.name = name
         self.description = description
         self.parameters: dict[str, Any] = dict(parameters)
         self.execute = execute
         self.concurrency_safe = concurrency_safe
         self.timeout = timeout
+        self.finalize_content = finalize_content
         #: The decorated function, for ``@tool`` definitions (``None`` otherwise).
         self.fn: Callable[..., Any] | None = None
         self._args_model: type[BaseModel] | None = None
@@ -161,6 +176,7 @@ def tool(
     description: str | None = None,
     concurrency_safe: ConcurrencySafe = False,
     timeout: float | None = None,
+    finalize_content: FinalizeContent | None = None,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 
 
@@ -172,6 +188,7 @@ def tool(
     description: str | None = None,
     concurrency_safe: ConcurrencySafe = False,
     timeout: float | None = None,
+    finalize_content: FinalizeContent | None = None,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Build a :class:`Tool` from a typed function; usable bare (``@tool``) or with options.
 
@@ -182,8 +199,10 @@ def tool(
     - A parameter annotated ``ToolExecution`` receives the execution (``signal``, ``agent``,
       ``ctx``) and is left out of the schema.
     - The body gets validated values (nested pydantic models arrive as model instances).
-      ``async def`` bodies are awaited; plain functions run in a worker thread so they never
-      block the kernel loop (such a body cannot be interrupted, only abandoned on abort/timeout).
+      ``async def`` bodies are awaited; plain functions run in a daemon worker thread so they
+      never block the kernel loop (such a body cannot be interrupted, only abandoned on
+      abort/timeout).
+    - ``concurrency_safe``, ``timeout`` and ``finalize_content``: see :class:`Tool`.
     - Return values: ``str`` as is, a ``ToolResult`` passes through, anything else is dumped as
       JSON (pydantic models, dataclasses, lists, dicts, ...).
 
@@ -201,6 +220,7 @@ def tool(
             description=description,
             concurrency_safe=concurrency_safe,
             timeout=timeout,
+            finalize_content=finalize_content,
             localns=localns,
         )
 
@@ -214,7 +234,13 @@ def as_tool(obj: Tool | Callable[..., Any], localns: Mapping[str, Any] | None = 
     if not callable(obj):
         raise TypeError(f"expected a Tool or a function, got {obj!r}")
     return _build_tool(
-        obj, name=None, description=None, concurrency_safe=False, timeout=None, localns=localns
+        obj,
+        name=None,
+        description=None,
+        concurrency_safe=False,
+        timeout=None,
+        finalize_content=None,
+        localns=localns,
     )
 
 
@@ -225,6 +251,7 @@ def _build_tool(
     description: str | None,
     concurrency_safe: ConcurrencySafe,
     timeout: float | None,
+    finalize_content: FinalizeContent | None,
     localns: Mapping[str, Any] | None,
 ) -> Tool:
     tool_name = name or getattr(f, "__name__", None) or type(f).__name__
@@ -277,8 +304,8 @@ def _build_tool(
             kwargs[execution_param] = execution
         if is_async:
             return await f(**kwargs)
-        # abandon_on_cancel: an abort or timeout returns at once; the thread runs to its end.
-        return await anyio.to_thread.run_sync(partial(f, **kwargs), abandon_on_cancel=True)
+        # An abort or timeout returns at once; the daemon thread runs to its end.
+        return await run_sync(partial(f, **kwargs))
 
     built = Tool(
         tool_name,
@@ -287,6 +314,7 @@ def _build_tool(
         execute,
         concurrency_safe=concurrency_safe,
         timeout=timeout,
+        finalize_content=finalize_content,
     )
     built.fn = f
     built._args_model = model
@@ -339,16 +367,14 @@ def to_result(value: Any, call_id: str) -> ToolResult:
 
 
 async def call_execute(tool: Tool, args: dict[str, Any], execution: ToolExecution) -> Any:
-    """Run ``tool.execute``: awaited when it is async, in a worker thread when it is sync."""
+    """Run ``tool.execute``: awaited when it is async, in a daemon worker thread when it is sync."""
     execute = tool.execute
     if execute is tool._async_execute:
         return await execute(args, execution)
     if inspect.iscoroutinefunction(execute):
         tool._async_execute = execute
         return await execute(args, execution)
-    value = await anyio.to_thread.run_sync(
-        partial(execute, args, execution), abandon_on_cancel=True
-    )
+    value = await run_sync(partial(execute, args, execution))
     if inspect.isawaitable(value):
         return await value
     return value

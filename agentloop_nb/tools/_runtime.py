@@ -1,17 +1,18 @@
-"""``ToolRuntime``: the ``ctx.tools`` service (registry, guards, and the phased pipeline).
+"""``ToolRuntime``: the ``ctx.tools`` service, a facade over the registry and the phases.
 
 Visibility: a registration made through a context scoped to agent ``A`` (``A.ctx.tools``) is
 visible to ``A`` only and shadows a global tool of the same name for ``A``; registrations made
 through a context with no agent are global. Ownership: a registration through a context belongs
 to that context's scope (its fiber/effects), so disposing the scope unregisters it.
 
-The loop drives the pipeline in phases so that only bodies overlap::
+One call, top to bottom (the loop drives the phases itself so that only bodies overlap)::
 
     execution = tools.new_execution(call, agent=agent, signal=signal, turn=t, step=s)
-    result = await tools.pre_execute(execution)        # None = go
+    result = await tools.pre_execute(execution)   # _admit: checks, pre-execute, guards, Ask
     if result is None:
-        result = await tools.dispatch(execution)       # tools/execute waterfall around the body
-    result = await tools.post_execute(execution, result)   # Accept/Block, then tools/result
+        result = await tools.dispatch(execution)  # _dispatch: tools/execute around the body
+    # both emit tools/settled once the outcome is known (_settle.announce_settled)
+    result = await tools.post_execute(execution, result)  # _settle: post-execute, finalize, result
 
 ``execute(execution)`` runs all three. Tool problems never raise: they are error results.
 Exceptions raised by *listeners* of ``tools/pre-execute``, ``tools/execute`` and
@@ -20,77 +21,20 @@ Exceptions raised by *listeners* of ``tools/pre-execute``, ``tools/execute`` and
 
 from __future__ import annotations
 
-import logging
 import sys
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import Any
 
 from .._disposer import Disposer
 from ..signals import AbortController, AbortSignal
-from ._decisions import (
-    INVALID_ARGS,
-    UNKNOWN_TOOL,
-    Accept,
-    Allow,
-    Ask,
-    Deny,
-    PostExecutePayload,
-    ToolExecution,
-    ToolResult,
-    ToolResultPayload,
-    error_result,
-)
+from ._admit import admit, parse_arguments
+from ._decisions import ToolExecution, ToolResult
 from ._define import Tool, as_tool
-from ._pipeline import (
-    apply_post_decision,
-    ask_approval,
-    deny_result,
-    guard_verdict,
-    parse_arguments,
-    run_body,
-)
+from ._dispatch import dispatch
+from ._registry import ExecutionMode, Guard, Registry, classify
+from ._settle import announce_settled, settle
 
 __all__ = ["ExecutionMode", "Guard", "ToolRuntime"]
-
-_log = logging.getLogger("agentloop_nb.tools")
-
-ExecutionMode = Literal["parallel", "exclusive"]
-#: ``guard(execution) -> None | str | Deny`` (sync or async): a reason denies, ``None`` passes.
-Guard = Callable[[ToolExecution], Any]
-
-
-class _State:
-    """Registry shared by a runtime and every view bound from it."""
-
-    __slots__ = ("global_tools", "guards", "scoped")
-
-    def __init__(self) -> None:
-        # Dicts keep insertion order, which is the schema order.
-        self.global_tools: dict[str, Tool] = {}
-        # id(agent) -> (agent, tools); the agent reference keeps the id from being reused.
-        self.scoped: dict[int, tuple[Any, dict[str, Tool]]] = {}
-        # Copy-on-write so a pipeline iterating guards never sees a half-updated list.
-        self.guards: tuple[tuple[Guard, Any], ...] = ()
-
-
-# Decisions are frozen, so the waterfalls' defaults can share one instance each.
-_ALLOW = Allow()
-_ACCEPT = Accept()
-
-
-def _allow() -> Allow:
-    return _ALLOW
-
-
-def _accept() -> Accept:
-    return _ACCEPT
-
-
-def _observed(ctx: Any, name: str) -> bool:
-    """Whether dispatching ``name`` through ``ctx`` could reach a listener (a dispatcher
-    without ``has_listeners`` is assumed observed: the hook then always runs)."""
-    has = getattr(ctx, "has_listeners", None)
-    return True if has is None else bool(has(name))
 
 
 class ToolRuntime:
@@ -101,25 +45,41 @@ class ToolRuntime:
     its registrations) and ``agent``.
     """
 
-    __slots__ = ("_ctx", "_owner", "_state")
+    __slots__ = ("_ctx", "_owner", "_registry")
 
     def __init__(self, ctx: Any) -> None:
         self._ctx = ctx
-        self._state = _State()
+        self._registry = Registry()
         self._owner: Any = None
 
     def __bind__(self, ctx: Any) -> ToolRuntime:
         """A view whose registrations are owned by ``ctx``'s scope and visible to ``ctx.agent``."""
         view = object.__new__(ToolRuntime)
         view._ctx = self._ctx
-        view._state = self._state
+        view._registry = self._registry
         view._owner = ctx
         return view
+
+    @property
+    def disposal_grace(self) -> float:
+        """Seconds an agent's disposal waits for its sync tool bodies still running in their
+        threads (default 10); a body still running then is abandoned with a warning on the
+        ``agentloop_nb.tools`` logger. Shared by every view; read at each disposal."""
+        return self._registry.disposal_grace
+
+    @disposal_grace.setter
+    def disposal_grace(self, seconds: float) -> None:
+        if not seconds >= 0:
+            raise ValueError(f"disposal_grace must be a number of seconds >= 0, got {seconds!r}")
+        self._registry.disposal_grace = float(seconds)
 
     # -- registry ----------------------------------------------------------------------------
 
     def _scope_agent(self) -> Any:
         return None if self._owner is None else getattr(self._owner, "agent", None)
+
+    def _agent(self, agent: Any) -> Any:
+        return agent if agent is not None else self._scope_agent()
 
     def register(self, tool_or_function: Tool | Callable[..., Any]) -> Disposer:
         """Register a tool (a plain function is wrapped with ``@tool``); returns its disposer.
@@ -132,47 +92,11 @@ class ToolRuntime:
         else:
             definition = as_tool(tool_or_function, localns=sys._getframe(1).f_locals)
         agent = self._scope_agent()
-        self._check_free(definition.name, agent)
+        registry = self._registry
+        registry.check_free(definition.name, agent)
         if self._owner is None:
-            return Disposer(self._add(definition, agent))
-        return self._owner.effect(lambda: self._add(definition, agent))
-
-    def _check_free(self, name: str, agent: Any) -> None:
-        if agent is None:
-            if name in self._state.global_tools:
-                raise ValueError(
-                    f"tool {name!r} is already registered; dispose the existing registration "
-                    "first (or register it through an agent's ctx to shadow it for that agent)"
-                )
-            return
-        entry = self._state.scoped.get(id(agent))
-        if entry is not None and name in entry[1]:
-            raise ValueError(
-                f"tool {name!r} is already registered for agent {getattr(agent, 'id', agent)!r}; "
-                "dispose the existing registration first"
-            )
-
-    def _add(self, definition: Tool, agent: Any) -> Disposer:
-        self._check_free(definition.name, agent)
-        state = self._state
-        if agent is None:
-            table = state.global_tools
-        else:
-            entry = state.scoped.get(id(agent))
-            if entry is None:
-                entry = state.scoped[id(agent)] = (agent, {})
-            table = entry[1]
-        table[definition.name] = definition
-
-        def remove() -> None:
-            if table.get(definition.name) is definition:
-                del table[definition.name]
-            if agent is not None and not table:
-                current = state.scoped.get(id(agent))
-                if current is not None and current[1] is table:
-                    del state.scoped[id(agent)]
-
-        return Disposer(remove)
+            return registry.add(definition, agent)
+        return self._owner.effect(lambda: registry.add(definition, agent))
 
     def guard(self, fn: Guard) -> Disposer:
         """Add a monotonic deny policy: ``fn(execution)`` (sync or async) returns ``None`` to
@@ -180,43 +104,19 @@ class ToolRuntime:
         can only deny; a raising guard denies (fail closed). A guard registered through an
         agent's ctx applies to that agent only."""
         agent = self._scope_agent()
+        registry = self._registry
         if self._owner is None:
-            return Disposer(self._add_guard(fn, agent))
-        return self._owner.effect(lambda: self._add_guard(fn, agent))
-
-    def _add_guard(self, fn: Guard, agent: Any) -> Disposer:
-        entry = (fn, agent)
-        state = self._state
-        state.guards = (*state.guards, entry)
-
-        def remove() -> None:
-            state.guards = tuple(g for g in state.guards if g is not entry)
-
-        return Disposer(remove)
+            return registry.add_guard(fn, agent)
+        return self._owner.effect(lambda: registry.add_guard(fn, agent))
 
     def lookup(self, name: str, agent: Any = None) -> Tool | None:
         """The definition ``agent`` would call for ``name`` (its own first, then global)."""
-        agent = agent if agent is not None else self._scope_agent()
-        if agent is not None:
-            entry = self._state.scoped.get(id(agent))
-            if entry is not None:
-                found = entry[1].get(name)
-                if found is not None:
-                    return found
-        return self._state.global_tools.get(name)
+        return self._registry.lookup(name, self._agent(agent))
 
     def definitions(self, agent: Any = None) -> list[Tool]:
         """Every definition visible to ``agent``, in registration order; a shadowing agent tool
         takes its global namesake's position, agent-only tools follow the global ones."""
-        agent = agent if agent is not None else self._scope_agent()
-        globals_ = self._state.global_tools
-        entry = self._state.scoped.get(id(agent)) if agent is not None else None
-        if entry is None:
-            return list(globals_.values())
-        own = entry[1]
-        out = [own.get(name, definition) for name, definition in globals_.items()]
-        out.extend(definition for name, definition in own.items() if name not in globals_)
-        return out
+        return self._registry.definitions(self._agent(agent))
 
     def schemas(self, agent: Any = None) -> list[dict[str, Any]]:
         """``[{"name", "description", "parameters"}, ...]`` for ``definitions(agent)``."""
@@ -227,25 +127,17 @@ class ToolRuntime:
         ``True``; an unknown tool, unparsable arguments or a raising callable → ``"exclusive"``.
 
         ``call`` is a ``ToolExecution`` or any object with ``name`` and ``arguments`` (a
-        ``ToolCallBlock``).
+        ``ToolCallBlock``). A callable ``concurrency_safe`` is asked again at every call, so
+        the answer may change between calls (the loop asks right before each call starts).
         """
         if isinstance(call, ToolExecution):
-            definition, args = call.tool, call.args
-        else:
-            definition = self.lookup(call.name, agent)
-            args = parse_arguments(call.arguments)[0] if definition is not None else None
-        if definition is None or args is None:
+            return classify(call.tool, call.args)
+        definition = self.lookup(call.name, agent)
+        if definition is None:
             return "exclusive"
-        safe = definition.concurrency_safe
-        if callable(safe):
-            try:
-                safe = safe(args)
-            except Exception:
-                _log.warning("concurrency_safe of tool %r raised", definition.name, exc_info=True)
-                return "exclusive"
-        return "parallel" if safe is True else "exclusive"
+        return classify(definition, parse_arguments(call.arguments or "")[0])
 
-    # -- pipeline ----------------------------------------------------------------------------
+    # -- the phases of one call --------------------------------------------------------------
 
     def new_execution(
         self,
@@ -261,7 +153,7 @@ class ToolRuntime:
         Resolves the tool for ``agent`` and parses the arguments (problems are reported later
         by :meth:`pre_execute`). Without ``signal`` the execution gets one that never aborts.
         """
-        agent = agent if agent is not None else self._scope_agent()
+        agent = self._agent(agent)
         arguments = call.arguments or ""
         args, problem = parse_arguments(arguments)
         agent_ctx = getattr(agent, "ctx", None) if agent is not None else None
@@ -271,7 +163,7 @@ class ToolRuntime:
             arguments=arguments,
             args=args,
             args_error=problem,
-            tool=self.lookup(call.name, agent),
+            tool=self._registry.lookup(call.name, agent),
             agent=agent,
             signal=signal if signal is not None else AbortController().signal,
             turn=turn,
@@ -280,63 +172,27 @@ class ToolRuntime:
         )
 
     async def pre_execute(self, execution: ToolExecution) -> ToolResult | None:
-        """Decide whether the call may run; ``None`` means go, a result means it must not.
+        """Admission: ``None`` means go; a result means the call must not run (and
+        ``tools/settled`` has been emitted with it).
 
         In order: unknown tool → ``UNKNOWN_TOOL``; arguments that are not a JSON object or fail
         the schema → ``INVALID_ARGS``; the ``tools/pre-execute`` waterfall (default ``Allow()``):
         ``Deny`` → ``DENIED``; the guards (any deny → ``DENIED``); then for ``Ask`` the approval
-        service (``ctx.approval``): only a ``True`` answer proceeds. Guards run before the
-        approver is asked so nobody is asked to approve a call policy forbids anyway.
+        service (``ctx.approval``): only a ``True`` answer proceeds.
 
         Raises ``TypeError`` if a listener answers something other than a pre-execute decision;
         listener exceptions propagate (plugin failure).
         """
-        definition = execution.tool
-        if definition is None:
-            names = [d.name for d in self.definitions(execution.agent)]
-            available = (
-                f"available tools: {', '.join(names)}" if names else "no tools are available"
-            )
-            return error_result(
-                UNKNOWN_TOOL,
-                f"unknown tool {execution.name!r}; {available}",
-                call_id=execution.call_id,
-            )
-        if execution.args is None:
-            return error_result(
-                INVALID_ARGS,
-                f"invalid arguments for tool {execution.name!r}: {execution.args_error}",
-                call_id=execution.call_id,
-            )
-        try:
-            definition.validate_args(execution.args)
-        except Exception as exc:
-            return error_result(
-                INVALID_ARGS,
-                f"invalid arguments for tool {execution.name!r}: {exc}",
-                call_id=execution.call_id,
-            )
-        ctx = execution.ctx
-        if _observed(ctx, "tools/pre-execute"):
-            decision = await ctx.waterfall("tools/pre-execute", execution, _allow)
-        else:  # unobserved: the waterfall's default, without running the chain machinery
-            decision = _ALLOW
-        if isinstance(decision, Deny):
-            return deny_result(execution, decision)
-        if not isinstance(decision, Allow | Ask):
-            raise TypeError(
-                f"a tools/pre-execute listener returned {decision!r}; "
-                "expected Allow(), Deny(reason) or Ask(reason)"
-            )
-        agent = execution.agent
-        for fn, scope_agent in self._state.guards:
-            if scope_agent is None or scope_agent is agent:
-                denied = await guard_verdict(fn, execution)
-                if denied is not None:
-                    return denied
-        if isinstance(decision, Ask):
-            return await ask_approval(self._approval(ctx), execution, decision.reason)
-        return None
+        registry, agent = self._registry, execution.agent
+        refusal = await admit(
+            execution,
+            available=lambda: [d.name for d in registry.definitions(agent)],
+            guards=registry.guards_for(agent),
+            approval=lambda: self._approval(execution.ctx),
+        )
+        if refusal is not None:
+            announce_settled(execution, refusal)
+        return refusal
 
     def _approval(self, ctx: Any) -> Any:
         for candidate in (ctx, self._ctx):
@@ -349,49 +205,32 @@ class ToolRuntime:
         return None
 
     async def dispatch(self, execution: ToolExecution) -> ToolResult:
-        """Run the ``tools/execute`` waterfall; its default runs the body (see ``run_body``:
-        timeout → ``TOOL_TIMEOUT``, abort → ``ABORTED``, exception → ``TOOL_ERROR``).
+        """Dispatch an admitted call: the ``tools/execute`` waterfall, whose default runs the
+        body (timeout → ``TOOL_TIMEOUT``, abort → ``ABORTED``, exception → ``TOOL_ERROR``);
+        then ``tools/settled`` is emitted with the result.
 
-        Call only after :meth:`pre_execute` returned ``None``. Raises ``TypeError`` if a
-        listener answers something other than a ``ToolResult``; listener exceptions propagate.
+        Call only after :meth:`pre_execute` returned ``None`` (an unresolved call is admitted
+        here first, so nothing runs). Raises ``TypeError`` if a listener answers something
+        other than a ``ToolResult``; listener exceptions propagate.
         """
-        if execution.tool is None:  # dispatch without pre_execute: still never run nothing
-            result = await self.pre_execute(execution)
-            assert result is not None
-            return result
-
-        ctx = execution.ctx
-        if not _observed(ctx, "tools/execute"):
-            return await run_body(execution)  # the waterfall's default, called directly
-
-        async def body() -> ToolResult:
-            return await run_body(execution)
-
-        result = await ctx.waterfall("tools/execute", execution, body)
-        if not isinstance(result, ToolResult):
-            raise TypeError(f"a tools/execute listener returned {result!r}; expected a ToolResult")
-        if result.call_id != execution.call_id:
-            result = result.model_copy(update={"call_id": execution.call_id})
+        if execution.tool is None:
+            refusal = await self.pre_execute(execution)
+            assert refusal is not None
+            return refusal
+        registry, agent = self._registry, execution.agent
+        result = await dispatch(execution, lambda: registry.tracker(agent))
+        announce_settled(execution, result)
         return result
 
     async def post_execute(self, execution: ToolExecution, result: ToolResult) -> ToolResult:
-        """Run the ``tools/post-execute`` waterfall (default ``Accept()``) and apply its
-        decision, then emit ``tools/result``. Call it for every result, early errors included,
-        so observers see every call. Listener exceptions propagate."""
-        ctx = execution.ctx
-        if _observed(ctx, "tools/post-execute"):
-            decision = await ctx.waterfall(
-                "tools/post-execute", PostExecutePayload(execution, result), _accept
-            )
-            final = apply_post_decision(result, decision)
-        else:  # unobserved: the default Accept() keeps the result as is
-            final = result
-        if _observed(ctx, "tools/result"):
-            ctx.emit("tools/result", ToolResultPayload(execution, final))
-        return final
+        """Settle the call: the ``tools/post-execute`` waterfall (default ``Accept()``) and its
+        decision, the tool's ``finalize_content`` (successful results only; failure →
+        ``TOOL_ERROR``), then ``tools/result``. Call it for every result, early errors
+        included, so observers see every call. Listener exceptions propagate."""
+        return await settle(execution, result)
 
     async def execute(self, execution: ToolExecution) -> ToolResult:
-        """``pre_execute``, then ``dispatch`` when allowed, then ``post_execute``."""
+        """``pre_execute``, then ``dispatch`` when admitted, then ``post_execute``."""
         result = await self.pre_execute(execution)
         if result is None:
             result = await self.dispatch(execution)
@@ -399,4 +238,4 @@ class ToolRuntime:
 
     def __repr__(self) -> str:
         scope = "" if self._owner is None else f" bound agent={self._scope_agent()!r}"
-        return f"<ToolRuntime tools={len(self._state.global_tools)}{scope}>"
+        return f"<ToolRuntime tools={len(self._registry.global_tools)}{scope}>"

@@ -1,0 +1,204 @@
+"""Phase 1 of a call, admission: may this call run at all?
+
+In order: the tool must be known (``UNKNOWN_TOOL``), its arguments a JSON object that passes
+the schema (``INVALID_ARGS``); the ``tools/pre-execute`` waterfall answers ``Allow``, ``Deny``
+(→ ``DENIED``) or ``Ask``; the guards may deny; an ``Ask`` then needs the approval service's
+``True``. Guards run before the approver is asked, so nobody is asked to approve a call policy
+forbids anyway. Tool problems become error results; only listener failures raise.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import logging
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import anyio
+
+from ._decisions import (
+    ABORTED,
+    DENIED,
+    INVALID_ARGS,
+    UNKNOWN_TOOL,
+    Allow,
+    Ask,
+    Deny,
+    ToolExecution,
+    ToolResult,
+    error_result,
+)
+from ._hooks import ALLOW, PRE_EXECUTE, allow, observed
+
+__all__ = ["aborted", "admit", "parse_arguments"]
+
+_log = logging.getLogger("agentloop_nb.tools")
+
+
+def parse_arguments(arguments: str) -> tuple[dict[str, Any] | None, str | None]:
+    """``(args, None)`` for a JSON object (an empty/blank string counts as ``{}``), else
+    ``(None, problem)``."""
+    if not arguments or arguments.isspace():
+        return {}, None
+    if arguments == "{}":  # what models send for a tool without parameters: skip the parser
+        return {}, None
+    try:
+        value = json.loads(arguments)
+    except (ValueError, RecursionError) as exc:
+        detail = (
+            f"{exc.msg} at position {exc.pos}" if isinstance(exc, json.JSONDecodeError) else exc
+        )
+        return None, f"arguments are not valid JSON ({detail})"
+    if not isinstance(value, dict):
+        return None, f"arguments must be a JSON object, got {type(value).__name__}"
+    return value, None
+
+
+async def admit(
+    execution: ToolExecution,
+    *,
+    available: Callable[[], Iterable[str]],
+    guards: Iterable[Any],
+    approval: Callable[[], Any],
+) -> ToolResult | None:
+    """``None`` when the call may run, else the error result that replaces it.
+
+    ``available()`` names the tools the agent could call (quoted for an unknown one), ``guards``
+    are the agent's guards in order, ``approval()`` gives the approval service (or ``None``);
+    it is only looked up for an ``Ask``.
+    Raises ``TypeError`` if a listener answers something other than a pre-execute decision;
+    listener exceptions propagate (plugin failure).
+    """
+    refusal = _check_call(execution, available)
+    if refusal is not None:
+        return refusal
+    ctx = execution.ctx
+    if observed(ctx, PRE_EXECUTE):
+        decision = await ctx.waterfall(PRE_EXECUTE, execution, allow)
+    else:  # unobserved: the waterfall's default, without running the chain machinery
+        decision = ALLOW
+    if isinstance(decision, Deny):
+        return deny_result(execution, decision)
+    if not isinstance(decision, Allow | Ask):
+        raise TypeError(
+            f"a tools/pre-execute listener returned {decision!r}; "
+            "expected Allow(), Deny(reason) or Ask(reason)"
+        )
+    for fn in guards:
+        denied = await _guard_verdict(fn, execution)
+        if denied is not None:
+            return denied
+    if isinstance(decision, Ask):
+        return await _ask_approval(approval(), execution, decision.reason)
+    return None
+
+
+def _check_call(
+    execution: ToolExecution, available: Callable[[], Iterable[str]]
+) -> ToolResult | None:
+    """The resolution and argument checks, which need no hook."""
+    definition = execution.tool
+    if definition is None:
+        names = list(available())
+        listing = f"available tools: {', '.join(names)}" if names else "no tools are available"
+        return error_result(
+            UNKNOWN_TOOL,
+            f"unknown tool {execution.name!r}; {listing}",
+            call_id=execution.call_id,
+        )
+    problem = execution.args_error
+    if execution.args is not None:
+        try:
+            definition.validate_args(execution.args)
+        except Exception as exc:
+            problem = str(exc)
+        else:
+            return None
+    return error_result(
+        INVALID_ARGS,
+        f"invalid arguments for tool {execution.name!r}: {problem}",
+        call_id=execution.call_id,
+    )
+
+
+def aborted(execution: ToolExecution, when: str) -> ToolResult:
+    """The ``ABORTED`` result for a call stopped by its signal ``when`` (quoting the reason)."""
+    reason = execution.signal.reason
+    suffix = f" (reason: {reason})" if reason is not None else ""
+    return error_result(ABORTED, f"tool call aborted {when}{suffix}", call_id=execution.call_id)
+
+
+def _denied(
+    execution: ToolExecution, message: str, meta: dict[str, Any] | None = None
+) -> ToolResult:
+    return error_result(
+        DENIED, f"tool call denied: {message}", call_id=execution.call_id, meta=meta
+    )
+
+
+def deny_result(execution: ToolExecution, decision: Deny) -> ToolResult:
+    """The ``DENIED`` result for a ``Deny`` decision (``info`` becomes ``meta``)."""
+    return _denied(execution, decision.reason or "no reason given", decision.info)
+
+
+async def _guard_verdict(guard: Any, execution: ToolExecution) -> ToolResult | None:
+    """Run one guard: ``None``/``Allow()`` passes; a ``str`` or ``Deny`` denies.
+
+    Guards fail closed: an exception or any other return value denies (and is logged).
+    """
+    try:
+        verdict = guard(execution)
+        if inspect.isawaitable(verdict):
+            verdict = await verdict
+    except Exception as exc:
+        _log.warning("tool guard %r raised; denying the call", guard, exc_info=exc)
+        return _denied(execution, f"guard failed ({type(exc).__name__}: {exc})")
+    if verdict is None or isinstance(verdict, Allow):
+        return None
+    if isinstance(verdict, Deny):
+        return deny_result(execution, verdict)
+    if isinstance(verdict, str):
+        return _denied(execution, verdict or "denied by a guard")
+    _log.warning("tool guard %r returned %r; denying the call", guard, verdict)
+    return _denied(execution, f"guard returned an invalid verdict {verdict!r}")
+
+
+async def _ask_approval(
+    approval: Any, execution: ToolExecution, reason: str | None
+) -> ToolResult | None:
+    """Ask ``approval.request(execution, reason)``; ``None`` (go) only on an exact ``True``.
+
+    A missing service, a raising one or a ``False`` answer is a ``DENIED`` result (a ``Deny``
+    answer is one quoting its reason); an abort while waiting is an ``ABORTED`` result.
+    """
+    asked = f" ({reason})" if reason else ""
+    if approval is None or not callable(getattr(approval, "request", None)):
+        return _denied(
+            execution,
+            f"approval required{asked} but no one could approve it (no approval service)",
+        )
+    signal = execution.signal
+    if signal.aborted:
+        return aborted(execution, "while waiting for approval")
+    answer: Any = None
+    with anyio.CancelScope() as scope:
+        remove = signal.add_callback(lambda _reason: scope.cancel())
+        try:
+            answer = await approval.request(execution, reason)
+        except Exception as exc:
+            _log.warning("approval service failed for tool %r", execution.name, exc_info=exc)
+            return _denied(
+                execution,
+                f"approval required{asked} but no one could approve it "
+                f"(approval service failed: {type(exc).__name__}: {exc})",
+            )
+        finally:
+            remove()
+    if scope.cancelled_caught:
+        return aborted(execution, "while waiting for approval")
+    if answer is True:
+        return None
+    if isinstance(answer, Deny):  # the service says why (e.g. nobody answered in time)
+        return deny_result(execution, answer)
+    return _denied(execution, f"the approver declined{asked}")

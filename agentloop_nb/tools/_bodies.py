@@ -1,0 +1,184 @@
+"""Where sync tool bodies run, and who waits for bodies that outlive their call.
+
+A sync body cannot be interrupted: on abort or timeout its call returns at once and the body
+is *abandoned*, finishing in its thread. Two rules keep such bodies from holding anything up:
+
+- They run in **daemon** threads of a small reusable pool (``run_sync``), never in a pool the
+  interpreter joins at exit, so a body that never returns cannot keep the process alive.
+- While a body runs for an agent, a :class:`BodyTracker` owned by that agent's scope records
+  it; disposing the agent waits for those bodies up to a grace period, then abandons the rest
+  with a warning on the ``agentloop_nb.tools`` logger.
+
+The tracker of the running call reaches ``run_sync`` through a context variable the dispatch
+phase sets around the body, so tool definitions need no extra parameter.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import contextvars
+import logging
+import queue
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import anyio
+
+__all__ = ["BodyTracker", "TrackerFactory", "Tracking", "run_sync"]
+
+_log = logging.getLogger("agentloop_nb.tools")
+
+# A worker idle this long exits; a busy notebook reuses warm threads.
+_IDLE_SECONDS = 10.0
+
+_Outcome = tuple[Any, BaseException | None]
+_Job = tuple[
+    contextvars.Context, Callable[[], Any], asyncio.AbstractEventLoop, "asyncio.Future[_Outcome]"
+]
+
+
+class BodyTracker:
+    """The sync bodies still running for one agent, and the bounded wait for them.
+
+    ``grace`` is read when :meth:`drain` runs, so a later change applies to the next disposal.
+    """
+
+    __slots__ = ("_grace", "_pending")
+
+    def __init__(self, grace: Callable[[], float]) -> None:
+        self._grace = grace
+        self._pending: dict[asyncio.Future[_Outcome], str] = {}
+
+    def add(self, done: asyncio.Future[_Outcome], name: str) -> None:
+        """Track ``done`` (resolved when the body's thread finishes) until it resolves."""
+        self._pending[done] = name
+        done.add_done_callback(self._discard)
+
+    def _discard(self, done: asyncio.Future[_Outcome]) -> None:
+        self._pending.pop(done, None)
+
+    @property
+    def running(self) -> int:
+        return len(self._pending)
+
+    def teardown(self) -> Any:
+        """The scope teardown: ``None`` when nothing runs, else the :meth:`drain` awaitable."""
+        return self.drain() if self._pending else None
+
+    async def drain(self) -> None:
+        """Wait for the tracked bodies up to the grace period; log and abandon the rest.
+
+        Never raises for a body; cancelling it stops the wait (the bodies keep running)."""
+        pending = list(self._pending)
+        if not pending:
+            return
+        grace = self._grace()
+        _log.debug("waiting up to %g s for %d tool body(ies) to finish", grace, len(pending))
+        with anyio.move_on_after(grace):
+            await asyncio.wait(pending)
+        left = sorted(self._pending.values())
+        if left:
+            _log.warning(
+                "abandoning %d tool body(ies) still running after the %g s grace period: %s",
+                len(left),
+                grace,
+                ", ".join(left),
+            )
+
+
+TrackerFactory = Callable[[], "BodyTracker | None"]
+
+_current: contextvars.ContextVar[tuple[TrackerFactory, str] | None] = contextvars.ContextVar(
+    "agentloop_nb_tool_body", default=None
+)
+
+
+class Tracking:
+    """``with Tracking(tracker, name):`` makes ``run_sync`` calls in the block record their
+    thread (labelled ``name``) with the tracker ``tracker()`` returns; ``tracker`` is only
+    called when a sync body actually starts. (A class, not a generator: it wraps every call.)"""
+
+    __slots__ = ("_entry", "_token")
+
+    def __init__(self, tracker: TrackerFactory, name: str) -> None:
+        self._entry = (tracker, name)
+
+    def __enter__(self) -> None:
+        self._token = _current.set(self._entry)
+
+    def __exit__(self, *exc: object) -> None:
+        _current.reset(self._token)
+
+
+async def run_sync(fn: Callable[[], Any]) -> Any:
+    """Run ``fn()`` in a daemon worker thread (with a copy of the caller's context variables)
+    and return its value or raise its exception.
+
+    Cancelling the caller abandons the thread: the call raises the cancellation at once and the
+    body finishes on its own (tracked, when a :class:`Tracking` block is active).
+    """
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future[_Outcome] = loop.create_future()
+    current = _current.get()
+    if current is not None:
+        tracker = current[0]()
+        if tracker is not None:
+            tracker.add(done, current[1])
+    _submit((contextvars.copy_context(), fn, loop, done))
+    # shield: cancelling this await must not resolve ``done``, which tracks the thread itself
+    value, exc = await asyncio.shield(done)
+    if exc is not None:
+        raise exc
+    return value
+
+
+class _Worker(threading.Thread):
+    def __init__(self) -> None:
+        super().__init__(name="agentloop_nb tool body", daemon=True)
+        self.jobs: queue.SimpleQueue[_Job] = queue.SimpleQueue()
+
+    def run(self) -> None:
+        while True:
+            try:
+                job = self.jobs.get(timeout=_IDLE_SECONDS)
+            except queue.Empty:
+                with _lock:
+                    if self in _idle:  # nobody picked this worker meanwhile: retire
+                        _idle.remove(self)
+                        return
+                continue  # picked just now: its job is on the way
+            _run_job(job)
+            del job  # drop references to the body's values before idling
+            with _lock:
+                _idle.append(self)
+
+
+def _run_job(job: _Job) -> None:
+    context, fn, loop, done = job
+    outcome: _Outcome
+    try:
+        outcome = (context.run(fn), None)
+    except BaseException as exc:  # re-raised in the awaiting task, like a direct call
+        outcome = (None, exc)
+    with contextlib.suppress(RuntimeError):  # a closed loop: nobody is waiting any more
+        loop.call_soon_threadsafe(_resolve, done, outcome)
+
+
+def _resolve(done: asyncio.Future[_Outcome], outcome: _Outcome) -> None:
+    if not done.done():
+        done.set_result(outcome)
+
+
+_lock = threading.Lock()
+_idle: list[_Worker] = []
+
+
+def _submit(job: _Job) -> None:
+    with _lock:
+        worker = _idle.pop() if _idle else None
+    if worker is None:
+        worker = _Worker()
+        worker.start()
+    worker.jobs.put(job)

@@ -1,0 +1,194 @@
+"""Sync tool bodies: they run in daemon threads, disposal waits for the ones that ignore the
+signal up to ``ctx.tools.disposal_grace``, and one that never returns cannot keep ``aclose()``
+or the process from ending."""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+from pathlib import Path
+
+import anyio
+import anyio.to_thread
+import pytest
+from _loop_helpers import WAIT, data, is_type, make_app, new_agent, reasons, register, wait_for
+
+from agentloop_nb.context import Context
+from agentloop_nb.messages import ToolCallBlock
+from agentloop_nb.testing import combine, text, tool_call
+from agentloop_nb.tools import Tool, ToolRuntime, tool
+
+pytestmark = pytest.mark.anyio
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+class Stubborn:
+    """A sync tool whose body ignores the signal until the test releases it."""
+
+    def __init__(self) -> None:
+        self.started = threading.Event()
+        self.release = threading.Event()
+        self.finished = threading.Event()
+
+        def stubborn() -> str:
+            """Block until released, whatever the signal says."""
+            self.started.set()
+            self.release.wait(WAIT)
+            self.finished.set()
+            return "late"
+
+        self.tool: Tool = tool(stubborn)
+
+    async def wait_started(self) -> None:
+        assert await anyio.to_thread.run_sync(self.started.wait, WAIT)
+
+
+async def test_sync_bodies_run_in_daemon_threads() -> None:
+    ctx = Context()
+    ctx.provide("tools", ToolRuntime(ctx))
+
+    @tool
+    def where() -> str:
+        """Name the thread kind."""
+        current = threading.current_thread()
+        return f"daemon={current.daemon} main={current is threading.main_thread()}"
+
+    ctx.tools.register(where)
+    execution = ctx.tools.new_execution(ToolCallBlock(id="c1", name="where", arguments="{}"))
+    assert (await ctx.tools.execute(execution)).content == "daemon=True main=False"
+
+
+def test_disposal_grace_is_shared_by_views_and_must_not_be_negative() -> None:
+    ctx = Context()
+    ctx.provide("tools", ToolRuntime(ctx))
+    assert ctx.tools.disposal_grace == 10.0
+    ctx.child(name="c").tools.disposal_grace = 2.5
+    assert ctx.tools.disposal_grace == 2.5
+    with pytest.raises(ValueError, match="disposal_grace"):
+        ctx.tools.disposal_grace = -1
+
+
+async def test_disposal_waits_for_a_sync_body_that_ignores_the_signal() -> None:
+    app = make_app()
+    body = Stubborn()
+    register(app, body.tool)
+    agent, _ = new_agent(app, combine(tool_call("c1", "stubborn", {})), text("never"))
+    body_done_at_disposed: list[bool] = []
+    app.ctx.on("agent/disposed", lambda p: body_done_at_disposed.append(body.finished.is_set()))
+    agent.followup("go")
+    await body.wait_started()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(app.ctx.agent_loop.dispose, agent)
+        await wait_for(agent, is_type("turn/end"))
+        await anyio.wait_all_tasks_blocked()
+        assert body_done_at_disposed == []  # the turn is over; disposal still waits for the body
+        body.release.set()
+    assert body_done_at_disposed == [True]
+    assert reasons(agent) == ["disposed"]
+    assert data(agent, "tool/result")[0]["error"]["code"] == "ABORTED"
+    await app.aclose()
+
+
+async def test_disposal_also_waits_for_a_body_an_earlier_cancel_abandoned() -> None:
+    app = make_app()
+    body = Stubborn()
+    register(app, body.tool)
+    agent, _ = new_agent(app, combine(tool_call("c1", "stubborn", {})), text("never"))
+    agent.followup("go")
+    await body.wait_started()
+    agent.cancel()
+    with anyio.fail_after(WAIT):
+        await agent.when_idle()
+    assert reasons(agent) == ["aborted"] and not body.finished.is_set()
+    body_done_at_disposed: list[bool] = []
+    app.ctx.on("agent/disposed", lambda p: body_done_at_disposed.append(body.finished.is_set()))
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(app.ctx.agent_loop.dispose, agent)
+        await anyio.wait_all_tasks_blocked()
+        assert body_done_at_disposed == []
+        body.release.set()
+    assert body_done_at_disposed == [True]
+    await app.aclose()
+
+
+async def test_a_body_still_running_after_the_grace_period_is_abandoned_with_a_warning(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    app = make_app()
+    app.ctx.tools.disposal_grace = 0.05
+    body = Stubborn()
+    register(app, body.tool)
+    agent, _ = new_agent(app, combine(tool_call("c1", "stubborn", {})), text("never"))
+    disposed: list[bool] = []
+    app.ctx.on("agent/disposed", lambda p: disposed.append(body.finished.is_set()))
+    caplog.set_level(logging.WARNING, logger="agentloop_nb.tools")
+    agent.followup("go")
+    await body.wait_started()
+    try:
+        with anyio.fail_after(WAIT):
+            await app.aclose()
+        assert disposed == [False]  # the agent left without the body
+        assert "abandoning 1 tool body(ies)" in caplog.text and "stubborn" in caplog.text
+    finally:
+        body.release.set()
+
+
+SCRIPT = """
+import asyncio
+import logging
+import threading
+import time
+
+from agentloop_nb.app import App
+from agentloop_nb.loop import AgentOptions
+from agentloop_nb.testing import ScriptedModel, combine, text, tool_call
+from agentloop_nb.tools import tool
+
+started = threading.Event()
+
+
+@tool
+def sleeper() -> str:
+    \"\"\"Sleep a minute, ignoring the signal.\"\"\"
+    started.set()
+    time.sleep(60)
+    return "woke"
+
+
+async def main() -> None:
+    app = App()
+    app.ctx.tools.disposal_grace = 0.5
+    script = [combine(tool_call("c1", "sleeper", {})), text("never")]
+    app.ctx.llm.register_adapter(["scripted"], ScriptedModel(script))
+    app.ctx.tools.register(sleeper)
+    agent = app.ctx.agent_loop.create("a", AgentOptions(provider="scripted", model="m"))
+    agent.followup("go")
+    while not started.is_set():  # polling is fine in a throwaway script
+        await asyncio.sleep(0.01)
+    await app.aclose()
+    print("closed", flush=True)
+
+
+logging.basicConfig(level=logging.WARNING)
+asyncio.run(main())
+"""
+
+
+def test_a_sync_body_that_never_returns_keeps_neither_aclose_nor_the_process_alive() -> None:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(SCRIPT)],
+        capture_output=True,
+        text=True,
+        timeout=30,  # the body sleeps 60 s: only an exit that does not wait for it gets here
+        env=env,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "closed"
+    assert "abandoning 1 tool body(ies)" in done.stderr and "sleeper" in done.stderr
