@@ -15,6 +15,7 @@ from ._persistence import (
     Persistence,
     PersistenceError,
     SessionCorruptError,
+    SessionLockedError,
     SessionNotFoundError,
 )
 from ._repair import TOOL_OUTCOME_UNKNOWN, repair
@@ -43,6 +44,7 @@ __all__ = [
     "SessionEvent",
     "SessionEventPayload",
     "SessionHeader",
+    "SessionLockedError",
     "SessionNotFoundError",
     "SessionPayload",
     "SessionState",
