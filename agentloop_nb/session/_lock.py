@@ -2,9 +2,10 @@
 
 The lock belongs to an open file description, so it excludes another process *and* another
 backend instance in the same process, and the OS drops it when the holder dies (a killed
-process never bricks a session). Lock files are never deleted: unlinking a lock file while
-another writer is opening it would let two writers hold "the" lock on different inodes. On
-release the holder's pid/host are wiped from it first.
+process never bricks a session). The file holds the holder's pid and host for the error
+message. It is removed on release, while still locked; a writer that locked a file which is no
+longer the one at the path retries, so two writers never hold locks on different inodes. A file
+left by a killed holder is unlocked and simply reused.
 """
 
 from __future__ import annotations
@@ -49,28 +50,44 @@ def _holder_of(fd: int) -> dict[str, object]:
     return value if isinstance(value, dict) else {}
 
 
+def _lock_file(id: str, path: Path) -> int:
+    """An open descriptor of ``path`` holding the exclusive lock, or ``SessionLockedError``."""
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
+        try:
+            if fcntl is not None:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            try:
+                current = os.path.samestat(os.fstat(fd), os.stat(path))
+            except FileNotFoundError:
+                current = False
+        except BlockingIOError:
+            holder = _holder_of(fd)
+            os.close(fd)
+            raise SessionLockedError(id, path.resolve(), holder) from None
+        except BaseException:
+            os.close(fd)
+            raise
+        if current:
+            return fd
+        # The previous holder unlinked this file as we opened it: lock the new one instead.
+        os.close(fd)
+
+
 def _take(id: str, path: Path) -> Held:
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
-    try:
-        if fcntl is not None:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        holder = _holder_of(fd)
-        os.close(fd)
-        raise SessionLockedError(id, path.resolve(), holder) from None
-    except BaseException:
-        os.close(fd)
-        raise
-    stamp = {"pid": os.getpid(), "host": socket.gethostname(), "since": time.time()}
+    fd = _lock_file(id, path)
+    note = {"pid": os.getpid(), "host": socket.gethostname(), "since": time.time()}
     with contextlib.suppress(OSError):  # the holder note is a courtesy, the lock is the flock
         os.ftruncate(fd, 0)
-        os.pwrite(fd, json.dumps(stamp).encode(), 0)
+        os.pwrite(fd, json.dumps(note).encode(), 0)
     return Held(id, path, fd)
 
 
 def _drop(held: Held) -> None:
+    # Unlink while still holding the lock: a writer that opened the old file then finds it is
+    # no longer the one at ``path`` and retries (see ``_lock_file``).
     with contextlib.suppress(OSError):
-        os.ftruncate(held.fd, 0)
+        os.unlink(held.path)
     with contextlib.suppress(OSError):
         os.close(held.fd)  # releases the flock
 
