@@ -122,7 +122,7 @@ def test_a_file_size_limit_is_reported_and_the_log_stays_loadable(tmp_path: Path
         check=True,
     )
     assert done.stdout.startswith("PersistenceError") and "size limit" in done.stdout
-    header, events = JsonlPersistence(tmp_path).load("s")
+    _, events = JsonlPersistence(tmp_path).load("s")
     assert [e.data for e in events] == [{"n": 1}]
     assert (tmp_path / "s.jsonl").read_bytes().endswith(b"\n")
 

@@ -64,6 +64,10 @@ def holder(tmp_path: Path) -> Iterator[subprocess.Popen[str]]:
             pipe.close()
 
 
+def lock_files(root: Path) -> list[str]:
+    return sorted(p.name for p in root.glob("*.lock"))
+
+
 async def first_run(root: Path) -> None:
     app = app_at(root)
     handle = await app.ctx.agents.create(session_id="s1", agent_options=OPTIONS)
@@ -112,10 +116,10 @@ async def test_closing_an_app_releases_its_sessions_for_the_next_app(tmp_path: P
     await first_run(tmp_path)
     app = app_at(tmp_path)
     handle = await app.ctx.agents.resume(resume_session_id="s1")
-    assert [p.name for p in tmp_path.glob("*.lock")] == ["s1.jsonl.lock"]
+    assert lock_files(tmp_path) == ["s1.jsonl.lock"]
     await run(handle.agent, "again")
     await app.aclose()
-    assert list(tmp_path.glob("*.lock")) == []  # a released lock leaves no file behind
+    assert lock_files(tmp_path) == []  # a released lock leaves no file behind
 
 
 async def test_a_session_held_by_another_process_names_its_pid(

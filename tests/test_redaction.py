@@ -64,18 +64,14 @@ async def test_a_key_straddling_the_quote_limit_is_redacted_whole(tmp_path: Path
     # The provider quote is cut at 300 characters, right through the key.
     message = "x" * 290 + KEY + " was rejected"
     with LoopbackServer(rejecting(lambda _: message)) as server:
-        texts = await failed_turn_texts(
-            tmp_path, {"base_url": server.url + "/v1", "api_key": KEY}
-        )
+        texts = await failed_turn_texts(tmp_path, {"base_url": server.url + "/v1", "api_key": KEY})
     assert "…redacted" in texts[0] and "more chars]" in texts[0]
     assert_no_leak(texts, KEY[:8])
 
 
 async def test_an_upper_cased_echo_of_the_key_is_redacted(tmp_path: Path) -> None:
     with LoopbackServer(rejecting(lambda _: f"unknown key {KEY.upper()}")) as server:
-        texts = await failed_turn_texts(
-            tmp_path, {"base_url": server.url + "/v1", "api_key": KEY}
-        )
+        texts = await failed_turn_texts(tmp_path, {"base_url": server.url + "/v1", "api_key": KEY})
     assert "unknown key …redacted" in texts[0]
     assert_no_leak(texts)
 
@@ -89,9 +85,7 @@ async def test_credentials_in_the_base_url_user_info_are_redacted(tmp_path: Path
     with LoopbackServer(rejecting(echo_basic)) as server:
         host = server.url.split("://", 1)[1]
         url = f"http://alice:{PASSWORD}@{host}/v1"
-        texts = await failed_turn_texts(
-            tmp_path, {"base_url": url, "api_key": KEY, "headers": {}}
-        )
+        texts = await failed_turn_texts(tmp_path, {"base_url": url, "api_key": KEY, "headers": {}})
         sent = server.requests[0].headers["authorization"]
     assert "you sent" in texts[0]
     assert_no_leak(texts, sent.split()[-1])
