@@ -189,3 +189,54 @@ async def test_a_replaced_file_is_not_written_to(tmp_path: Path) -> None:
     assert "replaced" in str(info.value.exceptions[0])
     assert path.read_bytes() == copy
     await backend.aclose()
+
+
+async def test_a_lease_taken_before_loading_is_adopted_by_the_resumed_session(
+    tmp_path: Path,
+) -> None:
+    await first_run(tmp_path)
+    store, backend = attached_store(tmp_path)
+    lease = backend.acquire("s1")
+    with pytest.raises(SessionLockedError):
+        JsonlPersistence(tmp_path).acquire("s1")
+    header, events = backend.load("s1")
+    session = store.enter(store.prepare(header=header, events=events))
+    lease.release()  # a no-op now: the attached session holds the lock
+    with pytest.raises(SessionLockedError):
+        JsonlPersistence(tmp_path).acquire("s1")
+    session.append("note", {"text": "resumed"})
+    await session.flush()
+    store.detach(session)
+    await backend.aclose()
+    JsonlPersistence(tmp_path).acquire("s1").release()
+
+
+async def test_releasing_an_unused_lease_frees_the_session(tmp_path: Path) -> None:
+    await first_run(tmp_path)
+    lease = JsonlPersistence(tmp_path).acquire("s1")
+    other = JsonlPersistence(tmp_path)
+    with pytest.raises(SessionLockedError):
+        other.acquire("s1")
+    lease.release()
+    lease.release()  # idempotent
+    other.acquire("s1").release()
+    assert lock_files(tmp_path) == []
+
+
+async def test_a_resume_loaded_before_another_writer_appended_is_refused(
+    tmp_path: Path,
+) -> None:
+    await first_run(tmp_path)
+    store, backend = attached_store(tmp_path)
+    header, events = backend.load("s1")  # no lease taken: the file may still change
+    writer_store, writer = attached_store(tmp_path)
+    sneaky = writer_store.enter(writer_store.prepare(header=header, events=events))
+    sneaky.append("note", {"text": "from elsewhere"})
+    await sneaky.flush()
+    writer_store.detach(sneaky)
+    await writer.aclose()
+    with pytest.raises(PersistenceError, match="changed after it was loaded"):
+        store.enter(store.prepare(header=header, events=events))
+    assert store.get("s1") is None
+    JsonlPersistence(tmp_path).acquire("s1").release()  # the refused resume let the lock go
+    await backend.aclose()

@@ -3,8 +3,14 @@
 File format: line 1 is the header (``SessionHeader.to_json()``), then one compact JSON event per
 line (``SessionEvent.to_json()``), each terminated by ``"\\n"``. A batch is written with a single
 ``write`` on an ``O_APPEND`` descriptor, so a crash can only tear the *last* line; committed lines
-are never rewritten; a torn tail a crash left behind is cut off before this backend first
-appends to that file.
+are never rewritten; a torn final record a crash left behind is cut off before this backend
+first appends to that file (the reader drops exactly the same record, see ``_jsonl_codec``).
+
+One writer per session: ``<id>.jsonl.lock`` carries an exclusive OS lock while a session is
+attached (see ``_lock``), and every write first checks that the file is what this writer last
+wrote or loaded. A failed write is cut back to the last whole line and recorded for the session:
+every later ``session/flush`` of it raises the same ``PersistenceError`` and nothing more is
+written for it, until the session is disposed and resumed.
 
 Write-behind: ``install(ctx)`` subscribes ``session/created`` / ``event`` / ``flush`` /
 ``disposed``. The ``session/event`` listener only puts ``(session, event)`` on a queue (O(1),
@@ -20,7 +26,6 @@ import asyncio
 import atexit
 import builtins
 import contextlib
-import errno
 import logging
 import os
 import socket
@@ -37,8 +42,10 @@ import anyio.to_thread
 from .._disposer import Disposer
 from ._events import SessionEvent, SessionHeader
 from ._jsonl_codec import decode_line, encode_lines, has_header, parse_log, torn_tail_start
+from ._jsonl_io import Stamp, changed_error, persistence_error, stamp, write_all
 from ._lock import Held, LockTable, release_all
 from ._persistence import (
+    Lease,
     PersistenceError,
     SessionCorruptError,
     SessionLockedError,
@@ -140,14 +147,7 @@ class _Lease:
     def release(self) -> None:
         held, self._held = self._held, None
         if held is not None and held.owner is None:
-            self._backend.locks.release(held)
-
-
-_Stamp = tuple[int, int, int]  # (inode, size, mtime_ns): what this writer last saw of a file
-
-
-def _stamp(st: os.stat_result) -> _Stamp:
-    return (st.st_ino, st.st_size, st.st_mtime_ns)
+            self._backend._locks.release(held)
 
 
 class JsonlPersistence:
@@ -170,8 +170,8 @@ class JsonlPersistence:
     ):
         self.root = Path(root)
         self.fsync = fsync
-        self.locks = LockTable()
-        weakref.finalize(self, release_all, self.locks)
+        self._locks = LockTable()
+        weakref.finalize(self, release_all, self._locks)
         self._queue: SimpleQueue[Any] = SimpleQueue()
         self._thread: threading.Thread | None = None
         self._running = False
@@ -182,8 +182,8 @@ class JsonlPersistence:
         # Ids whose file tail this instance has verified (or written itself): only the first
         # append to a file that another run left behind may have a torn tail to cut.
         self._checked: set[str] = set()
-        self._stamps: dict[str, _Stamp] = {}  # per id: the file as this writer left it
-        self._loaded: dict[str, _Stamp] = {}  # per id: the file as ``load`` last read it
+        self._stamps: dict[str, Stamp] = {}  # per id: the file as this writer left it
+        self._loaded: dict[str, Stamp] = {}  # per id: the file as ``load`` last read it
         self._atexit: Callable[[], None] | None = None
 
     def __repr__(self) -> str:
@@ -203,7 +203,7 @@ class JsonlPersistence:
                 )
         return self.root / f"{id}.jsonl"
 
-    def acquire(self, id: str) -> _Lease:
+    def acquire(self, id: str) -> Lease:
         """Reserve the writer lock of session ``id`` before loading it to resume it.
 
         Raises ``SessionLockedError`` (naming the holder's pid and host) when another writer
@@ -215,8 +215,8 @@ class JsonlPersistence:
         reports that conflict).
         """
         path = self.path(id)
-        with self.locks.mutex:
-            held = self.locks.get(id)
+        with self._locks.mutex:
+            held = self._locks.get(id)
             if held is not None:
                 owner = held.owner
                 if owner is None or owner.state != "detached":
@@ -228,9 +228,9 @@ class JsonlPersistence:
     def _take(self, id: str, path: Path) -> Held:
         try:
             self.root.mkdir(parents=True, exist_ok=True)
-            return self.locks.take(id, Path(f"{path}.lock"))
+            return self._locks.take(id, Path(f"{path}.lock"))
         except OSError as exc:
-            raise _error(id, Path(f"{path}.lock"), exc, "lock") from exc
+            raise persistence_error(id, Path(f"{path}.lock"), exc, "lock") from exc
 
     def create(self, header: SessionHeader) -> None:
         """Create ``<root>/<id>.jsonl`` holding just the header line. ``FileExistsError`` when the
@@ -250,10 +250,10 @@ class JsonlPersistence:
             _log.warning("%s: replacing a file with no header line (a crash during create)", path)
             fd = os.open(path, os.O_WRONLY | os.O_TRUNC)
         try:
-            _write_all(fd, line, 0)
+            write_all(fd, line, 0)
             if self.fsync:
                 os.fsync(fd)
-            self._stamps[header.id] = _stamp(os.fstat(fd))
+            self._stamps[header.id] = stamp(os.fstat(fd))
         finally:
             os.close(fd)
         self._checked.add(header.id)
@@ -281,16 +281,16 @@ class JsonlPersistence:
         try:
             st = os.fstat(fd)
             known = self._stamps.get(id)
-            if known is not None and _stamp(st) != known:
-                raise _changed(id, path, known, st)
+            if known is not None and stamp(st) != known:
+                raise changed_error(id, path, known, st)
             size = st.st_size
             if id not in self._checked:
                 size = self._trim_tail(fd, path, size)
                 self._checked.add(id)
-            _write_all(fd, blob, size)
+            write_all(fd, blob, size)
             if self.fsync:
                 os.fsync(fd)
-            self._stamps[id] = _stamp(os.fstat(fd))
+            self._stamps[id] = stamp(os.fstat(fd))
         finally:
             os.close(fd)
 
@@ -376,8 +376,8 @@ class JsonlPersistence:
         # creation (or resume) before anything is published.
         session = payload.session
         path = self.path(session.id)
-        with self.locks.mutex:
-            held = self.locks.get(session.id)
+        with self._locks.mutex:
+            held = self._locks.get(session.id)
             fresh = held is None
             if held is None:
                 held = self._take(session.id, path)
@@ -388,7 +388,7 @@ class JsonlPersistence:
                 self._check_attach(session, path)
             except BaseException:
                 if fresh:
-                    self.locks.release(held)
+                    self._locks.release(held)
                 raise
             held.owner = session
         self._put(_Open(session))
@@ -404,7 +404,7 @@ class JsonlPersistence:
             return
         known = self._loaded.pop(session.id, None)
         try:
-            now: _Stamp | None = _stamp(os.stat(path))
+            now: Stamp | None = stamp(os.stat(path))
         except FileNotFoundError:
             now = None
         if known is not None and now != known:
@@ -419,10 +419,10 @@ class JsonlPersistence:
 
     def _release(self, session: Session) -> None:
         """Give back the lock ``session`` holds (after its last write)."""
-        with self.locks.mutex:
-            held = self.locks.get(session.id)
+        with self._locks.mutex:
+            held = self._locks.get(session.id)
             if held is not None and held.owner is session:
-                self.locks.release(held)
+                self._locks.release(held)
 
     def _on_event(self, payload: SessionEventPayload) -> None:
         self._queue.put((payload.session, payload.event))
@@ -471,7 +471,7 @@ class JsonlPersistence:
         writer: closing the backend means this App is done with them)."""
         thread = self._thread
         if thread is None or not self._running:
-            self.locks.release_all()
+            self._locks.release_all()
             return
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._queue.put(_Stop(future))
@@ -481,7 +481,7 @@ class JsonlPersistence:
         if self._atexit is not None:
             atexit.unregister(self._atexit)
             self._atexit = None
-        self.locks.release_all()
+        self._locks.release_all()
 
     def close(self, timeout: float | None = None) -> None:
         """Synchronous ``aclose`` (used at interpreter exit): drain and stop the worker."""
@@ -569,69 +569,14 @@ class JsonlPersistence:
                 todo = events
             self.append(session.id, todo)
         except Exception as exc:
-            error = _error(session.id, self.path(session.id), exc, "write", session.durable_seq)
+            error = persistence_error(
+                session.id, self.path(session.id), exc, "write", session.durable_seq
+            )
             _log.error("%s", error)
             self._errors[session] = error
             return
         self._written[session] = upto
         session._mark_durable(upto)
-
-
-_HINTS = {
-    errno.ENOSPC: "the disk is full: free some space",
-    errno.EDQUOT: "the disk quota is exhausted: free some space",
-    errno.EFBIG: "the file reached the size limit: raise the limit or free space",
-    errno.ENOENT: "the session file or its directory was deleted or moved while in use",
-    errno.EACCES: "the directory is not writable: fix its permissions or choose another "
-    "persistence_root",
-    errno.EPERM: "the directory is not writable: fix its permissions or choose another "
-    "persistence_root",
-    errno.EROFS: "the file system is read-only: choose another persistence_root",
-}
-
-
-def _error(
-    id: str, path: Path, exc: BaseException, what: str, durable_seq: int | None = None
-) -> PersistenceError:
-    """The ``PersistenceError`` for ``exc``: the file, the OS error, and what to do."""
-    if isinstance(exc, PersistenceError):
-        return exc
-    errno_ = exc.errno if isinstance(exc, OSError) else None
-    hint = _HINTS.get(errno_ or -1, "check the disk and the directory")
-    message = f"cannot {what} session {id!r} at {path.resolve()}: {exc} ({hint})"
-    if durable_seq is not None:
-        message += (
-            f"; the file holds events up to seq {durable_seq} and nothing in it was changed, "
-            "later events exist only in memory. Fix the cause, then dispose the agent and "
-            "resume the session"
-        )
-    error = PersistenceError(message, id=id, path=path.resolve())
-    error.__cause__ = exc
-    return error
-
-
-def _changed(id: str, path: Path, known: _Stamp, st: os.stat_result) -> PersistenceError:
-    what = "replaced" if st.st_ino != known[0] else f"{st.st_size - known[1]:+d} bytes"
-    return PersistenceError(
-        f"cannot write session {id!r}: {path.resolve()} is not what this writer last wrote "
-        f"({what}): another writer or program changed it. Nothing more is written to it; "
-        "stop the other writer, then dispose the agent and resume the session",
-        id=id,
-        path=path.resolve(),
-    )
-
-
-def _write_all(fd: int, blob: bytes, size: int) -> None:
-    """Write ``blob`` at the end of the ``size``-byte file ``fd``; on failure cut the file back
-    to ``size`` so no partial line remains (committed bytes are never touched)."""
-    view = memoryview(blob)
-    try:
-        while view:
-            view = view[os.write(fd, view) :]
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.ftruncate(fd, size)
-        raise
 
 
 def _make_atexit(backend: JsonlPersistence) -> Callable[[], None]:
