@@ -19,7 +19,7 @@ from typing import Any, BinaryIO
 import orjson
 
 from ._events import SURFACE_TYPES, SessionEvent, SessionHeader, make_event, normalize_surface_op
-from ._frozen import EMPTY, FrozenDict, freeze_json, freeze_plain_dict
+from ._frozen import EMPTY, FrozenDict
 from ._persistence import SessionCorruptError
 from ._session import parse_node
 
@@ -50,6 +50,36 @@ def decode_line(text: str) -> Any:
         raise ValueError(_TOO_DEEP) from None
 
 
+_new_dict = dict.__new__
+_init_dict = dict.__init__
+
+
+def _wrap(items: dict[str, Any]) -> FrozenDict:
+    # Values decoded from JSON are already frozen below: wrap without FrozenDict's re-check.
+    frozen: FrozenDict = _new_dict(FrozenDict)
+    _init_dict(frozen, items)
+    return frozen
+
+
+def _freeze_loaded(value: Any) -> Any:
+    # Decoded JSON has only str keys, no cycles and (with _reject_constant) finite floats, so
+    # freezing needs no checks: dicts -> FrozenDict, lists -> tuples.
+    t = type(value)
+    if t is dict:
+        return _wrap(
+            {
+                k: v if (tv := type(v)) is not dict and tv is not list else _freeze_loaded(v)
+                for k, v in value.items()
+            }
+        )
+    if t is list:
+        return tuple(
+            v if (tv := type(v)) is not dict and tv is not list else _freeze_loaded(v)
+            for v in value
+        )
+    return value
+
+
 def _event_from_line(obj: Any, seq: int) -> SessionEvent:
     if type(obj) is not dict:
         raise ValueError("not a JSON object")
@@ -65,8 +95,7 @@ def _event_from_line(obj: Any, seq: int) -> SessionEvent:
     if data is None:
         frozen: FrozenDict = EMPTY
     elif type(data) is dict:
-        fast = freeze_plain_dict(data)
-        frozen = fast if fast is not None else freeze_json(data, label=f"event {kind!r}")
+        frozen = _freeze_loaded(data)
     else:
         raise ValueError("data is not a JSON object")
     op = obj.get("surface_op")
