@@ -4,6 +4,7 @@ release it; a writer never appends to a file someone else changed."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -240,3 +241,43 @@ async def test_a_resume_loaded_before_another_writer_appended_is_refused(
     assert store.get("s1") is None
     JsonlPersistence(tmp_path).acquire("s1").release()  # the refused resume let the lock go
     await backend.aclose()
+
+
+FORKING_HOLDER = """
+import os, sys
+from agentloop_nb.session import JsonlPersistence
+lease = JsonlPersistence(sys.argv[1]).acquire(sys.argv[2])
+child = os.fork()
+if child == 0:
+    sys.stdin.read()  # a long-lived child (a worker pool, say) that inherited the lock
+    os._exit(0)
+print(child, flush=True)
+sys.stdin.read()
+"""
+
+
+def test_a_forked_child_does_not_keep_a_killed_holders_lock(tmp_path: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    proc = subprocess.Popen(
+        [sys.executable, "-c", FORKING_HOLDER, str(tmp_path), "s1"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    assert proc.stdout is not None and proc.stdin is not None
+    child = int(proc.stdout.readline())
+    try:
+        with pytest.raises(SessionLockedError):
+            JsonlPersistence(tmp_path).acquire("s1")
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+        JsonlPersistence(tmp_path).acquire("s1").release()  # the live child holds nothing
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        proc.stdin.close()  # the child reads EOF and exits
+        proc.stdout.close()
+        with contextlib.suppress(ChildProcessError, ProcessLookupError):
+            os.kill(child, signal.SIGKILL)

@@ -16,6 +16,7 @@ import os
 import socket
 import threading
 import time
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -99,6 +100,7 @@ class LockTable:
     def __init__(self) -> None:
         self.mutex = threading.RLock()
         self._held: dict[str, Held] = {}
+        _tables.add(self)
 
     def get(self, id: str) -> Held | None:
         return self._held.get(id)
@@ -124,6 +126,27 @@ class LockTable:
             held, self._held = [*self._held.values()], {}
         for item in held:
             _drop(item)
+
+    def forget(self) -> None:
+        """In a forked child: close the inherited descriptors without touching the files. The
+        lock stays the parent's alone, so it still ends when the parent dies."""
+        held, self._held = [*self._held.values()], {}
+        self.mutex = threading.RLock()  # another thread may have held it at the fork
+        for item in held:
+            with contextlib.suppress(OSError):
+                os.close(item.fd)
+
+
+_tables: weakref.WeakSet[LockTable] = weakref.WeakSet()
+
+
+def _forget_in_child() -> None:
+    for table in [*_tables]:
+        table.forget()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_in_child)
 
 
 def release_all(table: LockTable) -> None:
