@@ -104,3 +104,11 @@ async def test_a_deeply_nested_line_is_a_clear_error_naming_the_line(
     with pytest.raises(SessionCorruptError, match="nested too deeply") as info:
         JsonlPersistence(tmp_path).load("s")
     assert info.value.line == 3
+
+
+async def test_listing_reads_headers_only_so_a_damaged_body_still_lists(tmp_path: Path) -> None:
+    write_log(tmp_path, "big", 1, b"garbage\n" * 1000 + b'{"torn')
+    backend = JsonlPersistence(tmp_path)
+    assert [h.id for h in backend.list()] == ["big"]
+    with pytest.raises(SessionCorruptError):
+        backend.load("big")
