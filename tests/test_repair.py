@@ -115,3 +115,47 @@ def test_a_detached_session_cannot_be_repaired() -> None:
     store.detach(session)
     with pytest.raises(RuntimeError, match="detached"):
         repair(session)
+
+
+def test_a_second_call_reusing_an_id_is_repaired_by_occurrence(session: Session) -> None:
+    open_step(session)
+    session.append("assistant/message", call_message(1, 1, "dup"))
+    session.append("tool/call", {"turn": 1, "step": 1, "call_id": "dup", "name": "echo"})
+    session.append(
+        "tool/result",
+        {"turn": 1, "step": 1, "call_id": "dup", "content": "ok", "is_error": False},
+    )
+    session.append("step/end", {"turn": 1, "step": 1})
+    session.append("step/start", {"turn": 1, "step": 2})
+    session.append("assistant/message", call_message(1, 2, "dup"))
+    session.append("tool/call", {"turn": 1, "step": 2, "call_id": "dup", "name": "echo"})
+    added = repair(session)
+    assert [e.type for e in added] == ["tool/result", "step/end", "turn/end"]
+    assert added[0].data["call_id"] == "dup" and added[0].data["step"] == 2
+    assert repair(session) == []
+    results = [m for m in session.derive_messages() if isinstance(m, ToolResultMessage)]
+    assert [r.content for r in results] == ["ok", UNKNOWN]
+
+
+def test_duplicate_and_empty_ids_in_one_message_each_get_a_result(
+    session: Session, caplog: pytest.LogCaptureFixture
+) -> None:
+    open_step(session)
+    session.append("assistant/message", call_message(1, 1, "x", "x", ""))
+    session.append("tool/call", {"turn": 1, "step": 1, "call_id": "x", "name": "echo"})
+    session.append(
+        "tool/result",
+        {"turn": 1, "step": 1, "call_id": "x", "content": "ok", "is_error": False},
+    )
+    added = repair(session)
+    kinds = [(e.type, e.data.get("call_id")) for e in added]
+    assert kinds == [
+        ("tool/call", "x"),
+        ("tool/result", "x"),
+        ("tool/call", ""),
+        ("tool/result", ""),
+        ("step/end", None),
+        ("turn/end", None),
+    ]
+    assert "'x' is reused" in caplog.text and "'' is empty" in caplog.text
+    assert repair(session) == []

@@ -28,6 +28,7 @@ beyond the read timeout (or a connect/pool timeout) → ``TIMEOUT``.
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import os
 import re
@@ -35,6 +36,7 @@ import time
 from collections.abc import Iterable, Mapping
 from email.utils import parsedate_to_datetime
 from typing import Any
+from urllib.parse import unquote
 
 import httpx
 
@@ -87,13 +89,41 @@ _ERROR_TYPE_CODES = {
 def redact(text: str, secrets: Iterable[str | None]) -> str:
     """Return ``text`` with every occurrence of each non-empty secret replaced by ``…redacted``.
 
-    Secrets shorter than 4 characters are ignored (redacting them would mangle ordinary text
-    and they are not real keys). Never raises.
+    Matching ignores case (a server may echo a key upper-cased). A secret cut short by
+    :func:`truncate` (its beginning right before the cut marker) is redacted too. Secrets
+    shorter than 4 characters are ignored (redacting them would mangle ordinary text and they
+    are not real keys). Never raises.
     """
-    for secret in secrets:
-        if secret and len(secret) >= 4 and secret in text:
-            text = text.replace(secret, REDACTED)
+    for secret in sorted({s for s in secrets if s and len(s) >= 4}, key=len, reverse=True):
+        text = re.sub(re.escape(secret), REDACTED, text, flags=re.IGNORECASE)
+        if _CUT in text:
+            text = _redact_cut(text, secret)
     return text
+
+
+def _redact_cut(text: str, secret: str) -> str:
+    for size in range(len(secret) - 1, 3, -1):
+        head = re.escape(secret[:size]) + re.escape(_CUT)
+        text = re.sub(head, REDACTED + _CUT, text, flags=re.IGNORECASE)
+    return text
+
+
+def url_secrets(url: str | httpx.URL | None) -> list[str]:
+    """The credentials in a URL's user-info (``https://user:secret@host``), raw,
+    percent-decoded and as the ``Basic`` token httpx sends for them, to redact like the key."""
+    if url is None:
+        return []
+    try:
+        parsed = httpx.URL(str(url))
+    except Exception:
+        return []
+    raw = parsed.userinfo.decode("ascii", errors="replace")
+    if not raw:
+        return []
+    out = [raw, *raw.split(":", 1)]
+    out += [unquote(part) for part in out]
+    out.append(base64.b64encode(unquote(raw).encode()).decode())
+    return out
 
 
 _KEY_PREFIX = re.compile(r"^(sk-(?:ant-|proj-)?)")
@@ -139,10 +169,14 @@ def safe_url(url: str | httpx.URL) -> str:
 # -- quoting ------------------------------------------------------------------------------------
 
 
+_CUT = "… ["  # how a cut starts; ``redact`` recognises a secret cut short by it
+
+
 def truncate(text: str, limit: int = MAX_QUOTE) -> str:
-    """``text`` cut to ``limit`` characters, marking the cut."""
+    """``text`` cut to ``limit`` characters, marking the cut. Redact *before* truncating: a
+    secret cut in half is harder to recognise."""
     text = text.strip()
-    return text if len(text) <= limit else text[:limit] + f"… [{len(text) - limit} more chars]"
+    return text if len(text) <= limit else text[:limit] + f"{_CUT}{len(text) - limit} more chars]"
 
 
 # -- retry-after --------------------------------------------------------------------------------
@@ -259,7 +293,9 @@ def http_error(
     key_env: str | None = None,
 ) -> ErrorFinish:
     """The :class:`ErrorFinish` for an HTTP error response (status ≥ 400, or a 2xx that is not
-    an event stream). The message quotes the provider's own message, truncated and redacted."""
+    an event stream). The message quotes the provider's own message, redacted then truncated;
+    credentials in ``url``'s user-info count as secrets."""
+    secrets = (*secrets, *url_secrets(url))
     text = body.decode("utf-8", errors="replace")
     try:
         parsed: Any = json.loads(text)
@@ -279,7 +315,7 @@ def http_error(
     elif err_code in _STATUS_HINTS:
         parts.append(_STATUS_HINTS[err_code].format(env=f" ({key_env})" if key_env else ""))
     if provider_text.strip():
-        parts.append(truncate(provider_text))
+        parts.append(truncate(redact(provider_text, secrets)))
     retry_after = parse_retry_after(headers)
     return ErrorFinish(
         code=err_code,
@@ -293,7 +329,9 @@ def stream_error(
     *, provider: str, payload: Any, secrets: Iterable[str | None], default: str = "UNKNOWN"
 ) -> ErrorFinish:
     """The :class:`ErrorFinish` for an error reported inside a 200 event stream (Anthropic's
-    ``event: error``, an OpenAI-compatible ``{"error": {...}}`` chunk)."""
+    ``event: error``, an OpenAI-compatible ``{"error": {...}}`` chunk), redacted then
+    truncated."""
+    secrets = tuple(secrets)
     message, etype, code = error_details(payload)
     err_code = classify_error_type(etype, code, message)
     if err_code == "UNKNOWN":
@@ -301,16 +339,18 @@ def stream_error(
     label = f"{provider} stream error"
     if code or etype:
         label += f" ({code or etype})"
-    text = truncate(message or json.dumps(payload, default=str))
+    text = truncate(redact(message or json.dumps(payload, default=str), secrets))
     return ErrorFinish(code=err_code, message=redact(f"{label}: {text}", secrets))
 
 
 def transport_error(
     exc: BaseException, *, provider: str, url: str | httpx.URL, secrets: Iterable[str | None]
 ) -> ErrorFinish:
-    """The :class:`ErrorFinish` for an httpx exception raised while sending or reading."""
+    """The :class:`ErrorFinish` for an httpx exception raised while sending or reading (the
+    exception text redacted then truncated; ``url``'s user-info counts as a secret)."""
+    secrets = (*secrets, *url_secrets(url))
     where = safe_url(url)
-    detail = truncate(str(exc) or type(exc).__name__)
+    detail = truncate(redact(str(exc) or type(exc).__name__, secrets))
     if isinstance(exc, httpx.ReadTimeout):
         code, text = (
             "TIMEOUT",
@@ -348,16 +388,28 @@ _SENSITIVE_HEADER_PARTS = ("authorization", "key", "token", "secret", "cookie")
 
 
 def header_secrets(headers: Mapping[str, str] | None) -> list[str]:
-    """Values of configured headers that look like credentials (redacted like the key)."""
+    """Values of configured headers that look like credentials (redacted like the key): the
+    whole value, the token after a scheme (``Bearer <token>``) and, for ``Basic``, the decoded
+    ``user:password`` and each of its parts."""
     if not headers:
         return []
     out: list[str] = []
     for name, value in headers.items():
         if any(part in name.lower() for part in _SENSITIVE_HEADER_PARTS):
             out.append(value)
-            # "Bearer <token>": the bare token must be redacted too.
-            out.extend(value.split()[1:])
+            words = value.split()
+            out.extend(words[1:])
+            if len(words) == 2 and words[0].lower() == "basic":
+                out.extend(_basic_parts(words[1]))
     return out
+
+
+def _basic_parts(token: str) -> list[str]:
+    try:
+        decoded = base64.b64decode(token, validate=True).decode("utf-8")
+    except ValueError:  # binascii.Error and UnicodeDecodeError included
+        return []
+    return [decoded, *decoded.split(":", 1)]
 
 
 class HttpClientOwner:

@@ -49,6 +49,7 @@ from ._http import (
     stream_error,
     transport_error,
     truncate,
+    url_secrets,
 )
 
 #: Most bytes read from an error response (its body is only quoted, truncated).
@@ -357,7 +358,7 @@ class SseAdapter(HttpClientOwner):
                 )
             )
             return
-        secrets = [key, *header_secrets(self._headers)]
+        secrets = [key, *header_secrets(self._headers), *url_secrets(self.base_url)]
         headers = {"content-type": "application/json", **self._fixed_headers(), **self._headers}
         if key is not None:
             headers.update(self._auth_headers(key))

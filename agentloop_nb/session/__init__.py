@@ -15,6 +15,7 @@ from ._persistence import (
     Persistence,
     PersistenceError,
     SessionCorruptError,
+    SessionLockedError,
     SessionNotFoundError,
 )
 from ._repair import TOOL_OUTCOME_UNKNOWN, repair
@@ -45,6 +46,7 @@ __all__ = [
     "SessionEvent",
     "SessionEventPayload",
     "SessionHeader",
+    "SessionLockedError",
     "SessionNotFoundError",
     "SessionOwner",
     "SessionPayload",

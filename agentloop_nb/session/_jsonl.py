@@ -3,8 +3,14 @@
 File format: line 1 is the header (``SessionHeader.to_json()``), then one compact JSON event per
 line (``SessionEvent.to_json()``), each terminated by ``"\\n"``. A batch is written with a single
 ``write`` on an ``O_APPEND`` descriptor, so a crash can only tear the *last* line; committed lines
-are never rewritten; a torn tail a crash left behind is cut off before this backend first
-appends to that file.
+are never rewritten; a torn final record a crash left behind is cut off before this backend
+first appends to that file (the reader drops exactly the same record, see ``_jsonl_codec``).
+
+One writer per session: ``<id>.jsonl.lock`` carries an exclusive OS lock while a session is
+attached (see ``_lock``), and every write first checks that the file is what this writer last
+wrote or loaded. A failed write is cut back to the last whole line and recorded for the session:
+every later ``session/flush`` of it raises the same ``PersistenceError`` and nothing more is
+written for it, until the session is disposed and resumed.
 
 Write-behind: ``install(ctx)`` subscribes ``session/created`` / ``event`` / ``flush`` /
 ``disposed``. The ``session/event`` listener only puts ``(session, event)`` on a queue (O(1),
@@ -20,10 +26,9 @@ import asyncio
 import atexit
 import builtins
 import contextlib
-import gc
-import json
 import logging
 import os
+import socket
 import threading
 import weakref
 from collections.abc import Callable, Sequence
@@ -33,12 +38,19 @@ from typing import Any, Protocol
 
 import anyio
 import anyio.to_thread
-import orjson
 
 from .._disposer import Disposer
-from ._events import SessionEvent, SessionHeader, make_event, normalize_surface_op
-from ._frozen import EMPTY, FrozenDict, _make
-from ._persistence import PersistenceError, SessionCorruptError, SessionNotFoundError
+from ._events import SessionEvent, SessionHeader
+from ._jsonl_codec import decode_line, encode_lines, has_header, parse_log, torn_tail_start
+from ._jsonl_io import Stamp, changed_error, persistence_error, stamp, write_all
+from ._lock import Held, LockTable, release_all
+from ._persistence import (
+    Lease,
+    PersistenceError,
+    SessionCorruptError,
+    SessionLockedError,
+    SessionNotFoundError,
+)
 from ._session import Session, SessionEventPayload, SessionPayload
 
 __all__ = ["JsonlPersistence"]
@@ -49,97 +61,6 @@ _BATCH = 16384  # queue items folded into one write round
 
 class _Subscriber(Protocol):
     def on(self, name: str, handler: Callable[[Any], Any], /) -> Any: ...
-
-
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not lossless JSON")
-
-
-_decode = json.JSONDecoder(parse_constant=_reject_constant).decode
-
-
-def _freeze_loaded(value: Any) -> Any:
-    # Decoded JSON has only str keys, no cycles and (with _reject_constant) finite floats, so
-    # freezing needs no checks: dicts -> FrozenDict, lists -> tuples.
-    t = type(value)
-    if t is dict:
-        return _make(
-            {
-                k: v if (tv := type(v)) is not dict and tv is not list else _freeze_loaded(v)
-                for k, v in value.items()
-            }
-        )
-    if t is list:
-        return tuple(
-            v if (tv := type(v)) is not dict and tv is not list else _freeze_loaded(v)
-            for v in value
-        )
-    return value
-
-
-def _event_from_line(obj: Any, seq: int) -> SessionEvent:
-    if type(obj) is not dict:
-        raise ValueError("not a JSON object")
-    if obj.get("seq") != seq:
-        raise ValueError(f"expected seq {seq}, found {obj.get('seq')!r}")
-    kind, when, data = obj.get("type"), obj.get("time"), obj.get("data")
-    if type(kind) is not str or not kind:
-        raise ValueError("missing event type")
-    if type(when) is not float:
-        if type(when) is not int:
-            raise ValueError("missing or invalid time")
-        when = float(when)
-    if data is None:
-        frozen: FrozenDict = EMPTY
-    elif type(data) is dict:
-        frozen = _freeze_loaded(data)
-    else:
-        raise ValueError("data is not a JSON object")
-    op = obj.get("surface_op")
-    seqs = obj.get("source_event_seqs")
-    if op is None and seqs is None and len(obj) <= 4:
-        return make_event(kind, seq, when, frozen)
-    return SessionEvent(kind, seq, when, frozen, normalize_surface_op(op, kind), seqs)
-
-
-_dumps = orjson.dumps
-_encode_ascii = json.JSONEncoder(ensure_ascii=True, separators=(",", ":"), allow_nan=False).encode
-
-
-def _encode_lines(events: Sequence[SessionEvent]) -> bytes:
-    """One JSONL line per event. orjson writes the same compact bytes as ``to_json`` about six
-    times faster (this runs once per streamed chunk); anything it refuses (ints beyond 64 bits,
-    lone surrogates) takes the standard-library path."""
-    try:
-        return b"".join([_dumps(event.to_dict()) + b"\n" for event in events])
-    except (TypeError, orjson.JSONEncodeError):
-        pass
-    text = "".join([event.to_json() + "\n" for event in events])
-    try:
-        return text.encode("utf-8")
-    except UnicodeEncodeError:
-        return b"".join([_line_bytes(event) for event in events])
-
-
-def _line_bytes(event: SessionEvent) -> bytes:
-    try:
-        return event.to_json().encode("utf-8") + b"\n"
-    except UnicodeEncodeError:
-        # A lone surrogate has no UTF-8 form: \u-escape this line (still lossless JSON).
-        return _encode_ascii(event.to_dict()).encode("ascii") + b"\n"
-
-
-def _rfind_newline(f: Any, end: int) -> int:
-    """Offset of the last ``\n`` before ``end`` in binary file ``f`` (``-1``: none)."""
-    chunk = 1 << 16
-    while end > 0:
-        start = max(0, end - chunk)
-        f.seek(start)
-        found = f.read(end - start).rfind(b"\n")
-        if found >= 0:
-            return start + found
-        end = start
-    return -1
 
 
 class _Control:
@@ -198,6 +119,7 @@ class _Close(_Control):
     def run(self, backend: JsonlPersistence) -> bool:
         backend._written.pop(self.session, None)
         backend._errors.pop(self.session, None)
+        backend._release(self.session)
         return False
 
 
@@ -213,12 +135,34 @@ def _atexit_close(ref: weakref.ref[JsonlPersistence]) -> None:
         backend.close(timeout=10.0)
 
 
+class _Lease:
+    """What ``JsonlPersistence.acquire`` returns (see ``Lease``)."""
+
+    __slots__ = ("_backend", "_held")
+
+    def __init__(self, backend: JsonlPersistence, held: Held | None) -> None:
+        self._backend = backend
+        self._held = held
+
+    def release(self) -> None:
+        held, self._held = self._held, None
+        if held is not None and held.owner is None:
+            self._backend._locks.release(held)
+
+
 class JsonlPersistence:
-    """The embedded persistence backend: ``<root>/<id>.jsonl`` per session (SPEC §3.2).
+    """The embedded persistence backend: ``<root>/<id>.jsonl`` per session.
 
     ``root`` defaults to ``.agentloop/sessions`` (relative to the process cwd, created on first
     write). ``fsync=True`` makes every batch reach the disk before it counts as durable (slower).
     Session ids must be usable as file names (no path separators, not ``.``/``..``).
+
+    One writer per session: while a session is attached (from its creation, or from
+    ``acquire`` before a resume, until its disposal) this backend holds an exclusive OS lock on
+    ``<id>.jsonl.lock``; another backend (another App, notebook or process) that creates or
+    resumes the id gets ``SessionLockedError``. Before every write the file is checked to be
+    exactly what this writer last wrote (or loaded); otherwise the write fails with
+    ``PersistenceError``.
     """
 
     def __init__(
@@ -226,6 +170,8 @@ class JsonlPersistence:
     ):
         self.root = Path(root)
         self.fsync = fsync
+        self._locks = LockTable()
+        weakref.finalize(self, release_all, self._locks)
         self._queue: SimpleQueue[Any] = SimpleQueue()
         self._thread: threading.Thread | None = None
         self._running = False
@@ -236,6 +182,8 @@ class JsonlPersistence:
         # Ids whose file tail this instance has verified (or written itself): only the first
         # append to a file that another run left behind may have a torn tail to cut.
         self._checked: set[str] = set()
+        self._stamps: dict[str, Stamp] = {}  # per id: the file as this writer left it
+        self._loaded: dict[str, Stamp] = {}  # per id: the file as ``load`` last read it
         self._atexit: Callable[[], None] | None = None
 
     def __repr__(self) -> str:
@@ -255,132 +203,141 @@ class JsonlPersistence:
                 )
         return self.root / f"{id}.jsonl"
 
+    def acquire(self, id: str) -> Lease:
+        """Reserve the writer lock of session ``id`` before loading it to resume it.
+
+        Raises ``SessionLockedError`` (naming the holder's pid and host) when another writer
+        has the session attached, ``PersistenceError`` when the lock file cannot be opened,
+        ``ValueError`` for an id that is not a file name. Returns a lease: the session's
+        publication (``session/created``) adopts the lock, and its disposal releases it; call
+        ``lease.release()`` when the resume fails before publication. When this backend
+        already has the id attached to a live session the lease is empty (the session store
+        reports that conflict).
+        """
+        path = self.path(id)
+        with self._locks.mutex:
+            held = self._locks.get(id)
+            if held is not None:
+                owner = held.owner
+                if owner is None or owner.state != "detached":
+                    return _Lease(self, None)
+                held.owner = None  # the old session's pending close must not release it
+                return _Lease(self, held)
+            return _Lease(self, self._take(id, path))
+
+    def _take(self, id: str, path: Path) -> Held:
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+            return self._locks.take(id, Path(f"{path}.lock"))
+        except OSError as exc:
+            raise persistence_error(id, Path(f"{path}.lock"), exc, "lock") from exc
+
     def create(self, header: SessionHeader) -> None:
         """Create ``<root>/<id>.jsonl`` holding just the header line. ``FileExistsError`` when the
-        session is already stored (never overwritten)."""
+        session is already stored (never overwritten). A file with no complete header line is
+        what a crash during ``create`` leaves behind: it holds no session and is replaced."""
         path = self.path(header.id)
         self.root.mkdir(parents=True, exist_ok=True)
+        line = header.to_json().encode("utf-8") + b"\n"
         try:
-            with open(path, "xb") as f:
-                f.write(header.to_json().encode("utf-8") + b"\n")
-                if self.fsync:
-                    f.flush()
-                    os.fsync(f.fileno())
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
         except FileExistsError:
-            raise FileExistsError(
-                f"session {header.id!r} is already stored at {path.resolve()}; resume it or "
-                "choose another id"
-            ) from None
+            if self._stored(path):
+                raise FileExistsError(
+                    f"session {header.id!r} is already stored at {path.resolve()}; resume it or "
+                    "choose another id"
+                ) from None
+            _log.warning("%s: replacing a file with no header line (a crash during create)", path)
+            fd = os.open(path, os.O_WRONLY | os.O_TRUNC)
+        try:
+            write_all(fd, line, 0)
+            if self.fsync:
+                os.fsync(fd)
+            self._stamps[header.id] = stamp(os.fstat(fd))
+        finally:
+            os.close(fd)
         self._checked.add(header.id)
 
+    @staticmethod
+    def _stored(path: Path) -> bool:
+        """Whether ``path`` holds a session (a complete header line)."""
+        try:
+            with open(path, "rb") as f:
+                return has_header(f)
+        except FileNotFoundError:
+            return False
+
     def append(self, id: str, events: Sequence[SessionEvent]) -> None:
-        """Append events as lines with one ``write``. ``FileNotFoundError`` if the session was
-        never created. The first append to a file this instance did not create first cuts a
-        torn final record left by a crash."""
+        """Append events as lines with one ``write``. ``FileNotFoundError`` if the session file
+        is missing; ``PersistenceError`` if it is not what this writer last wrote or loaded
+        (another writer, or a replaced file). The first append to a file this instance did not
+        create first cuts a torn final record left by a crash. A failed write is cut back, so
+        no half-written line stays behind."""
         if not events:
             return
         path = self.path(id)
-        blob = _encode_lines(events)
+        blob = encode_lines(events)
         fd = os.open(path, os.O_WRONLY | os.O_APPEND)
         try:
+            st = os.fstat(fd)
+            known = self._stamps.get(id)
+            if known is not None and stamp(st) != known:
+                raise changed_error(id, path, known, st)
+            size = st.st_size
             if id not in self._checked:
-                self._trim_tail(fd, path)
+                size = self._trim_tail(fd, path, size)
                 self._checked.add(id)
-            view = memoryview(blob)
-            while view:
-                view = view[os.write(fd, view) :]
+            write_all(fd, blob, size)
             if self.fsync:
                 os.fsync(fd)
+            self._stamps[id] = stamp(os.fstat(fd))
         finally:
             os.close(fd)
 
     @staticmethod
-    def _trim_tail(fd: int, path: Path) -> None:
-        """Cut a torn final record (unterminated, or a terminated line that is not JSON) left
-        by a crash, so new lines never follow garbage. Judged from the file itself, never from
-        an earlier ``load``: the file may have grown since."""
-        size = os.fstat(fd).st_size
+    def _trim_tail(fd: int, path: Path, size: int) -> int:
+        """Cut a torn final record left by a crash (the same rule ``load`` applies), so new
+        lines never follow garbage; returns the new size. Judged from the file itself."""
         if size == 0:
             raise SessionCorruptError(path.resolve(), 1, "the file is empty (no header line)")
         with open(path, "rb") as f:
-            f.seek(size - 1)
-            if f.read(1) != b"\n":
-                start = _rfind_newline(f, size) + 1
-            else:
-                start = _rfind_newline(f, size - 1) + 1
-                f.seek(start)
-                try:
-                    _decode(f.read(size - start).decode("utf-8"))
-                    return
-                except ValueError:  # UnicodeDecodeError included
-                    pass
-        if start == 0:
-            raise SessionCorruptError(path.resolve(), 1, "the header line is incomplete")
-        _log.warning("%s: discarding a torn final record (%d bytes)", path, size - start)
-        os.ftruncate(fd, start)
+            start = torn_tail_start(f, size, path.resolve())
+        if start < size:
+            _log.warning("%s: discarding a torn final record (%d bytes)", path, size - start)
+            os.ftruncate(fd, start)
+        return start
 
     def load(self, id: str) -> tuple[SessionHeader, builtins.list[SessionEvent]]:
-        """Read a stored session. A torn final line (no newline, or not valid) is ignored;
-        a bad line before it raises ``SessionCorruptError`` naming the file and line; a missing
-        session raises ``SessionNotFoundError`` naming the path looked at."""
+        """Read a stored session. A torn final record (no newline, or not valid) is ignored;
+        a bad line before it — garbage, an invalid event, a surface event that is not a valid
+        message, a record nested too deeply — raises ``SessionCorruptError`` naming the file
+        and line. A missing session, or a file with no complete header line (a crash during
+        create), raises ``SessionNotFoundError`` naming the path looked at."""
         path = self.path(id)
         try:
-            raw = path.read_bytes()
+            with open(path, "rb") as f:
+                st = os.fstat(f.fileno())
+                stored = has_header(f)
+                f.seek(0)
+                raw = f.read() if stored else b""
         except FileNotFoundError:
+            stored = False
+        if not stored:
             raise SessionNotFoundError(
                 f"session {id!r} not found: looked for {path.resolve()} "
-                f"(sessions are stored as <id>.jsonl under {self.root.resolve()})",
+                f"(sessions are stored as <id>.jsonl under {self.root.resolve()}; a file "
+                "without a complete header line, left by a crash during create, holds none)",
                 id=id,
-            ) from None
-        cut = raw.rfind(b"\n") + 1  # bytes after ``cut`` are a torn (unterminated) line
-        if cut == 0:
-            raise SessionCorruptError(path.resolve(), 1, "the header line is incomplete")
-        try:
-            text = raw[:cut].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            line = raw.count(b"\n", 0, exc.start) + 1
-            last = raw.count(b"\n", 0, cut)
-            if line != last or line == 1:
-                raise SessionCorruptError(path.resolve(), line, "invalid UTF-8") from None
-            cut = raw.rfind(b"\n", 0, cut - 1) + 1
-            text = raw[:cut].decode("utf-8")
-        lines = text.split("\n")
-        lines.pop()  # the empty string after the final newline
-        try:
-            header = SessionHeader.from_dict(_decode(lines[0]))
-        except (ValueError, TypeError) as exc:
-            raise SessionCorruptError(path.resolve(), 1, f"bad header: {exc}") from None
-        if header.id != id:
-            raise SessionCorruptError(
-                path.resolve(), 1, f"the header names session {header.id!r}, not {id!r}"
             )
-        events: builtins.list[SessionEvent] = []
-        append = events.append
-        last_index = len(lines) - 1
-        # Loading builds only acyclic objects; pausing the cyclic GC avoids repeated full
-        # collections over a growing heap (several times the cost of parsing a large log).
-        gc_enabled = gc.isenabled()
-        gc.disable()
-        try:
-            for index in range(1, len(lines)):
-                try:
-                    obj = _decode(lines[index])
-                except ValueError as exc:
-                    if index == last_index:
-                        break  # an unparseable final line is a torn write, never committed
-                    raise SessionCorruptError(path.resolve(), index + 1, str(exc)) from None
-                try:
-                    append(_event_from_line(obj, index - 1))
-                except (ValueError, TypeError) as exc:
-                    raise SessionCorruptError(path.resolve(), index + 1, str(exc)) from None
-        finally:
-            if gc_enabled:
-                gc.enable()
+        header, events = parse_log(path.resolve(), id, raw)
+        # What a resume will attach to: publication checks the file has not changed since.
+        self._loaded[id] = (st.st_ino, len(raw), st.st_mtime_ns)
         return header, events
 
     def list(self) -> builtins.list[SessionHeader]:
         """Headers of every stored session (reads only each file's first line; files whose
-        header cannot be read are skipped with a warning), oldest first."""
+        header cannot be read are skipped with a warning, files with no header line at all
+        silently), oldest first."""
         headers: builtins.list[SessionHeader] = []
         if not self.root.is_dir():
             return headers
@@ -389,8 +346,8 @@ class JsonlPersistence:
                 with open(path, "rb") as f:
                     first = f.readline()
                 if not first.endswith(b"\n"):
-                    raise ValueError("the header line is incomplete")
-                headers.append(SessionHeader.from_dict(_decode(first.decode("utf-8"))))
+                    continue  # a crash during create: no session
+                headers.append(SessionHeader.from_dict(decode_line(first.decode("utf-8"))))
             except (OSError, ValueError, TypeError) as exc:
                 _log.warning("%s: skipped, unreadable session header (%s)", path, exc)
         headers.sort(key=lambda h: (h.created_at, h.id))
@@ -415,15 +372,57 @@ class JsonlPersistence:
         return Disposer(undo)
 
     def _on_created(self, payload: SessionPayload) -> None:
-        # Synchronous checks so a bad id or an existing file vetoes creation up front.
+        # Synchronous checks, so a bad id, a second writer or an existing file vetoes the
+        # creation (or resume) before anything is published.
         session = payload.session
         path = self.path(session.id)
-        if not session.header_durable and path.exists():
-            raise FileExistsError(
-                f"session {session.id!r} is already stored at {path.resolve()}; resume it or "
-                "choose another id"
-            )
+        with self._locks.mutex:
+            held = self._locks.get(session.id)
+            fresh = held is None
+            if held is None:
+                held = self._take(session.id, path)
+            elif held.owner is not None and held.owner.state != "detached":
+                holder: dict[str, object] = {"pid": os.getpid(), "host": socket.gethostname()}
+                raise SessionLockedError(session.id, held.path.resolve(), holder)
+            try:
+                self._check_attach(session, path)
+            except BaseException:
+                if fresh:
+                    self._locks.release(held)
+                raise
+            held.owner = session
         self._put(_Open(session))
+
+    def _check_attach(self, session: Session, path: Path) -> None:
+        """A new session must not be stored yet; a resumed one must still be what was loaded."""
+        if not session.header_durable:
+            if self._stored(path):
+                raise FileExistsError(
+                    f"session {session.id!r} is already stored at {path.resolve()}; resume it "
+                    "or choose another id"
+                )
+            return
+        known = self._loaded.pop(session.id, None)
+        try:
+            now: Stamp | None = stamp(os.stat(path))
+        except FileNotFoundError:
+            now = None
+        if known is not None and now != known:
+            raise PersistenceError(
+                f"cannot resume session {session.id!r}: {path.resolve()} changed after it was "
+                "loaded (another writer appended to it, or it was replaced); resume it again",
+                id=session.id,
+                path=path.resolve(),
+            )
+        if now is not None:
+            self._stamps[session.id] = now
+
+    def _release(self, session: Session) -> None:
+        """Give back the lock ``session`` holds (after its last write)."""
+        with self._locks.mutex:
+            held = self._locks.get(session.id)
+            if held is not None and held.owner is session:
+                self._locks.release(held)
 
     def _on_event(self, payload: SessionEventPayload) -> None:
         self._queue.put((payload.session, payload.event))
@@ -443,7 +442,9 @@ class JsonlPersistence:
 
     def _on_disposed(self, payload: SessionPayload) -> None:
         if self._running:
-            self._put(_Close(payload.session))
+            self._put(_Close(payload.session))  # released after its queued writes
+        else:
+            self._release(payload.session)
 
     def _put(self, item: Any) -> None:
         self._queue.put(item)
@@ -465,9 +466,12 @@ class JsonlPersistence:
                 atexit.register(self._atexit)
 
     async def aclose(self) -> None:
-        """Write everything queued, then stop the worker (a later event restarts it)."""
+        """Write everything queued, stop the worker (a later event restarts it) and release
+        every session lock (sessions still attached are no longer guarded against a second
+        writer: closing the backend means this App is done with them)."""
         thread = self._thread
         if thread is None or not self._running:
+            self._locks.release_all()
             return
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._queue.put(_Stop(future))
@@ -477,6 +481,7 @@ class JsonlPersistence:
         if self._atexit is not None:
             atexit.unregister(self._atexit)
             self._atexit = None
+        self._locks.release_all()
 
     def close(self, timeout: float | None = None) -> None:
         """Synchronous ``aclose`` (used at interpreter exit): drain and stop the worker."""
@@ -564,11 +569,10 @@ class JsonlPersistence:
                 todo = events
             self.append(session.id, todo)
         except Exception as exc:
-            where = self.root / f"{session.id}.jsonl"
-            message = f"cannot persist session {session.id!r} to {where}: {exc}"
-            _log.error("%s", message)
-            error = PersistenceError(message, id=session.id)
-            error.__cause__ = exc
+            error = persistence_error(
+                session.id, self.path(session.id), exc, "write", session.durable_seq
+            )
+            _log.error("%s", error)
             self._errors[session] = error
             return
         self._written[session] = upto

@@ -9,11 +9,22 @@ from typing import Protocol, runtime_checkable
 from ._events import SessionEvent, SessionHeader
 
 __all__ = [
+    "Lease",
     "Persistence",
     "PersistenceError",
     "SessionCorruptError",
+    "SessionLockedError",
     "SessionNotFoundError",
 ]
+
+
+class Lease(Protocol):
+    """A writer reservation taken before loading a session to resume it (see
+    ``JsonlPersistence.acquire``). ``release()`` gives it back when the resume fails before the
+    session is published; it is idempotent and does nothing once the session is attached (the
+    session's disposal releases the lock then)."""
+
+    def release(self) -> None: ...
 
 
 @runtime_checkable
@@ -26,6 +37,9 @@ class Persistence(Protocol):
       records are never rewritten.
     - ``load(id) -> (header, events)``: raises ``SessionNotFoundError`` / ``SessionCorruptError``.
     - ``list() -> headers``: every stored session's header.
+
+    A backend that enforces one writer per session also offers ``acquire(id) -> Lease``
+    (raises ``SessionLockedError``), called before ``load`` when resuming.
     """
 
     def create(self, header: SessionHeader) -> None: ...
@@ -59,8 +73,34 @@ class SessionCorruptError(ValueError):
 
 
 class PersistenceError(RuntimeError):
-    """Writing a session failed; raised by ``flush`` (and every later flush of that session)."""
+    """Writing a session failed; raised by ``flush`` (and every later flush of that session).
 
-    def __init__(self, message: str, *, id: str) -> None:
+    ``code`` is always ``"PERSISTENCE"``; ``path`` is the file concerned (``None`` when
+    unknown). The message names the file, the OS error and what to do about it.
+    """
+
+    code = "PERSISTENCE"
+
+    def __init__(self, message: str, *, id: str, path: Path | None = None) -> None:
         super().__init__(message)
         self.id = id
+        self.path = path
+
+
+class SessionLockedError(RuntimeError):
+    """Another writer (another App, notebook or process) has this session attached.
+
+    ``holder`` is what the holder wrote into the lock file (``pid``, ``host``; empty when
+    unreadable); ``path`` is the lock file.
+    """
+
+    def __init__(self, id: str, path: Path, holder: dict[str, object]) -> None:
+        pid, host = holder.get("pid", "?"), holder.get("host", "?")
+        super().__init__(
+            f"session {id!r} is attached to another writer (pid {pid} on host {host}, lock "
+            f"{path}); only one agent may write a session at a time: dispose the other agent, "
+            "close the other notebook or stop that process, then resume again"
+        )
+        self.id = id
+        self.path = path
+        self.holder = holder

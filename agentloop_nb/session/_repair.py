@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from ..events import (
@@ -22,6 +23,8 @@ from ._session import Session
 
 __all__ = ["TOOL_OUTCOME_UNKNOWN", "repair"]
 
+_log = logging.getLogger("agentloop_nb")
+
 TOOL_OUTCOME_UNKNOWN = "TOOL_OUTCOME_UNKNOWN"
 _UNKNOWN_TEXT = "Error: tool outcome unknown (the session ended before the tool finished)"
 _UNKNOWN_MESSAGE = (
@@ -33,7 +36,7 @@ _UNDISPATCHED_MESSAGE = (
 
 
 class _Call:
-    __slots__ = ("arguments", "call_id", "logged", "name", "step", "turn")
+    __slots__ = ("arguments", "call_id", "logged", "name", "resolved", "step", "turn")
 
     def __init__(
         self, call_id: str, turn: Any, step: Any, name: Any, arguments: Any, logged: bool
@@ -44,6 +47,43 @@ class _Call:
         self.name = name
         self.arguments = arguments
         self.logged = logged  # a ``tool/call`` event exists
+        self.resolved = False  # a ``tool/result`` event exists
+
+
+class _Calls:
+    """Tool calls by id *and occurrence*: a model may reuse an id, so the n-th ``tool/call``
+    (and ``tool/result``) of an id belongs to the n-th call announced with it."""
+
+    def __init__(self, session_id: str) -> None:
+        self.session_id = session_id
+        self.order: list[_Call] = []
+        self.by_id: dict[str, list[_Call]] = {}
+
+    def announce(self, seq: int, call: _Call) -> None:
+        same = self.by_id.setdefault(call.call_id, [])
+        if not call.call_id or same:
+            _log.warning(
+                "session %r seq %d: tool call id %r is %s; repair pairs calls and results by "
+                "id and occurrence",
+                self.session_id,
+                seq,
+                call.call_id,
+                "empty" if not call.call_id else "reused",
+            )
+        same.append(call)
+        self.order.append(call)
+
+    def logged(self, seq: int, call: _Call) -> None:
+        pending = next((c for c in self.by_id.get(call.call_id, ()) if not c.logged), None)
+        if pending is None:
+            self.announce(seq, call)
+        else:
+            pending.logged = True
+
+    def resolve(self, call_id: str) -> None:
+        call = next((c for c in self.by_id.get(call_id, ()) if not c.resolved), None)
+        if call is not None:
+            call.resolved = True
 
 
 def _message_tool_calls(data: Any) -> list[dict[str, Any]]:
@@ -63,43 +103,36 @@ def repair(session: Session) -> list[SessionEvent]:
     only present in an ``assistant/message`` that was never dispatched, which first gets a
     synthetic ``tool/call``) gets an error ``tool/result`` with code ``TOOL_OUTCOME_UNKNOWN``;
     then every open step gets ``step/end`` and every open turn ``turn/end{reason: {"kind":
-    "interrupted"}}``. Idempotent: a second call appends nothing. Works on prepared (resumed,
+    "interrupted"}}``. Calls pair with results by id and occurrence (the n-th result of an id
+    answers its n-th call), so a model that reuses an id is repaired too; an empty or reused id
+    is logged as a warning. Idempotent: a second call appends nothing. Works on prepared (resumed,
     not yet published) and published sessions; raises like ``Session.append`` when detached.
     """
-    calls: dict[str, _Call] = {}  # open calls, in the order they appeared
-    resolved: set[str] = set()
+    calls = _Calls(session.id)
     open_steps: dict[tuple[Any, Any], None] = {}
     open_turns: dict[Any, None] = {}
     for event in session.events:
         kind, data = event.type, event.data
         if kind == TOOL_CALL:
             call_id = data.get("call_id")
-            if isinstance(call_id, str) and call_id not in resolved:
-                calls[call_id] = _Call(
-                    call_id,
-                    data.get("turn"),
-                    data.get("step"),
-                    data.get("name"),
-                    data.get("arguments", ""),
-                    True,
+            if isinstance(call_id, str):
+                turn, step, name = data.get("turn"), data.get("step"), data.get("name")
+                calls.logged(
+                    event.seq, _Call(call_id, turn, step, name, data.get("arguments", ""), True)
                 )
         elif kind == TOOL_RESULT:
             call_id = data.get("call_id")
             if isinstance(call_id, str):
-                resolved.add(call_id)
-                calls.pop(call_id, None)
+                calls.resolve(call_id)
         elif kind == ASSISTANT_MESSAGE:
             for block in _message_tool_calls(data):
                 call_id = block.get("id")
-                if isinstance(call_id, str) and call_id not in resolved and call_id not in calls:
-                    calls[call_id] = _Call(
-                        call_id,
-                        data.get("turn"),
-                        data.get("step"),
-                        block.get("name"),
-                        block.get("arguments", ""),
-                        False,
+                if isinstance(call_id, str):
+                    turn, step = data.get("turn"), data.get("step")
+                    call = _Call(
+                        call_id, turn, step, block.get("name"), block.get("arguments", ""), False
                     )
+                    calls.announce(event.seq, call)
         elif kind == STEP_START:
             open_steps[(data.get("turn"), data.get("step"))] = None
         elif kind == STEP_END:
@@ -110,7 +143,9 @@ def repair(session: Session) -> list[SessionEvent]:
             open_turns.pop(data.get("turn"), None)
 
     appended: list[SessionEvent] = []
-    for call in calls.values():
+    for call in calls.order:
+        if call.resolved:
+            continue
         if not call.logged:
             call_data = ToolCallData(
                 turn=call.turn,

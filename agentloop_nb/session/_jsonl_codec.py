@@ -1,0 +1,255 @@
+"""Encoding and decoding of JSONL session lines, and the rules that decide what a file holds.
+
+One rule is shared by the reader (``parse_log``) and the writer (``torn_tail_start``) so they
+never disagree about which bytes are committed: the file's *final record* is the bytes after
+the last newline when there are any (an unterminated write), else its last line. Only that
+final record may be a torn write, and it is dropped (by the reader) or cut off (by the writer)
+when it is unterminated or not JSON. Any bad line before it is corruption, reported as
+``file:line``, never silently skipped.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import orjson
+
+from ._events import SURFACE_TYPES, SessionEvent, SessionHeader, make_event, normalize_surface_op
+from ._frozen import EMPTY, FrozenDict
+from ._persistence import SessionCorruptError
+from ._session import parse_node
+
+__all__ = [
+    "decode_line",
+    "encode_lines",
+    "has_header",
+    "parse_log",
+    "torn_tail_start",
+]
+
+_TOO_DEEP = "the record is nested too deeply to read"
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not lossless JSON")
+
+
+_decode = json.JSONDecoder(parse_constant=_reject_constant).decode
+
+
+def decode_line(text: str) -> Any:
+    """Decode one JSON line. ``ValueError`` for anything that is not lossless JSON, including
+    nesting deeper than the interpreter can recurse (never a bare ``RecursionError``)."""
+    try:
+        return _decode(text)
+    except RecursionError:
+        raise ValueError(_TOO_DEEP) from None
+
+
+_new_dict = dict.__new__
+_init_dict = dict.__init__
+
+
+def _wrap(items: dict[str, Any]) -> FrozenDict:
+    # Values decoded from JSON are already frozen below: wrap without FrozenDict's re-check.
+    frozen: FrozenDict = _new_dict(FrozenDict)
+    _init_dict(frozen, items)
+    return frozen
+
+
+def _freeze_loaded(value: Any) -> Any:
+    # Decoded JSON has only str keys, no cycles and (with _reject_constant) finite floats, so
+    # freezing needs no checks: dicts -> FrozenDict, lists -> tuples.
+    t = type(value)
+    if t is dict:
+        return _wrap(
+            {
+                k: v if (tv := type(v)) is not dict and tv is not list else _freeze_loaded(v)
+                for k, v in value.items()
+            }
+        )
+    if t is list:
+        return tuple(
+            v if (tv := type(v)) is not dict and tv is not list else _freeze_loaded(v)
+            for v in value
+        )
+    return value
+
+
+def _event_from_line(obj: Any, seq: int) -> SessionEvent:
+    if type(obj) is not dict:
+        raise ValueError("not a JSON object")
+    if obj.get("seq") != seq:
+        raise ValueError(f"expected seq {seq}, found {obj.get('seq')!r}")
+    kind, when, data = obj.get("type"), obj.get("time"), obj.get("data")
+    if type(kind) is not str or not kind:
+        raise ValueError("missing event type")
+    if type(when) is not float:
+        if type(when) is not int:
+            raise ValueError("missing or invalid time")
+        when = float(when)
+    if data is None:
+        frozen: FrozenDict = EMPTY
+    elif type(data) is dict:
+        frozen = _freeze_loaded(data)
+    else:
+        raise ValueError("data is not a JSON object")
+    op = obj.get("surface_op")
+    seqs = obj.get("source_event_seqs")
+    if op is None and seqs is None and len(obj) <= 4:
+        event = make_event(kind, seq, when, frozen)
+    else:
+        event = SessionEvent(kind, seq, when, frozen, normalize_surface_op(op, kind), seqs)
+    if kind in SURFACE_TYPES:
+        # A surface event that is not a message would load fine and then break every later
+        # request: reject it here, where the file and line are known.
+        parse_node(kind, frozen, seq)
+    return event
+
+
+def _event_or_corrupt(path: Path, line: int, obj: Any) -> SessionEvent:
+    try:
+        return _event_from_line(obj, line - 2)
+    except RecursionError:
+        raise SessionCorruptError(path, line, _TOO_DEEP) from None
+    except (ValueError, TypeError) as exc:
+        raise SessionCorruptError(path, line, str(exc)) from None
+
+
+def parse_log(path: Path, id: str, raw: bytes) -> tuple[SessionHeader, list[SessionEvent]]:
+    """The header and events of a session file's bytes. A torn final record is dropped; a bad
+    line before it raises ``SessionCorruptError`` naming ``path`` and the line. The caller
+    has already ruled out a file with no complete header line."""
+    cut = raw.rfind(b"\n") + 1  # bytes after ``cut`` are a torn (unterminated) final record
+    torn_tail = cut < len(raw)
+    try:
+        text = raw[:cut].decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        if torn_tail or line != raw.count(b"\n", 0, cut) or line == 1:
+            raise SessionCorruptError(path, line, "invalid UTF-8") from None
+        cut = raw.rfind(b"\n", 0, cut - 1) + 1  # the final line is the torn record
+        text = raw[:cut].decode("utf-8")
+        torn_tail = True
+    lines = text.split("\n")
+    lines.pop()  # the empty string after the final newline
+    try:
+        header = SessionHeader.from_dict(decode_line(lines[0]))
+    except (ValueError, TypeError) as exc:
+        raise SessionCorruptError(path, 1, f"bad header: {exc}") from None
+    if header.id != id:
+        raise SessionCorruptError(path, 1, f"the header names session {header.id!r}, not {id!r}")
+    events: list[SessionEvent] = []
+    append = events.append
+    # Only the final record may be torn: with unterminated bytes after it, every line is
+    # committed; otherwise the last line may be.
+    last_index = -1 if torn_tail else len(lines) - 1
+    # Loading builds only acyclic objects; pausing the cyclic GC avoids repeated full
+    # collections over a growing heap (several times the cost of parsing a large log).
+    gc_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        for index in range(1, len(lines)):
+            try:
+                obj = decode_line(lines[index])
+            except ValueError as exc:
+                if index == last_index:
+                    break  # an unparseable final line is a torn write, never committed
+                raise SessionCorruptError(path, index + 1, str(exc)) from None
+            append(_event_or_corrupt(path, index + 1, obj))
+    finally:
+        if gc_enabled:
+            gc.enable()
+    return header, events
+
+
+def has_header(f: BinaryIO) -> bool:
+    """Whether the file starts with a complete (newline-terminated) header line. A file
+    without one is what a crash during ``create`` leaves: it holds no session."""
+    f.seek(0)
+    while chunk := f.read(1 << 16):
+        if b"\n" in chunk:
+            return True
+    return False
+
+
+def _rfind_newline(f: BinaryIO, end: int) -> int:
+    """Offset of the last ``\\n`` before ``end`` in binary file ``f`` (``-1``: none)."""
+    chunk = 1 << 16
+    while end > 0:
+        start = max(0, end - chunk)
+        f.seek(start)
+        found = f.read(end - start).rfind(b"\n")
+        if found >= 0:
+            return start + found
+        end = start
+    return -1
+
+
+def _is_json_line(f: BinaryIO, start: int, end: int) -> bool:
+    f.seek(start)
+    try:
+        decode_line(f.read(end - start).decode("utf-8"))
+    except ValueError:  # UnicodeDecodeError included
+        return False
+    return True
+
+
+def torn_tail_start(f: BinaryIO, size: int, path: Path) -> int:
+    """Where the torn final record of the ``size``-byte file ``f`` starts (``size``: none).
+
+    Same rule as ``parse_log``: unterminated bytes at the end are torn; with none, an
+    unparseable last line is. ``SessionCorruptError`` when cutting the final record would
+    leave garbage at the end (a bad line before it) or cut into the header.
+    """
+    f.seek(size - 1)
+    if f.read(1) != b"\n":
+        start = _rfind_newline(f, size) + 1
+        if start > 0:
+            previous = _rfind_newline(f, start - 1) + 1
+            if previous > 0 and not _is_json_line(f, previous, start - 1):
+                line = _line_number(f, previous)
+                raise SessionCorruptError(path, line, "not JSON (before a torn final record)")
+    else:
+        start = _rfind_newline(f, size - 1) + 1
+        if _is_json_line(f, start, size - 1):
+            return size
+    if start == 0:
+        raise SessionCorruptError(path, 1, "the header line is incomplete")
+    return start
+
+
+def _line_number(f: BinaryIO, offset: int) -> int:
+    f.seek(0)
+    return f.read(offset).count(b"\n") + 1
+
+
+_dumps = orjson.dumps
+_encode_ascii = json.JSONEncoder(ensure_ascii=True, separators=(",", ":"), allow_nan=False).encode
+
+
+def encode_lines(events: Sequence[SessionEvent]) -> bytes:
+    """One JSONL line per event. orjson writes the same compact bytes as ``to_json`` about six
+    times faster (this runs once per streamed chunk); anything it refuses (ints beyond 64 bits,
+    lone surrogates) takes the standard-library path."""
+    try:
+        return b"".join([_dumps(event.to_dict()) + b"\n" for event in events])
+    except (TypeError, orjson.JSONEncodeError):
+        pass
+    text = "".join([event.to_json() + "\n" for event in events])
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        return b"".join([_line_bytes(event) for event in events])
+
+
+def _line_bytes(event: SessionEvent) -> bytes:
+    try:
+        return event.to_json().encode("utf-8") + b"\n"
+    except UnicodeEncodeError:
+        # A lone surrogate has no UTF-8 form: \u-escape this line (still lossless JSON).
+        return _encode_ascii(event.to_dict()).encode("ascii") + b"\n"
