@@ -29,7 +29,7 @@ class FakeFactory:
 
 def make_ctx() -> Context:
     ctx = Context()
-    ctx.provide("agents", AgentRegistry(ctx))
+    ctx.provide("agents", AgentRegistry())
     return ctx
 
 

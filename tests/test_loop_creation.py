@@ -26,7 +26,7 @@ from _loop_helpers import (
 from agentloop_nb.app import App
 from agentloop_nb.context import Context
 from agentloop_nb.loop import AgentOptions
-from agentloop_nb.signals import AbortController
+from agentloop_nb.signals import AbortController, AbortError
 from agentloop_nb.testing import HANG, text, tool_call
 from agentloop_nb.tools import ToolExecution, tool
 
@@ -129,7 +129,7 @@ async def test_signal_aborted_during_setup_publishes_nothing_and_frees_the_id(ap
     async def setup(ctx: Context) -> None:
         controller.abort("changed my mind")
 
-    with pytest.raises(RuntimeError, match="aborted"):
+    with pytest.raises(AbortError, match="changed my mind"):
         await app.ctx.agents.create(
             session_id="s", agent_options=OPTIONS, setup=setup, signal=controller.signal
         )
@@ -140,7 +140,7 @@ async def test_signal_aborted_during_setup_publishes_nothing_and_frees_the_id(ap
 async def test_signal_already_aborted_refuses_creation(app: App) -> None:
     controller = AbortController()
     controller.abort()
-    with pytest.raises(RuntimeError, match="aborted"):
+    with pytest.raises(AbortError):
         await app.ctx.agents.create(session_id="s", signal=controller.signal)
     assert app.ctx.agents.list() == []
 

@@ -49,7 +49,7 @@ async def run_tool_calls(
     for mode, idxs in _groups(tools, agent, calls):
         if signal.aborted or st.failure is not None:
             break
-        cap = 1 if mode == "exclusive" else agent._loop.settings.max_parallel_tool_calls
+        cap = 1 if mode == "exclusive" else agent.ctx.agent_loop.settings.max_parallel_tool_calls
         if len(idxs) == 1 or cap == 1:
             for i in idxs:
                 if signal.aborted or st.failure is not None:
