@@ -1,5 +1,5 @@
 """Cancellation: the turn signal, partial answers, synthetic results, the wake latch, causes,
-keep_inbox, idle no-op, disposal (SPEC §4.6)."""
+keep_inbox, idle no-op, disposal."""
 
 from __future__ import annotations
 
