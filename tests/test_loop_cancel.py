@@ -345,3 +345,15 @@ async def test_keep_inbox_cancel_of_an_idle_wake_aborts_its_turn_and_holds_the_p
     await idle(agent)
     assert reasons(agent) == ["aborted", "completed", "completed"] and len(model.requests) == 2
     assert user_texts(agent, 2) == ["queued"] and user_texts(agent, 3) == ["wake"]
+
+
+async def test_a_dispose_before_the_driver_first_runs_opens_and_ends_that_turn_disposed(
+    app: App,
+) -> None:
+    agent, model = new_agent(app, text("never"))
+    agent.followup("first")
+    await app.agent_loop.dispose(agent)  # lands before the driver task ever ran
+    assert types(agent)[-2:] == ["turn/start", "turn/end"] and model.requests == []
+    assert end_reason(agent) == {"kind": "disposed"} and agent.status == "idle"
+    with pytest.raises(RuntimeError, match="disposed"):
+        agent.followup("too late")

@@ -117,9 +117,9 @@ class Driver:
                         # a waking send latched after the abort runs now.
                         st.controller = AbortController()
                         allow_queue = False
-                    if st.disposed or not (
-                        admitted or st.wake or (allow_queue and inbox.has_pending("next-turn"))
-                    ):
+                    work = st.wake or (allow_queue and inbox.has_pending("next-turn"))
+                    # The admitted turn opens even when a cancel or a dispose landed first.
+                    if not admitted and (st.disposed or not work):
                         break
                     if not st.controller.signal.aborted:
                         st.wake = False  # a wake latched after an abort waits for the next turn
