@@ -27,8 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..llm import ErrorFinish, Finish
 from ..messages import Message
-from ..session import SURFACE_TYPES, Session
-from ..session._session import parse_node
+from ..session import Session
 
 if TYPE_CHECKING:
     from ..context import Context
@@ -44,20 +43,10 @@ class InvariantError(AssertionError):
 
 
 def rebuild_messages(session: Session) -> list[Message]:
-    """Derive the model-visible messages from ``session.events`` in one pass from the start
-    (a diagnostic: an independent fold to compare with ``session.derive_messages()``)."""
-    surface: list[Message] = []
-    for event in session.events:
-        if event.type not in SURFACE_TYPES:
-            continue
-        node = parse_node(event.type, event.data, event.seq)
-        op = event.surface_op
-        if op is None or isinstance(op, str):
-            if node is not None:
-                surface.append(node)
-        else:
-            surface[op["start"] : op["end"] + 1] = [node] if node is not None else []
-    return surface
+    """Derive the model-visible messages from ``session.events`` from scratch, in a fresh
+    unpublished copy of the session (a diagnostic: no incremental state is reused)."""
+    fresh = session.store.prepare(header=session.header, events=tuple(session.events))
+    return fresh.derive_messages()
 
 
 def _canon(value: Any) -> str:
