@@ -5,6 +5,10 @@ agents without depending on the loop: the loop registers itself as the *factory*
 (``set_factory``) and publishes agents with ``enter``. The registry itself emits no events (the
 loop owns ``agent/created`` / ``agent/disposed``).
 
+Seen from any context other than the root (a plugin's, an agent's), ``ctx.agents`` is a view
+whose ``create`` / ``resume`` make the new agent owned by that context's scope: unloading the
+plugin (or disposing the scope) disposes the agent.
+
 ``current_initiator()`` is the agent whose driver is running the current code (a
 ``ContextVar``, so tasks a driver starts inherit it); ``None`` outside agents.
 """
@@ -16,19 +20,14 @@ import inspect
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from ._disposer import Disposer
 
+if TYPE_CHECKING:
+    from .context import Context
+
 _INITIATOR: ContextVar[Any] = ContextVar("agentloop_nb.initiator", default=None)
-
-
-class AgentFactory(Protocol):
-    """What ``set_factory`` accepts (the loop implements it)."""
-
-    async def create(self, **kwargs: Any) -> AgentHandle: ...
-
-    async def resume(self, **kwargs: Any) -> AgentHandle: ...
 
 
 class AgentHandle:
@@ -84,10 +83,14 @@ class AgentRegistry:
     is set. ``enter`` raises ``ValueError`` (``agent 'x' already exists``) on an id collision.
     """
 
-    def __init__(self, ctx: Any = None) -> None:
-        self._ctx = ctx
+    def __init__(self) -> None:
         self._agents: dict[str, Any] = {}
         self._factories: list[Any] = []
+
+    def __bind__(self, ctx: Context) -> AgentRegistry | _ScopedAgents:
+        """The registry itself from the root context; elsewhere a view whose creations are
+        owned by ``ctx``'s scope."""
+        return self if ctx.parent is None else _ScopedAgents(self, ctx)
 
     # -- factory seam ----------------------------------------------------------------------
 
@@ -186,9 +189,50 @@ class AgentRegistry:
             _INITIATOR.reset(token)
 
 
+class _ScopedAgents:
+    """``ctx.agents`` seen from a non-root context: ``create`` / ``resume`` hand back a handle
+    whose agent is disposed when that context's scope is (unless disposed first, which also
+    releases the scope's teardown). Everything else is the registry's."""
+
+    __slots__ = ("_ctx", "_registry")
+
+    def __init__(self, registry: AgentRegistry, ctx: Context) -> None:
+        self._registry = registry
+        self._ctx = ctx
+
+    async def create(self, **kwargs: Any) -> AgentHandle:
+        """:meth:`AgentRegistry.create`, owned by this context's scope."""
+        return await self._own(await self._registry.create(**kwargs))
+
+    async def resume(self, **kwargs: Any) -> AgentHandle:
+        """:meth:`AgentRegistry.resume`, owned by this context's scope."""
+        return await self._own(await self._registry.resume(**kwargs))
+
+    async def _own(self, handle: AgentHandle) -> AgentHandle:
+        try:
+            release = self._ctx.effect(lambda: handle.dispose)
+        except BaseException:
+            # The scope died while the agent was being created: nobody may own it any more.
+            await handle.dispose()
+            raise
+        return AgentHandle(handle.agent, release)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._registry, name)
+
+    def __contains__(self, agent_id: object) -> bool:
+        return agent_id in self._registry
+
+    def __len__(self) -> int:
+        return len(self._registry)
+
+    def __repr__(self) -> str:
+        return f"<AgentRegistry view for {self._ctx!r}>"
+
+
 def current_initiator() -> Any | None:
     """Module-level shortcut for :meth:`AgentRegistry.current_initiator`."""
     return _INITIATOR.get()
 
 
-__all__ = ["AgentFactory", "AgentHandle", "AgentRegistry", "current_initiator"]
+__all__ = ["AgentHandle", "AgentRegistry", "current_initiator"]

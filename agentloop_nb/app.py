@@ -22,7 +22,7 @@ from .tools import ToolRuntime
 
 class AppConfig(AgentLoopConfig):
     """Everything an App can be configured with. The loop keys (``max_parallel_tool_calls``,
-    ``agents``) are SPEC §4.7's ``AgentLoopConfig``; the rest configure the composition."""
+    ``agents``) are the loop's ``AgentLoopConfig``; the rest configure the composition."""
 
     # Provider options may carry API keys: keep them out of reprs and validation errors.
     model_config = ConfigDict(extra="forbid", hide_input_in_errors=True)
@@ -89,13 +89,11 @@ class App:
         self.agent_loop = AgentLoop(ctx, loop_cfg, spawn=self.supervisor.spawn)
         ctx.provide("agent_loop", self.agent_loop)
         self._install_plugins(cfg)
-        self.agent_loop._start_config_agents()
+        self.agent_loop.start_config_agents()
 
     def _register_providers(self, providers: Mapping[str, Mapping[str, Any]]) -> None:
-        try:
-            from .llm.providers import build_adapters
-        except ImportError:  # pragma: no cover - providers module is part of the package
-            return
+        from .llm.providers import build_adapters  # lazily: the HTTP adapters import httpx
+
         for name, adapter in build_adapters(providers).items():
             self.ctx.llm.register_adapter([name], adapter)
             self._adapters.append(adapter)

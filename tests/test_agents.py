@@ -29,7 +29,7 @@ class FakeFactory:
 
 def make_ctx() -> Context:
     ctx = Context()
-    ctx.provide("agents", AgentRegistry(ctx))
+    ctx.provide("agents", AgentRegistry())
     return ctx
 
 
@@ -212,3 +212,27 @@ def test_registry_emits_nothing_itself() -> None:
     dispose = ctx.agents.enter(FakeAgent("a"))
     dispose()
     assert seen == []
+
+
+@pytest.mark.anyio
+async def test_a_child_contexts_creations_are_owned_by_its_scope() -> None:
+    ctx = make_ctx()
+    disposed: list[str] = []
+
+    class Factory(FakeFactory):
+        async def create(self, **kw: Any) -> AgentHandle:
+            sid = kw["session_id"]
+            return AgentHandle(FakeAgent(sid), lambda: disposed.append(sid))
+
+    ctx.agents.set_factory(Factory())
+    child = ctx.child(name="plugin")
+    assert ctx.agents is ctx.agents.__bind__(ctx)  # the root sees the registry itself
+    owned = await child.agents.create(session_id="owned")
+    early = await child.agents.create(session_id="early")
+    await early.dispose()  # disposing first releases the scope's teardown
+    await child.fiber.aclose()
+    assert disposed == ["early", "owned"]
+    await owned.dispose()  # memoized: the scope already ran it
+    root_made = await ctx.agents.create(session_id="root")
+    await ctx.child(name="other").fiber.aclose()
+    assert disposed == ["early", "owned"] and not root_made.disposed

@@ -1,5 +1,5 @@
 """``App``: composition, configuration (dict, keywords, TOML, YAML), config-listed agents and
-``aclose`` (SPEC §4.7, §8)."""
+``aclose``."""
 
 from __future__ import annotations
 

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import pytest
 
 from agentloop_nb import AgentOptions, App, UserMessage
 from agentloop_nb.messages import TextBlock
-from agentloop_nb.plugins.invariants import InvariantError, invariants, rebuild_messages
+from agentloop_nb.plugins.invariants import invariants, rebuild_messages
 from agentloop_nb.testing import ScriptedModel, text, tool_call
 from agentloop_nb.tools import tool
 
@@ -40,36 +41,95 @@ async def test_rebuild_from_log_matches_every_request_of_a_tool_turn() -> None:
     await app.aclose()
 
 
+def _tamper_once(app: App, edit: Any) -> Any:
+    """An ``llm/stream`` listener (ahead of the checker) that re-sends the loop's next request
+    with ``edit(options)`` applied; its re-entry passes through untouched."""
+    done: list[bool] = []
+
+    async def listener(payload: Any, next: Any) -> Any:
+        if done:
+            return await next()
+        done.append(True)
+        return app.ctx.llm.stream(edit(payload.options))
+
+    return app.ctx.on("llm/stream", listener, prepend=True)
+
+
+def _end(agent: Any) -> dict[str, Any]:
+    return dict([e for e in agent.session.events if e.type == "turn/end"][-1].data["reason"])
+
+
 @pytest.mark.anyio
-async def test_a_request_with_messages_the_log_does_not_hold_raises_invariant_error() -> None:
+async def test_a_request_with_messages_the_log_does_not_hold_ends_the_turn_invariant() -> None:
     app = App(invariants=True)
-    _agent, model = await _run(app, [text("ok")])
-    sent = model.requests[-1]
-    forged = dataclasses.replace(
-        sent,
-        messages=(*sent.messages, UserMessage(id="m-x", content=(TextBlock(text="forged"),))),
-        signal=None,
-    )
-    checker_stream = app.ctx.llm.stream(forged)
-    with pytest.raises(InvariantError, match="differ from a rebuild from the log"):
-        async for _ in checker_stream:
-            pass
+    forged = UserMessage(id="m-x", content=(TextBlock(text="forged"),))
+    _tamper_once(app, lambda o: dataclasses.replace(o, messages=(*o.messages, forged)))
+    agent, model = await _run(app, [text("never sent")])
+    end = _end(agent)
+    assert end["kind"] == "error" and end["code"] == "INVARIANT"
+    assert "differ from a rebuild from the log" in end["message"] and model.requests == []
     await app.aclose()
 
 
 @pytest.mark.anyio
-async def test_a_system_prompt_that_drifts_from_the_logged_header_raises() -> None:
+async def test_a_system_prompt_that_drifts_from_the_logged_header_ends_the_turn_invariant() -> None:
     app = App(invariants=True)
-    agent, model = await _run(app, [text("ok")])
-    forged = dataclasses.replace(
-        model.requests[-1],
-        messages=tuple(rebuild_messages(agent.session)),
-        system="something else",
-        signal=None,
-    )
-    with pytest.raises(InvariantError, match="system prompt"):
-        async for _ in app.ctx.llm.stream(forged):
-            pass
+    _tamper_once(app, lambda o: dataclasses.replace(o, system="something else"))
+    agent, _model = await _run(app, [text("ok")])
+    end = _end(agent)
+    assert end["code"] == "INVARIANT" and "system prompt" in end["message"]
+    await app.aclose()
+
+
+@pytest.mark.anyio
+async def test_a_one_shot_stream_outside_a_turn_is_never_checked() -> None:
+    app = App(invariants=True)
+    _agent, model = await _run(app, [text("ok"), text("one-shot answer")])
+    sent = model.requests[-1]
+    stranger = UserMessage(id="m-x", content=(TextBlock(text="not in the log"),))
+    one_shot = dataclasses.replace(sent, messages=(stranger,), system="other", signal=None)
+    chunks = [c async for c in app.ctx.llm.stream(one_shot)]
+    assert chunks[-1].reason.kind == "stop" and len(model.requests) == 2
+    await app.aclose()
+
+
+def _replace_between_steps(app: App, *, compaction: bool) -> None:
+    """Before step 2, swap the first surface message for another one (as a ``user/message``
+    replace), optionally with a ``compaction/summary`` replace logged alongside."""
+
+    async def pre_step(payload: Any, next: Any) -> Any:
+        if payload.step == 2:
+            session = payload.agent.session
+            span = {"op": "replace", "start": 0, "end": 0}
+            summary = UserMessage(id="m-s", content=(TextBlock(text="Summary: hi"),))
+            session.append(
+                "user/message", {"message": summary.model_dump(mode="json")}, surface_op=span
+            )
+            if compaction:
+                session.append("compaction/summary", {"summary": "hi"}, surface_op=span)
+        return await next()
+
+    app.ctx.on("agent/pre-step", pre_step)
+
+
+@pytest.mark.anyio
+async def test_a_compaction_replace_between_steps_restarts_the_prefix_check() -> None:
+    app = App(invariants=True)
+    _replace_between_steps(app, compaction=True)
+    agent, model = await _run(app, [tool_call("c1", "echo", {"text": "x"}), text("done")])
+    assert _end(agent) == {"kind": "completed"} and len(model.requests) == 2
+    assert model.requests[1].messages[0].text == "Summary: hi"
+    await app.aclose()
+
+
+@pytest.mark.anyio
+async def test_any_other_replace_between_steps_breaks_the_prefix_and_ends_the_turn() -> None:
+    app = App(invariants=True)
+    _replace_between_steps(app, compaction=False)
+    agent, model = await _run(app, [tool_call("c1", "echo", {"text": "x"}), text("done")])
+    end = _end(agent)
+    assert end["kind"] == "error" and end["code"] == "INVARIANT"
+    assert "strict prefix extension" in end["message"] and len(model.requests) == 1
     await app.aclose()
 
 
@@ -97,6 +157,7 @@ async def test_an_agent_request_listener_that_edits_history_ends_the_turn_error(
     end = [e for e in agent.session.events if e.type == "turn/end"][-1]
     assert end.data["reason"]["kind"] == "error"
     assert "rebuild from the log" in end.data["reason"]["message"]
+    assert end.data["reason"]["code"] == "INVARIANT"
     disposer()
     agent.followup("again")
     await agent.when_idle()

@@ -1,5 +1,5 @@
 """Cancellation: the turn signal, partial answers, synthetic results, the wake latch, causes,
-keep_inbox, idle no-op, disposal (SPEC §4.6)."""
+keep_inbox, idle no-op, disposal."""
 
 from __future__ import annotations
 
@@ -302,20 +302,25 @@ async def test_app_aclose_mid_turn_ends_the_turn_disposed(app: App) -> None:
     assert data(agent, "assistant/message")[0]["interrupted"] is True
 
 
-async def test_a_cancel_before_the_driver_first_runs_does_not_poison_the_next_turn(
+async def test_a_cancel_before_the_driver_first_runs_still_opens_and_aborts_that_turn(
     app: App,
 ) -> None:
     agent, model = new_agent(app, text("after"))
+    statuses: list[str] = []
+    app.ctx.on("agent/status", lambda p: statuses.append(p.status))
     agent.followup("first")
     agent.cancel()  # the driver task exists but has not run yet
     await idle(agent)
-    assert reasons(agent) == [] and model.requests == []
-    agent.followup("again")
+    assert types(agent)[-2:] == ["turn/start", "turn/end"] and model.requests == []
+    assert end_reason(agent) == {"kind": "aborted", "cause": {"kind": "user"}}
+    assert statuses == ["running", "idle"] and agent.inbox.next_turn == ()
+    agent.followup("again")  # the aborted turn does not poison the next one
     await idle(agent)
-    assert reasons(agent) == ["completed"] and user_texts(agent, 1) == ["again"]
+    assert reasons(agent) == ["aborted", "completed"] and user_texts(agent, 2) == ["again"]
+    assert not model.requests[0].signal.aborted
 
 
-async def test_a_send_latched_before_the_driver_first_runs_is_replayed_in_a_fresh_turn(
+async def test_a_send_latched_before_the_driver_first_runs_is_replayed_after_the_aborted_turn(
     app: App,
 ) -> None:
     agent, model = new_agent(app, text("latched"))
@@ -323,18 +328,32 @@ async def test_a_send_latched_before_the_driver_first_runs_is_replayed_in_a_fres
     agent.cancel()
     agent.followup("latched send")  # after the abort, before the driver ever ran
     await idle(agent)
-    assert reasons(agent) == ["completed"]
-    assert user_texts(agent, 1) == ["latched send"] and len(model.requests) == 1
+    assert reasons(agent) == ["aborted", "completed"]
+    assert user_texts(agent, 1) == [] and user_texts(agent, 2) == ["latched send"]
+    assert len(model.requests) == 1
 
 
-async def test_keep_inbox_cancel_between_turns_holds_queued_prompts_until_the_next_send(
+async def test_keep_inbox_cancel_of_an_idle_wake_aborts_its_turn_and_holds_the_prompt(
     app: App,
 ) -> None:
     agent, model = new_agent(app, text("one"), text("two"))
     agent.followup("queued")
-    agent.cancel(keep_inbox=True)  # lands before the turn starts: that turn is dropped
+    agent.cancel(keep_inbox=True)  # lands before the turn starts: it opens and ends aborted
     await idle(agent)
-    assert reasons(agent) == [] and [m.text for m in agent.inbox.next_turn] == ["queued"]
+    assert reasons(agent) == ["aborted"] and [m.text for m in agent.inbox.next_turn] == ["queued"]
     agent.followup("wake")
     await idle(agent)
-    assert reasons(agent) == ["completed", "completed"] and len(model.requests) == 2
+    assert reasons(agent) == ["aborted", "completed", "completed"] and len(model.requests) == 2
+    assert user_texts(agent, 2) == ["queued"] and user_texts(agent, 3) == ["wake"]
+
+
+async def test_a_dispose_before_the_driver_first_runs_opens_and_ends_that_turn_disposed(
+    app: App,
+) -> None:
+    agent, model = new_agent(app, text("never"))
+    agent.followup("first")
+    await app.agent_loop.dispose(agent)  # lands before the driver task ever ran
+    assert types(agent)[-2:] == ["turn/start", "turn/end"] and model.requests == []
+    assert end_reason(agent) == {"kind": "disposed"} and agent.status == "idle"
+    with pytest.raises(RuntimeError, match="disposed"):
+        agent.followup("too late")

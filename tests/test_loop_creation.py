@@ -1,4 +1,4 @@
-"""Agent creation, rollback and teardown (SPEC §4.1–4.2)."""
+"""Agent creation, rollback, ownership and teardown."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import anyio
 import pytest
 from _loop_helpers import (
     OPTIONS,
+    WAIT,
     chunk_text,
     data,
     idle,
@@ -26,7 +27,7 @@ from _loop_helpers import (
 from agentloop_nb.app import App
 from agentloop_nb.context import Context
 from agentloop_nb.loop import AgentOptions
-from agentloop_nb.signals import AbortController
+from agentloop_nb.signals import AbortController, AbortError
 from agentloop_nb.testing import HANG, text, tool_call
 from agentloop_nb.tools import ToolExecution, tool
 
@@ -129,7 +130,7 @@ async def test_signal_aborted_during_setup_publishes_nothing_and_frees_the_id(ap
     async def setup(ctx: Context) -> None:
         controller.abort("changed my mind")
 
-    with pytest.raises(RuntimeError, match="aborted"):
+    with pytest.raises(AbortError, match="changed my mind"):
         await app.ctx.agents.create(
             session_id="s", agent_options=OPTIONS, setup=setup, signal=controller.signal
         )
@@ -140,7 +141,7 @@ async def test_signal_aborted_during_setup_publishes_nothing_and_frees_the_id(ap
 async def test_signal_already_aborted_refuses_creation(app: App) -> None:
     controller = AbortController()
     controller.abort()
-    with pytest.raises(RuntimeError, match="aborted"):
+    with pytest.raises(AbortError):
         await app.ctx.agents.create(session_id="s", signal=controller.signal)
     assert app.ctx.agents.list() == []
 
@@ -345,3 +346,112 @@ async def test_disposing_an_owned_agent_first_leaves_nothing_for_its_owner_to_do
     await owner.fiber.aclose()  # its teardown for the agent was already released
     assert disposed == [agent.id]
     await app.aclose()
+
+
+async def test_ctx_agents_create_through_a_plugin_context_is_disposed_with_that_plugin() -> None:
+    app = make_app()
+    scripted(app, HANG)
+    contexts: list[Context] = []
+    disposed: list[str] = []
+    app.ctx.on("agent/disposed", lambda p: disposed.append(p.agent.id))
+    fiber = app.ctx.plugin(lambda ctx, config: contexts.append(ctx), name="owner")
+    handle = await contexts[0].agents.create(session_id="p", agent_options=OPTIONS)
+    agent = handle.agent
+    assert app.ctx.agents.get("p") is agent
+    agent.followup("hi")
+    await wait_for(agent, chunk_text("partial"))
+    await fiber.aclose()  # unloading the plugin disposes what it created
+    assert disposed == ["p"] and app.ctx.agents.get("p") is None
+    assert reasons(agent) == ["disposed"] and agent.status == "idle"
+    await app.aclose()
+
+
+async def test_disposing_a_plugin_owned_handle_first_releases_the_plugin_teardown() -> None:
+    app = make_app()
+    contexts: list[Context] = []
+    disposed: list[str] = []
+    app.ctx.on("agent/disposed", lambda p: disposed.append(p.agent.id))
+    fiber = app.ctx.plugin(lambda ctx, config: contexts.append(ctx), name="owner")
+    handle = await contexts[0].agents.create(session_id="p", agent_options=OPTIONS)
+    await handle.dispose()
+    assert handle.disposed and disposed == ["p"]
+    await fiber.aclose()
+    assert disposed == ["p"]
+    await app.aclose()
+
+
+async def test_ctx_agents_resume_through_a_plugin_context_is_owned_by_that_plugin(
+    tmp_path: Any,
+) -> None:
+    app = make_app(persistence_root=tmp_path)
+    scripted(app, text("one"))
+    first = await app.ctx.agents.create(session_id="r", agent_options=OPTIONS)
+    await run(first.agent)
+    await first.dispose()
+    contexts: list[Context] = []
+    fiber = app.ctx.plugin(lambda ctx, config: contexts.append(ctx), name="owner")
+    handle = await contexts[0].agents.resume(resume_session_id="r")
+    assert app.ctx.agents.get("r") is handle.agent
+    await fiber.aclose()
+    assert app.ctx.agents.get("r") is None and app.ctx.sessions.get("r") is None
+    await app.aclose()
+
+
+async def test_a_signal_aborting_during_a_hanging_setup_interrupts_it_and_frees_the_id(
+    app: App,
+) -> None:
+    seen = record(app, *LIFECYCLE)
+    controller = AbortController()
+    entered = anyio.Event()
+    cancelled: list[bool] = []
+
+    async def setup(ctx: Context) -> None:
+        entered.set()
+        try:
+            await anyio.sleep_forever()
+        except anyio.get_cancelled_exc_class():
+            cancelled.append(True)
+            raise
+
+    async def abort_once_entered() -> None:
+        await entered.wait()
+        controller.abort("user gave up")
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(abort_once_entered)
+        with anyio.fail_after(WAIT), pytest.raises(AbortError) as raised:
+            await app.ctx.agents.create(
+                session_id="h", agent_options=OPTIONS, setup=setup, signal=controller.signal
+            )
+    assert raised.value.reason == "user gave up" and cancelled == [True]
+    assert seen == [] and app.ctx.agents.get("h") is None and app.ctx.sessions.get("h") is None
+    handle = await app.ctx.agents.create(session_id="h", agent_options=OPTIONS)
+    assert app.ctx.agents.get("h") is handle.agent
+
+
+async def test_app_aclose_waits_for_a_create_in_flight_and_it_rolls_back() -> None:
+    app = make_app()
+    entered = anyio.Event()
+    outcome: list[Any] = []
+    setup_contexts: list[Context] = []
+
+    async def setup(ctx: Context) -> None:
+        setup_contexts.append(ctx)
+        entered.set()
+        await anyio.sleep_forever()
+
+    async def create() -> None:
+        try:
+            await app.ctx.agents.create(session_id="f", agent_options=OPTIONS, setup=setup)
+        except AbortError as exc:
+            outcome.append(exc.reason)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(create)
+        await entered.wait()
+        with anyio.fail_after(WAIT):
+            await app.aclose()
+        assert outcome == [{"kind": "disposed"}]  # settled before aclose returned
+    assert not setup_contexts[0].active and app.agent_loop.list() == []
+    with pytest.raises(RuntimeError, match="closed"):
+        app.agent_loop.create("g", OPTIONS)

@@ -1,4 +1,4 @@
-"""The inbox: send × wakeup, splice events, claim rules, edits (SPEC §4.3)."""
+"""The inbox: send × wakeup, splice events, claim rules, edits."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Resume: history and turn numbering continue, the header reason is ``resume``, crashed logs
-are repaired, the inbox is rebuilt, config session ids create-then-resume (SPEC §4.2, §4.7)."""
+are repaired, the inbox is rebuilt, config session ids create-then-resume."""
 
 from __future__ import annotations
 

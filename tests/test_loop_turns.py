@@ -1,5 +1,5 @@
 """Turns and steps: order, pre-step, request config, headers, stream logging, max-tokens,
-error containment, request-error recovery, turn-stopping (SPEC §4.4)."""
+error containment, request-error recovery, turn-stopping."""
 
 from __future__ import annotations
 

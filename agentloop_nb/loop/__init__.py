@@ -1,4 +1,4 @@
-"""The agent loop: the only concrete loop logic in agentloop_nb (SPEC §4)."""
+"""The agent loop: the only concrete loop logic in agentloop_nb."""
 
 from __future__ import annotations
 

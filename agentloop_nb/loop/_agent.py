@@ -1,27 +1,21 @@
-"""``Agent``: the public face of one running agent (SPEC §4.1). The turn logic lives in
-``_driver.py``; this module only routes input, status and cancellation."""
+"""``Agent``: the public face of one running agent. It routes input, status and cancellation
+to its inbox and its driver-owned :class:`TurnState`; the turn logic lives in ``_driver.py``."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, PositiveInt
 
 from .._supervisor import require_running_loop
-from ..hooks import StatusPayload
-from ..signals import AbortController
 from ._inbox import Inbox, Target, make_user_message
-from ._request import RequestPath
+from ._state import Status, TurnState
 
 if TYPE_CHECKING:
     from ..context import Context
     from ..messages import UserMessage
     from ..session import Session
-    from ._service import AgentLoop
-
-Status = Literal["idle", "running"]
 
 
 class AgentOptions(BaseModel):
@@ -38,6 +32,7 @@ class AgentOptions(BaseModel):
 
 
 def normalize_cause(cause: Any) -> dict[str, Any]:
+    """A cancel cause as logged data. Raises ``ValueError`` / ``TypeError`` for a bad cause."""
     if isinstance(cause, str):
         if cause not in ("user", "parent", "disposed"):
             raise ValueError(
@@ -51,73 +46,45 @@ def normalize_cause(cause: Any) -> dict[str, Any]:
 
 
 class Agent:
-    """One agent: its session, its scoped context, its inbox and its driver.
+    """One agent: its session, its scoped context, its inbox and (through ``start``) its driver.
 
     Synchronous methods (``send`` and friends, ``cancel``) only schedule work; they never block.
-    ``when_idle()`` returns once the driver has nothing left to do.
+    ``when_idle()`` returns once the driver has nothing left to do. Agents are built by the
+    agent loop (``ctx.agent_loop.create`` / ``ctx.agents.create``), never directly.
     """
 
     def __init__(
         self,
-        loop: AgentLoop,
         session: Session,
-        ctx: Context,
         options: AgentOptions,
+        inbox: Inbox,
+        state: TurnState,
         *,
-        resumed: bool = False,
+        scope: Callable[[Agent], Context],
+        start: Callable[[], None],
     ) -> None:
         self.id = session.id
         self.session = session
-        self.ctx = ctx
         self.options = options
-        self.inbox = Inbox(self)
-        self._loop = loop
-        self._status: Status = "idle"
-        self._wake = False
-        self._controller = AbortController()
-        self._task: asyncio.Task[None] | None = None
-        self._idle_waiters: list[asyncio.Future[None]] = []
-        self._disposed = False
-        self._disposal: asyncio.Future[None] | None = None  # AgentLoop.dispose memo
-        self._owner: Callable[[], Any] | None = None  # the owning scope's effect disposer
-        self._published = False
-        self._turn = 0
-        # The model-request path's state (proposal, last header); the driver calls it.
-        self._requests = RequestPath(self, resumed=resumed)
+        self.inbox = inbox
+        self._state = state
+        self._start = start
+        self.ctx = scope(self)
 
     # -- status -------------------------------------------------------------------------------
 
     @property
     def status(self) -> Status:
-        return self._status
+        return self._state.status
 
     @property
     def turn(self) -> int:
         """The number of the last turn opened (0 before the first)."""
-        return self._turn
-
-    def _set_status(self, status: Status) -> None:
-        if status == self._status:
-            return
-        self._status = status
-        self._emit("agent/status", StatusPayload(self, status))
-        if status == "idle":
-            waiters, self._idle_waiters = self._idle_waiters, []
-            for fut in waiters:
-                if not fut.done():
-                    fut.set_result(None)
+        return self._state.turn
 
     async def when_idle(self) -> None:
         """Return once the agent is idle (at once if it already is). Safe to cancel."""
-        if self._status == "idle":
-            return
-        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._idle_waiters.append(fut)
-        await fut
-
-    def _emit(self, name: str, payload: Any) -> None:
-        if self._published:
-            self.ctx.emit(name, payload)
+        await self._state.when_idle()
 
     # -- input --------------------------------------------------------------------------------
 
@@ -133,18 +100,20 @@ class Agent:
         (steering / injected context); ``wakeup`` starts the driver when idle.
 
         Raises ``TypeError`` for content or source that is not JSON-safe (nothing is logged),
-        ``ValueError`` for an unknown target, ``RuntimeError`` after disposal."""
+        ``ValueError`` for an unknown target, ``RuntimeError`` after disposal or, for a waking
+        send while idle, without a running event loop."""
         if target not in ("next-turn", "next-step"):
             raise ValueError(f"unknown send target {target!r}: use 'next-turn' or 'next-step'")
-        if self._disposed:
+        state = self._state
+        if state.disposed:
             raise RuntimeError(f"agent {self.id!r} is disposed; create or resume a new agent")
         message = make_user_message(content, source)
-        if wakeup and self._task is None:
+        if wakeup and state.task is None:
             require_running_loop("Agent.send")
-        message = self.inbox._insert(target, message)
+        message = self.inbox.insert(target, message)
         if wakeup:
-            self._wake = True
-            self._ensure_driver()
+            state.wake = True
+            self._start()
         return message
 
     def followup(self, content: Any, *, source: Any = None) -> UserMessage:
@@ -156,40 +125,24 @@ class Agent:
     def inject(self, content: Any, *, source: Any = None) -> UserMessage:
         return self.send(content, target="next-step", wakeup=False, source=source or "inject")
 
-    def _ensure_driver(self) -> None:
-        if self._task is not None or self._disposed or not self._published:
-            return
-        self._set_status("running")  # flips synchronously: the caller sees "running" at once
-        from ._driver import drive
-
-        self._task = self._loop._spawn(drive(self), name=f"agentloop_nb driver {self.id}")
-
     # -- cancellation -------------------------------------------------------------------------
 
     def cancel(self, cause: Any = "user", *, keep_inbox: bool = False) -> bool:
-        """Stop the current turn. Clears the inbox unless ``keep_inbox``. Returns ``False``
-        (and does nothing) when the agent is idle. The first cause of a turn wins."""
+        """Stop the current turn (or the one a pending wake is about to open). Clears the inbox
+        unless ``keep_inbox``. Returns ``False`` (and does nothing) when the agent is idle. The
+        first cause of a turn wins. Raises ``ValueError`` / ``TypeError`` for a bad cause."""
         normalized = normalize_cause(cause)
-        if self._task is None:
+        state = self._state
+        if state.task is None:
             return False
         if not keep_inbox:
-            self.inbox._clear()
-        self._wake = False
-        self._controller.abort(normalized)
+            self.inbox.clear()
+        state.wake = False
+        state.controller.abort(normalized)
         return True
-
-    async def _dispose(self) -> None:
-        if self._disposed:
-            return
-        self._disposed = True
-        task = self._task
-        if task is not None:
-            self._wake = False
-            self._controller.abort({"kind": "disposed"})
-            await asyncio.shield(task) if not task.done() else None
 
     def __repr__(self) -> str:
         return (
-            f"<Agent {self.id!r} {self._status} provider={self.options.provider!r} "
+            f"<Agent {self.id!r} {self.status} provider={self.options.provider!r} "
             f"model={self.options.model!r} events={len(self.session.events)}>"
         )

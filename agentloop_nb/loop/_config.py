@@ -1,4 +1,4 @@
-"""Loop configuration (SPEC §4.7): pydantic models validated at load and at assignment."""
+"""Loop configuration: pydantic models validated at load and at assignment."""
 
 from __future__ import annotations
 

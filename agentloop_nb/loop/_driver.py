@@ -1,85 +1,152 @@
-"""The driver: turns and steps (SPEC §4.4, §4.6). This module only orchestrates; the pieces it
-calls (inbox, scheduler, stream assembly, services) live elsewhere."""
+"""The driver: turns and steps. One :class:`Driver` per agent owns the agent's running turn
+(its :class:`TurnState`) and its background task; this module only orchestrates, the pieces it
+calls (inbox, scheduler, stream assembly, services) live elsewhere.
+
+Idle/wake rule: a waking send while idle starts the driver, and the turn boundary it asked for
+always opens, even when a ``cancel`` lands before the driver first runs (the turn then logs
+``turn/start`` and ends ``aborted``). A cancel governs exactly one turn; queued input then waits,
+and only a waking send latched after the abort runs without a further send.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import asyncio
+from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
 import anyio
 
+from ..agents import AgentRegistry
 from ..hooks import (
+    ClaimedPayload,
     Enter,
     ErrorPayload,
+    InboxPayload,
     PreStepPayload,
     Reject,
+    StatusPayload,
     TurnStoppingPayload,
 )
 from ..signals import AbortController
 from ._guard import TurnAborted, interruptible
+from ._inbox import Inbox, InboxChange, make_user_message
 from ._scheduler import run_tool_calls
+from ._state import Status, TurnState
 
 if TYPE_CHECKING:
     from ..messages import UserMessage
     from ._agent import Agent
 
-
-@dataclass(slots=True)
-class _Turn:
-    turn: int
-    step: int = 0
-    step_open: bool = False
-    max_tokens: bool = False
-    end: str = "completed"
-    detail: str | None = None  # a Reject's reason
+Spawn = Callable[[Coroutine[Any, Any, None], str], "asyncio.Task[None]"]
 
 
-async def drive(agent: Agent) -> None:
-    """Run turns while there is work; then flip the agent to idle. Owned by the App supervisor."""
-    try:
-        with agent._loop._initiator(agent):
-            allow_queue = True
-            while True:
-                if agent._controller.signal.aborted:
-                    # A cancel governs exactly one turn: the one it hit, or (when it landed
-                    # between turns, even before the first) the one about to start. Queued
-                    # input then waits; only a waking send latched after the abort runs now.
-                    agent._controller = AbortController()
-                    allow_queue = False
-                if agent._disposed or not (
-                    agent._wake or (allow_queue and agent.inbox._lists["next-turn"])
-                ):
-                    break
-                agent._wake = False
-                reason = await run_turn(agent)
-                if reason["kind"] == "disposed":
-                    break
-                allow_queue = reason["kind"] in ("completed", "max-tokens")
-    finally:
-        agent._task = None
-        agent._set_status("idle")
+class Driver:
+    """Owns one agent's turns: starts its background task on a waking send, runs turns while
+    there is work, and flips the agent idle. ``dispose`` aborts with cause ``disposed`` and
+    awaits the task to its end (the turn is closed and the log flushed)."""
+
+    __slots__ = ("agent", "spawn", "state")
+
+    def __init__(self, state: TurnState, spawn: Spawn) -> None:
+        self.state = state
+        self.spawn = spawn
+        self.agent: Agent | None = None  # bound once the agent exists (it needs ``start``)
+
+    def bind(self, agent: Agent) -> None:
+        self.agent = agent
+
+    def emit(self, name: str, payload: Any) -> None:
+        """Emit through the agent's context once it is published (never before)."""
+        agent = self.agent
+        if agent is not None and self.state.published:
+            agent.ctx.emit(name, payload)
+
+    def notify_inbox(self, change: InboxChange, message: UserMessage, turn: int) -> None:
+        agent = self.agent
+        if agent is None or not self.state.published:
+            return
+        if change == "claimed":
+            agent.ctx.emit("agent/inbox/claimed", ClaimedPayload(agent, message, turn))
+        else:
+            agent.ctx.emit(f"agent/inbox/{change}", InboxPayload(agent, message))
+
+    def set_status(self, status: Status) -> None:
+        if self.state.set_status(status) and self.agent is not None:
+            self.emit("agent/status", StatusPayload(self.agent, status))
+
+    def start(self) -> None:
+        """Start the driver task if idle (status flips to running synchronously)."""
+        st = self.state
+        agent = self.agent
+        if st.task is not None or st.disposed or not st.published or agent is None:
+            return
+        self.set_status("running")
+        st.task = self.spawn(self.drive(agent), f"agentloop_nb driver {agent.id}")
+
+    async def dispose(self) -> None:
+        """Refuse new turns, abort the running one with cause ``disposed`` and wait for the
+        driver task to finish (tools drained, turn closed, log flushed). Idempotent."""
+        st = self.state
+        st.disposed = True
+        task = st.task
+        if task is None:
+            return
+        st.wake = False
+        st.controller.abort({"kind": "disposed"})
+        if not task.done():
+            await asyncio.shield(task)
+
+    async def drive(self, agent: Agent) -> None:
+        """Run turns while there is work; then flip the agent to idle. Owned by the App
+        supervisor; cancelling it (App teardown) closes the open turn ``disposed``."""
+        st = self.state
+        inbox = agent.inbox
+        try:
+            with AgentRegistry.with_initiator(agent):
+                admitted = True  # the wake that started us opens its turn boundary, always
+                allow_queue = True
+                while True:
+                    if not admitted and st.controller.signal.aborted:
+                        # A cancel governs exactly one turn: the one it hit, or (when it landed
+                        # between turns) the one about to start. Queued input then waits; only
+                        # a waking send latched after the abort runs now.
+                        st.controller = AbortController()
+                        allow_queue = False
+                    work = st.wake or (allow_queue and inbox.has_pending("next-turn"))
+                    # The admitted turn opens even when a cancel or a dispose landed first.
+                    if not admitted and (st.disposed or not work):
+                        break
+                    if not st.controller.signal.aborted:
+                        st.wake = False  # a wake latched after an abort waits for the next turn
+                    admitted = False
+                    reason = await run_turn(agent, st)
+                    if reason["kind"] == "disposed":
+                        break
+                    allow_queue = reason["kind"] in ("completed", "max-tokens")
+        finally:
+            st.task = None
+            self.set_status("idle")
 
 
-async def run_turn(agent: Agent) -> dict[str, Any]:
+async def run_turn(agent: Agent, st: TurnState) -> dict[str, Any]:
     """One turn, errors contained: returns the logged ``turn/end`` reason."""
     session = agent.session
-    agent._turn += 1
-    t = _Turn(agent._turn)
-    signal = agent._controller.signal
-    session.append("turn/start", {"turn": t.turn})
+    turn = st.open_turn()
+    signal = st.controller.signal
+    session.append("turn/start", {"turn": turn})
     reason: dict[str, Any]
     try:
         if signal.aborted:
             raise TurnAborted
-        await _run_steps(agent, t)
-        reason = {"kind": "max-tokens" if t.max_tokens else t.end}
-        if t.detail is not None:
-            reason["reason"] = t.detail
+        await _run_steps(agent, st)
+        reason = {"kind": "max-tokens" if st.max_tokens else st.end}
+        if st.detail is not None:
+            reason["reason"] = st.detail
     except TurnAborted:
         reason = _abort_reason(signal.reason)
     except anyio.get_cancelled_exc_class():
         # The supervisor is tearing the driver down (App.aclose): close the log, then obey.
-        _close(agent, t, {"kind": "disposed"})  # synchronous: nothing to shield
+        _close(agent, st, {"kind": "disposed"})  # synchronous: nothing to shield
         raise
     except Exception as exc:
         if signal.aborted:
@@ -90,18 +157,19 @@ async def run_turn(agent: Agent) -> dict[str, Any]:
                 "message": str(exc) or type(exc).__name__,
                 "code": getattr(exc, "code", "UNKNOWN"),
             }
-            agent._emit("agent/error", ErrorPayload(agent, t.turn, t.step, exc))
+            if st.published:
+                agent.ctx.emit("agent/error", ErrorPayload(agent, turn, st.step, exc))
     with anyio.CancelScope(shield=True):
-        _close(agent, t, reason)
+        _close(agent, st, reason)
         await session.flush()
     return reason
 
 
-def _close(agent: Agent, t: _Turn, reason: dict[str, Any]) -> None:
-    if t.step_open:
-        agent.session.append("step/end", {"turn": t.turn, "step": t.step})
-        t.step_open = False
-    agent.session.append("turn/end", {"turn": t.turn, "reason": reason})
+def _close(agent: Agent, st: TurnState, reason: dict[str, Any]) -> None:
+    if st.step_open:
+        agent.session.append("step/end", {"turn": st.turn, "step": st.step})
+        st.step_open = False
+    agent.session.append("turn/end", {"turn": st.turn, "reason": reason})
 
 
 def _abort_reason(cause: Any) -> dict[str, Any]:
@@ -111,54 +179,55 @@ def _abort_reason(cause: Any) -> dict[str, Any]:
     return {"kind": "aborted", "cause": cause}
 
 
-async def _run_steps(agent: Agent, t: _Turn) -> None:
+async def _run_steps(agent: Agent, st: TurnState) -> None:
     ctx = agent.ctx
-    inbox = agent.inbox
-    signal = agent._controller.signal
+    inbox: Inbox = agent.inbox
+    signal = st.controller.signal
+    turn = st.turn
     while True:
         if signal.aborted:
             raise TurnAborted
-        claimed = inbox._claim("next-step", len(inbox._lists["next-step"]), t.turn)
-        if t.step == 0:
-            claimed += inbox._claim("next-turn", 1, t.turn)
-        agent._wake = False  # this claim serves every waking send so far: no empty extra turn
-        step = t.step + 1
+        claimed = inbox.claim("next-step", None, turn)
+        if st.step == 0:
+            claimed += inbox.claim("next-turn", 1, turn)
+        st.wake = False  # this claim serves every waking send so far: no empty extra turn
+        step = st.step + 1
         if ctx.has_listeners("system-prompt/assemble"):
             assembly = await interruptible(signal, ctx.system_prompt.assemble(agent))
         else:  # nothing can rewrite it: skip the waterfall and its cancel scope
             assembly = ctx.system_prompt.collect(agent)
-        entered = await _pre_step(agent, tuple(claimed), t.turn, step)
+        entered = await _pre_step(agent, signal, tuple(claimed), turn, step)
         if isinstance(entered, Reject):
-            t.end, t.detail = "rejected", entered.reason
+            st.end, st.detail = "rejected", entered.reason
             return
         if step == 1 and not entered:
             return  # nothing to say: the turn completes without a step
-        t.step = step
-        agent.session.append("step/start", {"turn": t.turn, "step": step})
-        t.step_open = True
+        st.step = step
+        st.claimed.extend(entered)
+        agent.session.append("step/start", {"turn": turn, "step": step})
+        st.step_open = True
         for m in entered:
             agent.session.append("user/message", {"message": m.model_dump(mode="json")})
-        had_tools = await _run_step(agent, t, assembly)
-        agent.session.append("step/end", {"turn": t.turn, "step": step})
-        t.step_open = False
-        if had_tools or inbox._lists["next-step"]:
+        had_tools = await _run_step(agent, st, assembly)
+        agent.session.append("step/end", {"turn": turn, "step": step})
+        st.step_open = False
+        if had_tools or inbox.has_pending("next-step"):
             continue
         if ctx.has_listeners("agent/turn-stopping"):
             await interruptible(
                 signal,
-                ctx.serial("agent/turn-stopping", TurnStoppingPayload(agent, t.turn, signal)),
+                ctx.serial("agent/turn-stopping", TurnStoppingPayload(agent, turn, signal)),
             )
-        if not inbox._lists["next-step"]:
+        if not inbox.has_pending("next-step"):
             return
 
 
 async def _pre_step(
-    agent: Agent, claimed: tuple[UserMessage, ...], turn: int, step: int
+    agent: Agent, signal: Any, claimed: tuple[UserMessage, ...], turn: int, step: int
 ) -> tuple[UserMessage, ...] | Reject:
     ctx = agent.ctx
     if not ctx.has_listeners("agent/pre-step"):
         return claimed
-    signal = agent._controller.signal
     decision = await interruptible(
         signal,
         ctx.waterfall(
@@ -176,12 +245,15 @@ async def _pre_step(
     return decision.messages
 
 
-async def _run_step(agent: Agent, t: _Turn, assembly: Any) -> bool:
-    """One model call plus its tool calls; returns whether tools ran (the turn continues)."""
+async def _run_step(agent: Agent, st: TurnState, assembly: Any) -> bool:
+    """One model call (through the agent's request path) plus its tool calls; returns whether
+    tools ran (the turn continues)."""
     session = agent.session
-    signal = agent._controller.signal
-    turn, step = t.turn, t.step
-    reply = await agent._requests.request(turn, step, assembly, signal)
+    signal = st.controller.signal
+    turn, step = st.turn, st.step
+    requests = st.requests
+    assert requests is not None, "the agent loop sets the request path at creation"
+    reply = await requests.request(turn, step, assembly, signal)
     asm, kind, seqs = reply.assembler, reply.kind, reply.chunk_seqs
     interrupted = kind == "aborted" or kind is None
     message = asm.message(interrupted=interrupted)
@@ -192,19 +264,17 @@ async def _run_step(agent: Agent, t: _Turn, assembly: Any) -> bool:
         data["interrupted"] = True
     session.append("assistant/message", data, source_event_seqs=seqs)
     if kind == "max-tokens":
-        t.max_tokens = True
+        st.max_tokens = True
     calls = message.tool_calls
     if calls:
         results = await run_tool_calls(agent, calls, turn, step, signal)
         for call, result in zip(calls, results, strict=True):
             for extra in result.additional_contexts:
-                agent.inbox._insert("next-step", _context_message(extra, call.id, call.name))
+                agent.inbox.insert("next-step", _context_message(extra, call.id, call.name))
     if interrupted or signal.aborted:
         raise TurnAborted
     return bool(calls)
 
 
 def _context_message(extra: Any, call_id: str, name: str) -> UserMessage:
-    from ._inbox import make_user_message
-
     return make_user_message(extra, {"kind": "tool-context", "call_id": call_id, "tool": name})

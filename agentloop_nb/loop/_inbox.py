@@ -6,18 +6,23 @@ change, so the inbox can be rebuilt from the log (``Inbox.restore``) after a res
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import json
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 from uuid import uuid4
 
-from ..hooks import ClaimedPayload, InboxPayload
 from ..messages import CONTENT_ADAPTER, TextBlock, UserMessage
 
 if TYPE_CHECKING:
-    from ._agent import Agent
+    from ..session import Session
 
 Target = Literal["next-turn", "next-step"]
 TARGETS: tuple[Target, ...] = ("next-turn", "next-step")
+
+InboxChange = Literal["inserted", "claimed", "discarded"]
+Notify = Callable[[InboxChange, UserMessage, int], None]
+"""``notify(change, message, turn)``: told after each change is logged (``turn`` is the
+claiming turn for ``claimed``, else 0). The agent's owner turns it into hook events."""
 
 
 def new_message_id() -> str:
@@ -54,8 +59,6 @@ def _source(source: Any) -> dict[str, Any]:
         raise TypeError(
             f"message source must be a str or a dict with a 'kind' string, got {source!r}"
         )
-    import json
-
     try:  # snapshot and check it is JSON once, here, not at log time
         return dict(json.loads(json.dumps(source, allow_nan=False)))
     except (TypeError, ValueError) as exc:
@@ -64,10 +67,16 @@ def _source(source: Any) -> dict[str, Any]:
 
 class Inbox:
     """Read-only views ``next_turn`` / ``next_step`` plus ``remove`` and ``replace`` for pending
-    input; the loop uses the private mutators."""
+    input. The driver uses the mutators ``insert``, ``claim``, ``clear``, ``restore`` and the
+    query ``has_pending``; they are not meant for plugins (use the agent's ``send`` family and
+    ``cancel``)."""
 
-    def __init__(self, agent: Agent) -> None:
-        self._agent = agent
+    __slots__ = ("_lists", "_notify", "_owner", "_session")
+
+    def __init__(self, session: Session, notify: Notify) -> None:
+        self._session = session
+        self._owner = session.id
+        self._notify = notify
         self._lists: dict[str, list[UserMessage]] = {"next-turn": [], "next-step": []}
 
     @property
@@ -81,13 +90,16 @@ class Inbox:
     def __len__(self) -> int:
         return len(self._lists["next-turn"]) + len(self._lists["next-step"])
 
+    def has_pending(self, target: Target) -> bool:
+        return bool(self._lists[target])
+
     def _locate(self, message_id: str) -> tuple[Target, int]:
         for target in TARGETS:
             for i, m in enumerate(self._lists[target]):
                 if m.id == message_id:
                     return target, i
         raise KeyError(
-            f"no pending message with id {message_id!r} in agent {self._agent.id!r}'s inbox "
+            f"no pending message with id {message_id!r} in agent {self._owner!r}'s inbox "
             "(it may already have been claimed by a turn)"
         )
 
@@ -98,7 +110,7 @@ class Inbox:
         target, i = self._locate(message_id)
         old = self._lists[target][i]
         self._splice(target, i, 1, (), outcome="canceled")
-        self._agent._emit("agent/inbox/discarded", InboxPayload(self._agent, old))
+        self._notify("discarded", old, 0)
         return old
 
     def replace(self, message_id: str, content: Any) -> UserMessage:
@@ -109,38 +121,52 @@ class Inbox:
         old = self._lists[target][i]
         new = make_user_message(content, old.source).model_copy(update={"id": old.id})
         self._splice(target, i, 1, (new,), outcome="canceled")
-        self._agent._emit("agent/inbox/discarded", InboxPayload(self._agent, old))
-        self._agent._emit("agent/inbox/inserted", InboxPayload(self._agent, new))
+        self._notify("discarded", old, 0)
+        self._notify("inserted", new, 0)
         return new
 
-    # -- loop-private -----------------------------------------------------------------------
+    # -- the driver's API ---------------------------------------------------------------------
 
-    def _insert(self, target: Target, message: UserMessage) -> UserMessage:
+    def insert(self, target: Target, message: UserMessage) -> UserMessage:
         """Append ``message`` (re-id'd when its id is already pending); return what was queued."""
         if any(m.id == message.id for t in TARGETS for m in self._lists[t]):
             message = message.model_copy(update={"id": new_message_id()})
         self._splice(target, len(self._lists[target]), 0, (message,))
-        self._agent._emit("agent/inbox/inserted", InboxPayload(self._agent, message))
+        self._notify("inserted", message, 0)
         return message
 
-    def _claim(self, target: Target, count: int, turn: int) -> list[UserMessage]:
+    def claim(self, target: Target, count: int | None, turn: int) -> list[UserMessage]:
+        """Remove and return the first ``count`` pending messages of ``target`` (all of them
+        when ``None``) for ``turn``."""
         pending = self._lists[target]
-        count = min(count, len(pending))
+        count = len(pending) if count is None else min(count, len(pending))
         if count == 0:
             return []
         claimed = pending[:count]
         self._splice(target, 0, count, ())
         for m in claimed:
-            self._agent._emit("agent/inbox/claimed", ClaimedPayload(self._agent, m, turn))
+            self._notify("claimed", m, turn)
         return claimed
 
-    def _clear(self) -> None:
+    def clear(self) -> None:
+        """Drop everything pending (a canceled splice per non-empty list)."""
         for target in TARGETS:
             dropped = list(self._lists[target])
             if dropped:
                 self._splice(target, 0, len(dropped), (), outcome="canceled")
                 for m in dropped:
-                    self._agent._emit("agent/inbox/discarded", InboxPayload(self._agent, m))
+                    self._notify("discarded", m, 0)
+
+    def restore(self, events: Iterable[Any]) -> None:
+        """Rebuild the pending lists from logged splice events (resume). Emits nothing."""
+        lists: dict[str, list[UserMessage]] = {"next-turn": [], "next-step": []}
+        for ev in events:
+            if ev.type != "agent/inbox/spliced":
+                continue
+            d = ev.data
+            new = [UserMessage.model_validate(m) for m in d["inserted"]]
+            lists[d["target"]][d["start"] : d["start"] + d["removed_count"]] = new
+        self._lists = lists
 
     def _splice(
         self,
@@ -159,16 +185,5 @@ class Inbox:
         }
         if outcome is not None:
             data["outcome"] = outcome
-        self._agent.session.append("agent/inbox/spliced", data)  # durable first
+        self._session.append("agent/inbox/spliced", data)  # durable first
         self._lists[target][start : start + removed] = list(inserted)
-
-    def _restore(self, events: Iterable[Any]) -> None:
-        """Rebuild the pending lists from logged splice events (resume)."""
-        lists: dict[str, list[UserMessage]] = {"next-turn": [], "next-step": []}
-        for ev in events:
-            if ev.type != "agent/inbox/spliced":
-                continue
-            d = ev.data
-            new = [UserMessage.model_validate(m) for m in d["inserted"]]
-            lists[d["target"]][d["start"] : d["start"] + d["removed_count"]] = new
-        self._lists = lists

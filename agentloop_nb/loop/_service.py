@@ -1,27 +1,52 @@
-"""``AgentLoop`` (``ctx.agent_loop``): creation, resume and teardown of agents (SPEC §4.2)."""
+"""``AgentLoop`` (``ctx.agent_loop``): creation, resume and teardown of agents.
+
+Every way an agent comes to life (``agent_loop.create``, ``ctx.agents.create`` /
+``ctx.agents.resume``, config-listed agents) runs one :class:`_Creation` transaction: build a
+private session, agent and agent scope; optionally await ``setup``; enter the registries and
+announce; roll everything back on any failure. The directory of live agents is ``ctx.agents``.
+"""
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-from collections.abc import Awaitable, Callable, Coroutine, Iterator
+import inspect
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from uuid import uuid4
+
+import anyio
 
 from ..agents import AgentHandle
 from ..hooks import AgentPayload, SessionStartPayload
 from ..session import repair
+from ..signals import AbortController
 from ._agent import Agent, AgentOptions
 from ._config import AgentConfig, AgentLoopConfig, LoopSettings
-from ._request import explicit_config
+from ._driver import Driver, Spawn
+from ._inbox import Inbox
+from ._request import RequestPath, explicit_config
+from ._state import TurnState
 
 if TYPE_CHECKING:
+    from .._disposer import Disposer
     from ..context import Context
     from ..session import Session
     from ..signals import AbortSignal
 
-Spawn = Callable[[Coroutine[Any, Any, None], str], "asyncio.Task[None]"]
 Setup = Callable[["Context"], Awaitable[Any] | Any]
+
+
+@dataclass(slots=True)
+class _Life:
+    """The loop's bookkeeping for one published agent (not a directory: lookups by id go
+    through ``ctx.agents``)."""
+
+    agent: Agent
+    driver: Driver
+    leave: Callable[[], Any]  # removes the agent from ``ctx.agents``
+    owner: Disposer | None = None  # the owning scope's effect, when not the loop's own
+    disposal: asyncio.Future[None] | None = None
 
 
 class AgentLoop:
@@ -36,11 +61,12 @@ class AgentLoop:
         self.ctx = ctx
         self.config = config or AgentLoopConfig()
         self.settings = LoopSettings(max_parallel_tool_calls=self.config.max_parallel_tool_calls)
-        self._spawn_fn = spawn
-        self._agents: dict[str, Agent] = {}
+        self._spawn = spawn
+        self._lives: dict[Agent, _Life] = {}
+        self._inflight: dict[AbortController, asyncio.Future[None]] = {}
         self._closed = False
-        self._registry_exit: dict[str, Callable[[], Any]] = {}
-        ctx.agents.set_factory(_Factory(self))
+        self._directory = ctx.agents  # kept: it outlives the root's services at App teardown
+        self._directory.set_factory(_Factory(self))
         sp = ctx.system_prompt
         sp.variable("provider", lambda agent: getattr(agent.options, "provider", None) or "unset")
         sp.variable("model", lambda agent: getattr(agent.options, "model", None) or "unset")
@@ -58,83 +84,75 @@ class AgentLoop:
         self, id: str, options: AgentOptions | None = None, meta: dict[str, Any] | None = None
     ) -> Agent:
         """Synchronously create and publish an agent with a fresh session
-        ``f"{id}-session-{uuid4()}"``. Raises when a creation listener vetoes."""
-        self._require_open()
-        session = self.ctx.sessions.prepare(f"{id}-session-{uuid4()}", meta=meta)
-        agent = self._build(session, options or AgentOptions())
-        self._publish(agent, "startup")
-        return agent
+        ``f"{id}-session-{uuid4()}"``. Raises when a creation listener vetoes (nothing is
+        published) and ``RuntimeError`` once the App is closed."""
+        return self._create_now(id, options, meta, owner=None)
 
     def get(self, id: str) -> Agent | None:
-        return self._agents.get(id)
+        agent = self._directory.get(id)
+        return agent if isinstance(agent, Agent) else None
 
     def list(self) -> list[Agent]:
-        return list(self._agents.values())
+        return [a for a in self._directory.list() if isinstance(a, Agent)]
+
+    def start_config_agents(self) -> None:
+        """Create (or resume) every agent listed in the configuration, in order."""
+        for cfg in self.config.agents:
+            self._start_config_agent(cfg)
 
     async def aclose(self) -> None:
-        """Dispose every agent (cancel ``disposed``, drain, unwind), concurrently."""
+        """Refuse new agents, abort the creates/resumes in flight and wait for them to roll
+        back, then dispose every agent (cancel ``disposed``, drain, unwind), concurrently."""
         self._closed = True
-        await asyncio.gather(*(self.dispose(a) for a in list(self._agents.values())))
+        for controller in list(self._inflight):
+            controller.abort({"kind": "disposed"})
+        if self._inflight:
+            await asyncio.wait(list(self._inflight.values()))
+        await asyncio.gather(*(self.dispose(a) for a in list(self._lives)))
 
     async def dispose(self, agent: Agent) -> None:
-        """Teardown: cancel ``disposed`` → quiescence → unwind scope → ``agent/disposed`` →
-        ``session/disposed``. Idempotent and memoized."""
-        fut = agent._disposal  # memoized per agent object: the id may be reused afterwards
-        if fut is not None:
-            await asyncio.shield(fut)
+        """Teardown: cancel ``disposed`` → quiescence (the driver task has ended) → unwind the
+        agent scope → ``agent/disposed`` → ``session/disposed``. Idempotent and memoized per
+        agent object (the id may be reused afterwards)."""
+        life = self._lives.get(agent)
+        if life is None:
+            return  # never published by this loop, or already disposed
+        if life.disposal is not None:
+            await asyncio.shield(life.disposal)
             return
-        fut = agent._disposal = asyncio.get_running_loop().create_future()
+        fut = life.disposal = asyncio.get_running_loop().create_future()
         try:
-            await agent._dispose()
+            await life.driver.dispose()
             await agent.session.flush()
             await agent.ctx.fiber.aclose()
-            if self._agents.get(agent.id) is agent:
-                del self._agents[agent.id]
-            self._registry_exit.pop(agent.id, lambda: None)()
+            life.leave()
             self.ctx.emit("agent/disposed", AgentPayload(agent))
             self.ctx.sessions.detach(agent.session)
         finally:
+            del self._lives[agent]
             fut.set_result(None)
-            owner = agent._owner
+            owner, life.owner = life.owner, None
             if owner is not None:  # nothing left for the owning scope to tear down
-                agent._owner = None
                 owner()
 
-    # -- creation transaction ------------------------------------------------------------------
+    # -- creation -----------------------------------------------------------------------------
 
     def _require_open(self) -> None:
         if self._closed:
             raise RuntimeError("the agent loop is closed (its App was closed); build a new App")
 
-    def _build(self, session: Session, options: AgentOptions, *, resumed: bool = False) -> Agent:
-        agent = Agent(self, session, None, options, resumed=resumed)  # type: ignore[arg-type]
-        agent.ctx = self.ctx.child(name=f"agent:{session.id}", agent=agent)
-        return agent
-
-    def _publish(self, agent: Agent, source: str) -> None:
-        """Enter both registries and announce; on any failure roll everything back."""
+    def _create_now(
+        self,
+        id: str,
+        options: AgentOptions | None,
+        meta: dict[str, Any] | None,
+        *,
+        owner: Context | None,
+    ) -> Agent:
         self._require_open()
-        sessions = self.ctx.sessions
-        exit_registry: Callable[[], Any] = lambda: None  # noqa: E731
-        entered_session = False
-        try:
-            exit_registry = self.ctx.agents.enter(agent)  # raises "already exists"
-            sessions.enter(agent.session)
-            entered_session = True
-            self._agents[agent.id] = agent
-            agent._published = True
-            self.ctx.emit_strict("agent/created", AgentPayload(agent))
-            agent.ctx.emit("agent/session-start", SessionStartPayload(agent, source))  # type: ignore[arg-type]
-        except BaseException:
-            agent._published = False
-            agent._disposed = True
-            self._agents.pop(agent.id, None)
-            exit_registry()
-            if entered_session:
-                sessions.detach(agent.session)
-            agent.ctx.fiber.dispose()
-            raise
-        self._registry_exit[agent.id] = exit_registry
+        session = self.ctx.sessions.prepare(f"{id}-session-{uuid4()}", meta=meta)
+        creation = _Creation(self, session, options or AgentOptions())
+        return creation.publish("startup", owner)
 
     async def _create(
         self,
@@ -149,8 +167,8 @@ class AgentLoop:
         self._require_open()
         _check(signal)
         session = self.ctx.sessions.prepare(session_id, meta=meta, seed=seed)
-        agent = self._build(session, agent_options or AgentOptions())
-        return await self._setup_and_publish(agent, setup, signal, "startup")
+        creation = _Creation(self, session, agent_options or AgentOptions())
+        return await self._setup_and_publish(creation, setup, signal, "startup")
 
     async def _resume(
         self,
@@ -162,21 +180,34 @@ class AgentLoop:
     ) -> AgentHandle:
         self._require_open()
         _check(signal)
-        agent = self._load(resume_session_id, agent_options)
-        return await self._setup_and_publish(agent, setup, signal, "resume")
+        creation = self._load(resume_session_id, agent_options)
+        return await self._setup_and_publish(creation, setup, signal, "resume")
 
-    def _load(self, session_id: str, agent_options: AgentOptions | None) -> Agent:
+    async def _setup_and_publish(
+        self, creation: _Creation, setup: Setup | None, signal: AbortSignal | None, source: str
+    ) -> AgentHandle:
+        # One controller per creation: the caller's signal and App.aclose both abort it.
+        controller = AbortController()
+        off = signal.add_callback(controller.abort) if signal is not None else None
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._inflight[controller] = done
+        try:
+            await creation.setup(setup, controller.signal)
+            agent = creation.publish(source, None)
+        finally:
+            del self._inflight[controller]
+            done.set_result(None)
+            if off is not None:
+                off()
+        return AgentHandle(agent, lambda: self.dispose(agent))
+
+    def _load(self, session_id: str, agent_options: AgentOptions | None) -> _Creation:
         persistence = self._persistence()
         header, events = persistence.load(session_id)
         session = self.ctx.sessions.prepare(header=header, events=events)
         repair(session)
         options = agent_options or _options_from_log(session)
-        agent = self._build(session, options, resumed=True)
-        agent._turn = max(
-            (e.data.get("turn", 0) for e in session.events if e.type == "turn/start"), default=0
-        )
-        agent.inbox._restore(session.events)
-        return agent
+        return _Creation(self, session, options, resumed=True)
 
     def _persistence(self) -> Any:
         try:
@@ -187,39 +218,16 @@ class AgentLoop:
                 "(use App(persistence_root=...) or App(persistence=JsonlPersistence(root)))"
             ) from None
 
-    async def _setup_and_publish(
-        self, agent: Agent, setup: Setup | None, signal: AbortSignal | None, source: str
-    ) -> AgentHandle:
-        try:
-            if setup is not None:
-                result = setup(agent.ctx)
-                if asyncio.iscoroutine(result) or isinstance(result, Awaitable):
-                    await result
-            _check(signal)
-        except BaseException:
-            agent._disposed = True
-            await agent.ctx.fiber.aclose()
-            raise
-        self._publish(agent, source)
-        return AgentHandle(agent, lambda: self.dispose(agent))
-
-    def _start_config_agents(self) -> None:
-        for cfg in self.config.agents:
-            self._start_config_agent(cfg)
-
     def _start_config_agent(self, cfg: AgentConfig) -> Agent:
+        self._require_open()
         options = AgentOptions(provider=cfg.provider, model=cfg.model, max_tokens=cfg.max_tokens)
         meta = {"cwd": cfg.cwd} if cfg.cwd else None
         existing = cfg.resume_session_id or cfg.session_id
         if existing is not None and (cfg.resume_session_id or self._persisted(existing)):
-            agent = self._load(existing, options)
-            self._publish(agent, "resume")
-            return agent
+            return self._load(existing, options).publish("resume", None)
         sid = cfg.session_id or f"{cfg.id}-session-{uuid4()}"
         session = self.ctx.sessions.prepare(sid, meta=meta)
-        agent = self._build(session, options)
-        self._publish(agent, "startup")
-        return agent
+        return _Creation(self, session, options).publish("startup", None)
 
     def _persisted(self, session_id: str) -> bool:
         try:
@@ -228,17 +236,98 @@ class AgentLoop:
             return False
         return any(h.id == session_id for h in persistence.list())  # list() -> SessionHeader
 
-    def _spawn(self, coro: Coroutine[Any, Any, None], name: str) -> asyncio.Task[None]:
-        return self._spawn_fn(coro, name)
 
-    @contextlib.contextmanager
-    def _initiator(self, agent: Agent) -> Iterator[None]:
-        with self.ctx.agents.with_initiator(agent):
-            yield
+class _Creation:
+    """One creation or resume transaction. ``setup`` (optional, async) then ``publish``; both
+    roll the whole creation back (scope unwound, registries left, id freed) when they fail."""
+
+    def __init__(
+        self, loop: AgentLoop, session: Session, options: AgentOptions, *, resumed: bool = False
+    ) -> None:
+        self.loop = loop
+        turn = 0
+        if resumed:  # continue the turn numbering of the log
+            turn = max(
+                (e.data.get("turn", 0) for e in session.events if e.type == "turn/start"),
+                default=0,
+            )
+        self.state = state = TurnState(turn=turn, resumed=resumed)
+        self.driver = driver = Driver(state, loop._spawn)
+        inbox = Inbox(session, driver.notify_inbox)
+        if resumed:
+            inbox.restore(session.events)
+        root = loop.ctx
+        self.agent = Agent(
+            session,
+            options,
+            inbox,
+            state,
+            scope=lambda agent: root.child(name=f"agent:{session.id}", agent=agent),
+            start=driver.start,
+        )
+        driver.bind(self.agent)
+        state.requests = RequestPath(self.agent, resumed=resumed)
+
+    async def setup(self, setup: Setup | None, signal: AbortSignal) -> None:
+        """Await ``setup(agent.ctx)`` under ``signal``. Raises ``AbortError`` when the signal
+        aborts (before, during: the setup is cancelled, or after it); any failure rolls back."""
+        agent = self.agent
+        try:
+            if setup is not None:
+                with anyio.CancelScope() as scope:
+                    off = signal.add_callback(lambda _reason: scope.cancel())
+                    try:
+                        result = setup(agent.ctx)
+                        if inspect.isawaitable(result):
+                            await result
+                    finally:
+                        off()
+            signal.throw_if_aborted()
+        except BaseException:
+            self.state.disposed = True
+            await agent.ctx.fiber.aclose()
+            raise
+
+    def publish(self, source: str, owner: Context | None) -> Agent:
+        """Enter both registries and announce (``session/created``, ``agent/created``,
+        ``agent/session-start``); on any failure roll everything back and re-raise."""
+        loop, agent, state = self.loop, self.agent, self.state
+        ctx = loop.ctx
+        sessions = ctx.sessions
+        leave: Callable[[], Any] = lambda: None  # noqa: E731
+        entered_session = False
+        try:
+            loop._require_open()
+            leave = loop._directory.enter(agent)  # raises "already exists"
+            sessions.enter(agent.session)
+            entered_session = True
+            state.published = True
+            life = loop._lives[agent] = _Life(agent, self.driver, leave)
+            ctx.emit_strict("agent/created", AgentPayload(agent))
+            agent.ctx.emit("agent/session-start", SessionStartPayload(agent, source))  # type: ignore[arg-type]
+        except BaseException:
+            state.published = False
+            state.disposed = True
+            loop._lives.pop(agent, None)
+            leave()
+            if entered_session:
+                sessions.detach(agent.session)
+            agent.ctx.fiber.dispose()
+            raise
+        if owner is not None:
+            life.owner = owner.effect(lambda: lambda: _owned_teardown(loop, agent))
+        return agent
+
+
+def _owned_teardown(loop: AgentLoop, agent: Agent) -> Awaitable[None] | None:
+    """What an owning scope runs on unwind: dispose the agent unless that already started."""
+    life = loop._lives.get(agent)
+    return loop.dispose(agent) if life is not None and life.disposal is None else None
 
 
 class _OwnedAgentLoop:
-    """A view of the :class:`AgentLoop` bound to the context that resolved it."""
+    """A view of the :class:`AgentLoop` bound to the context that resolved it: agents created
+    through it are disposed when that context's scope is."""
 
     __slots__ = ("_ctx", "_loop")
 
@@ -250,14 +339,7 @@ class _OwnedAgentLoop:
         self, id: str, options: AgentOptions | None = None, meta: dict[str, Any] | None = None
     ) -> Agent:
         """:meth:`AgentLoop.create`, with the agent disposed when this context's scope is."""
-        agent = self._loop.create(id, options, meta)
-        loop = self._loop
-
-        def teardown() -> Any:
-            return None if agent._disposal is not None else loop.dispose(agent)
-
-        agent._owner = self._ctx.effect(lambda: teardown)
-        return agent
+        return self._loop._create_now(id, options, meta, owner=self._ctx)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._loop, name)
@@ -267,7 +349,10 @@ class _OwnedAgentLoop:
 
 
 class _Factory:
-    """The ``ctx.agents`` factory seam, backed by the loop."""
+    """The ``ctx.agents`` factory seam, backed by the loop (its ``create`` is the async,
+    keyword-only form; ``AgentLoop.create`` is the synchronous one)."""
+
+    __slots__ = ("_loop",)
 
     def __init__(self, loop: AgentLoop) -> None:
         self._loop = loop
@@ -280,12 +365,13 @@ class _Factory:
 
 
 def _check(signal: AbortSignal | None) -> None:
-    if signal is not None and signal.aborted:
-        raise RuntimeError(f"agent creation aborted: {signal.reason!r}")
+    if signal is not None:
+        signal.throw_if_aborted()
 
 
 def _options_from_log(session: Session) -> AgentOptions:
-    # Fields an adapter supplied are not the user's settings: the serving adapter refills them.
+    """The agent options a resumed session continues with: every generation setting its last
+    ``request/header`` logged (provider, model, max tokens, temperature, reasoning effort),
+    except the fields an adapter supplied (the serving adapter refills those)."""
     config = explicit_config(session.request_header())
-    fields = {k: config[k] for k in ("provider", "model", "max_tokens") if k in config}
-    return AgentOptions(**fields)
+    return AgentOptions(**{k: v for k, v in config.items() if k in AgentOptions.model_fields})

@@ -1,35 +1,50 @@
-"""Invariant companion (SPEC §4.7): every request the loop sends must be reproducible from the
-session log alone, and the requests of one turn must be strict prefix extensions of each other
-(so a provider's KV cache stays valid).
+"""Invariant companion: every request the loop sends must be reproducible from the session log
+alone, and the requests of one turn must be strict prefix extensions of each other (so a
+provider's KV cache stays valid).
 
-It wraps ``llm/stream``: before a request reaches the adapter it rebuilds the messages from the
-log *from scratch* (independently of the session's incremental derivation) and the header from
-the last ``request/header`` event, and compares. A violation raises :class:`InvariantError`,
-which the LLM runtime turns into an error finish, so the turn ends ``error``.
+It wraps ``llm/stream``. Only the loop's own requests are checked: a request whose
+``session_id`` names a session with an open step that has not received its assistant message
+yet. One-shot ``ctx.llm.stream`` calls (outside a turn, or from a tool body) pass unchecked.
+For a checked request it compares the messages with the session's derived messages and the
+header with the last ``request/header`` event, then checks the prefix extension against the
+previous request of the same turn; a compaction replace (a ``compaction/summary`` event with a
+replace surface op) logged since then restarts the prefix check, any other replace does not.
+
+A violation never raises out of the stream: the request gets one terminal error finish with
+code ``INVARIANT`` instead, so the turn ends ``error`` with that code.
+
+The check is incremental: it walks back only over the current step's events, and compares
+messages by identity first (the loop builds its request from the session's derived messages).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable, Sequence
+import operator
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ..llm import ErrorFinish, Finish
 from ..messages import Message
-from ..session import SURFACE_TYPES, Session
-from ..session._session import parse_node
+from ..session import SURFACE_TYPES, Session, parse_node
 
 if TYPE_CHECKING:
     from ..context import Context
     from ..llm import LlmStreamPayload
 
+INVARIANT = "INVARIANT"
+
 
 class InvariantError(AssertionError):
-    """What the loop sent differs from what its log can reproduce."""
+    """What the loop sent differs from what its log can reproduce (``code`` is ``INVARIANT``)."""
+
+    code = INVARIANT
 
 
 def rebuild_messages(session: Session) -> list[Message]:
-    """Derive the model-visible messages from ``session.events`` in one pass from the start."""
+    """Derive the model-visible messages from ``session.events`` in one pass from the start (a
+    diagnostic, independent of the session's incremental derivation)."""
     surface: list[Message] = []
     for event in session.events:
         if event.type not in SURFACE_TYPES:
@@ -51,8 +66,42 @@ def _canon(value: Any) -> str:
 @dataclass(slots=True)
 class _Last:
     turn: int
-    messages: tuple[Message, ...]
+    step: int
     attempts: int
+    messages: tuple[Message, ...]
+    seen: int  # the log length when it was checked: later events are "since"
+
+
+@dataclass(frozen=True, slots=True)
+class _Where:
+    """Where the loop is in the session when it sends a request."""
+
+    turn: int
+    step: int
+    attempts: int  # assistant/attempt events of this step (retries resend the same request)
+
+
+def _loop_request(events: Sequence[Any]) -> _Where | None:
+    """The open step awaiting its model answer, or ``None`` (then it is not the loop's
+    request). Walks back over the current step only."""
+    attempts = 0
+    for i in range(len(events) - 1, -1, -1):
+        event = events[i]
+        kind = event.type
+        if kind == "step/start":
+            return _Where(int(event.data["turn"]), int(event.data["step"]), attempts)
+        if kind == "assistant/attempt":
+            attempts += 1
+        elif kind in ("assistant/message", "step/end", "turn/end", "turn/start"):
+            return None
+    return None
+
+
+def _same(a: Sequence[Any], b: Sequence[Any]) -> bool:
+    """Element-wise equality, by identity first (C speed), by value when that fails."""
+    if len(a) != len(b):
+        return False
+    return all(map(operator.is_, a, b)) or list(a) == list(b)
 
 
 class _Checker:
@@ -64,62 +113,83 @@ class _Checker:
         options = payload.options
         session = self.ctx.sessions.get(options.session_id) if options.session_id else None
         if session is not None:
-            self.check(session, options)
+            try:
+                self.check(session, options)
+            except InvariantError as exc:
+                return _refuse(str(exc))
         return await next()
 
     def check(self, session: Session, options: Any) -> None:
-        where = f"session {session.id!r}"
-        rebuilt = rebuild_messages(session)
-        if list(options.messages) != rebuilt:
+        """Check one request against ``session``; a no-op for requests the loop did not send.
+        Raises :class:`InvariantError` naming the first difference."""
+        events = session.events
+        where = _loop_request(events)
+        if where is None:
+            return
+        label = f"session {session.id!r}"
+        messages = tuple(options.messages)
+        derived = session.derive_messages()
+        if not _same(messages, derived):
             raise InvariantError(
-                f"{where}: the request's messages differ from a rebuild from the log "
-                f"({len(options.messages)} sent, {len(rebuilt)} rebuilt)"
+                f"{label}: the request's messages differ from a rebuild from the log "
+                f"({len(messages)} sent, {len(derived)} rebuilt)"
             )
-        header = session.request_header()
-        if header is None:
-            raise InvariantError(f"{where}: a request was sent before any request/header")
-        config = dict(header.get("config", {}))
-        sent = {
-            "provider": options.provider,
-            "model": options.model,
-            "max_tokens": options.max_tokens,
-            "temperature": options.temperature,
-            "reasoning_effort": options.reasoning_effort,
-        }
-        for key, value in sent.items():
-            if config.get(key) != value:
-                raise InvariantError(
-                    f"{where}: request {key}={value!r} but the logged header says {config.get(key)!r}"
-                )
-        if header.get("system") != options.system:
-            raise InvariantError(f"{where}: the request's system prompt is not the logged one")
-        if _canon(header.get("tools", ())) != _canon(list(options.tools)):
-            raise InvariantError(f"{where}: the request's tools are not the logged ones")
-        self._check_prefix(session, tuple(options.messages))
+        _check_header(label, session, options)
+        self._check_prefix(session, where, messages, len(events))
 
-    def _check_prefix(self, session: Session, messages: tuple[Message, ...]) -> None:
-        turn, attempts = _turn_state(session.events)
+    def _check_prefix(
+        self, session: Session, where: _Where, messages: tuple[Message, ...], seen: int
+    ) -> None:
         last = self.last.get(session.id)
-        self.last[session.id] = _Last(turn, messages, attempts)
-        if last is None or last.turn != turn:
+        self.last[session.id] = _Last(where.turn, where.step, where.attempts, messages, seen)
+        if last is None or last.turn != where.turn or _compacted(session.events, last.seen):
             return
         n = len(last.messages)
-        retried = attempts > last.attempts  # a retried step resends the same request
-        if messages[:n] != last.messages or (len(messages) == n and not retried):
+        retried = where.step == last.step and where.attempts > last.attempts
+        extends = len(messages) >= n and (
+            all(map(operator.is_, last.messages, messages)) or messages[:n] == last.messages
+        )
+        if not extends or (len(messages) == n and not retried):
             raise InvariantError(
-                f"session {session.id!r} turn {turn}: a request is not a strict prefix "
+                f"session {session.id!r} turn {where.turn}: a request is not a strict prefix "
                 "extension of the previous one (the provider's KV cache would be invalidated)"
             )
 
 
-def _turn_state(events: Sequence[Any]) -> tuple[int, int]:
-    attempts = 0
-    for event in reversed(events):
-        if event.type == "assistant/attempt":
-            attempts += 1
-        elif event.type == "turn/start":
-            return int(event.data["turn"]), attempts
-    return 0, attempts
+def _check_header(label: str, session: Session, options: Any) -> None:
+    header = session.request_header()
+    if header is None:
+        raise InvariantError(f"{label}: a request was sent before any request/header")
+    config = dict(header.get("config", {}))
+    sent = {
+        "provider": options.provider,
+        "model": options.model,
+        "max_tokens": options.max_tokens,
+        "temperature": options.temperature,
+        "reasoning_effort": options.reasoning_effort,
+    }
+    for key, value in sent.items():
+        if config.get(key) != value:
+            raise InvariantError(
+                f"{label}: request {key}={value!r} but the logged header says {config.get(key)!r}"
+            )
+    if header.get("system") != options.system:
+        raise InvariantError(f"{label}: the request's system prompt is not the logged one")
+    if _canon(header.get("tools", ())) != _canon(list(options.tools)):
+        raise InvariantError(f"{label}: the request's tools are not the logged ones")
+
+
+def _compacted(events: Sequence[Any], since: int) -> bool:
+    """Whether a compaction replace was logged at or after index ``since``."""
+    for i in range(since, len(events)):
+        event = events[i]
+        if event.type == "compaction/summary" and isinstance(event.surface_op, dict):
+            return True
+    return False
+
+
+async def _refuse(message: str) -> AsyncIterator[Any]:
+    yield Finish(reason=ErrorFinish(code=INVARIANT, message=message))
 
 
 def invariants(ctx: Context, config: Any = None) -> None:
@@ -130,4 +200,4 @@ def invariants(ctx: Context, config: Any = None) -> None:
 
 invariants.name = "invariants"  # type: ignore[attr-defined]
 
-__all__ = ["InvariantError", "invariants", "rebuild_messages"]
+__all__ = ["INVARIANT", "InvariantError", "invariants", "rebuild_messages"]

@@ -1,0 +1,101 @@
+"""``TurnState``: everything one agent's driver knows about its running (or next) turn.
+
+The state is owned by the agent's driver. The :class:`Agent` facade reads it (status, turn
+number) and writes only the two inputs a caller may give between awaits: the pending wake and
+the abort of the current controller. It imports nothing that knows about agents, so every
+other loop module may depend on it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Literal
+
+from ..signals import AbortController
+
+if TYPE_CHECKING:
+    from ..messages import UserMessage
+    from ._request import RequestPath
+
+Status = Literal["idle", "running"]
+
+
+class TurnState:
+    """The driver-owned state of one agent.
+
+    Lifecycle flags: ``published`` (entered the registries; events may be emitted), ``disposed``
+    (no new turn may start). Driver: ``task`` (``None`` while idle), ``status``, ``wake`` (a
+    waking send is pending), ``controller`` (aborts the current admission or turn). Turn:
+    ``turn`` (number of the last turn opened), ``step``, ``step_open``, ``claimed`` (the input
+    entered in this turn), ``max_tokens``, ``end``/``detail`` (a non-error end decided by a
+    hook). ``requests``: the agent's :class:`RequestPath` (its request proposal and last
+    logged header), set once the agent exists; ``resumed``: the session continues a log.
+    """
+
+    __slots__ = (
+        "claimed",
+        "controller",
+        "detail",
+        "disposed",
+        "end",
+        "idle_waiters",
+        "max_tokens",
+        "published",
+        "requests",
+        "resumed",
+        "status",
+        "step",
+        "step_open",
+        "task",
+        "turn",
+        "wake",
+    )
+
+    def __init__(self, *, turn: int = 0, resumed: bool = False) -> None:
+        self.published = False
+        self.disposed = False
+        self.task: asyncio.Task[None] | None = None
+        self.status: Status = "idle"
+        self.wake = False
+        self.controller = AbortController()
+        self.idle_waiters: list[asyncio.Future[None]] = []
+        self.turn = turn
+        self.step = 0
+        self.step_open = False
+        self.claimed: list[UserMessage] = []
+        self.max_tokens = False
+        self.end = "completed"
+        self.detail: str | None = None
+        self.resumed = resumed
+        self.requests: RequestPath | None = None
+
+    def open_turn(self) -> int:
+        """Start the next turn's bookkeeping; return its number."""
+        self.turn += 1
+        self.step = 0
+        self.step_open = False
+        self.claimed = []
+        self.max_tokens = False
+        self.end = "completed"
+        self.detail = None
+        return self.turn
+
+    def set_status(self, status: Status) -> bool:
+        """Record ``status``; return whether it changed. Going idle releases ``when_idle``."""
+        if status == self.status:
+            return False
+        self.status = status
+        if status == "idle":
+            waiters, self.idle_waiters = self.idle_waiters, []
+            for fut in waiters:
+                if not fut.done():
+                    fut.set_result(None)
+        return True
+
+    async def when_idle(self) -> None:
+        """Return once idle (at once if already). Safe to cancel."""
+        if self.status == "idle":
+            return
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.idle_waiters.append(fut)
+        await fut

@@ -1,0 +1,203 @@
+"""Package structure rules, checked on the source with ``ast``.
+
+(a) No module reads or writes another module's underscored members: an attribute access
+``x._name`` (single leading underscore, not a dunder) is allowed only on ``self``/``cls`` or
+when ``_name`` is defined in the same module (a private helper class of that module).
+(b) No import circle among the modules of ``loop/``, ``session/`` and ``jupyter/``: every import
+counts, also those under ``TYPE_CHECKING`` and inside functions.
+
+``ALLOWED`` lists deliberate exceptions with their reason. ``KNOWN_ELSEWHERE_*`` list what is
+still being fixed outside the loop; they may only shrink (a stale entry fails too).
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+from collections.abc import Iterator
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parent.parent / "agentloop_nb"
+ASSERTED = ("agentloop_nb.loop", "agentloop_nb.session", "agentloop_nb.jupyter")
+
+# (module, attribute): reason
+ALLOWED: dict[tuple[str, str], str] = {
+    ("agentloop_nb.tools._define", "_getframe"): "sys._getframe: the stdlib's API",
+    ("agentloop_nb.tools._runtime", "_getframe"): "sys._getframe: the stdlib's API",
+    ("agentloop_nb.jupyter._sync", "_asyncio_future_blocking"): "asyncio's Future protocol",
+}
+
+# Private reaches other areas are removing (module, attribute).
+KNOWN_ELSEWHERE_REACHES: frozenset[tuple[str, str]] = frozenset(
+    {
+        ("agentloop_nb.context", "_active"),
+    }
+)
+
+# Import circles other areas are breaking (the modules of one circle).
+KNOWN_ELSEWHERE_CYCLES: frozenset[frozenset[str]] = frozenset()
+
+
+@functools.cache
+def _modules() -> dict[str, ast.Module]:
+    out: dict[str, ast.Module] = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        rel = path.relative_to(PACKAGE.parent).with_suffix("")
+        parts = list(rel.parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        out[".".join(parts)] = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    return out
+
+
+def _is_private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
+
+
+def _defined_privates(tree: ast.Module) -> set[str]:
+    """Underscored names a module defines: functions, classes, assigned names, attributes set
+    on ``self``/``cls`` and ``__slots__`` entries (writing ``other._x`` defines nothing)."""
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
+            if isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"):
+                names.add(node.attr)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            names.add(node.id)
+        elif isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == "__slots__" for t in node.targets
+        ):
+            names.update(
+                c.value
+                for c in ast.walk(node.value)
+                if isinstance(c, ast.Constant) and isinstance(c.value, str)
+            )
+    return {n for n in names if _is_private(n)}
+
+
+def private_reaches() -> list[tuple[str, int, str]]:
+    """Every ``x._name`` access of another module's private member: (module, line, attr)."""
+    found: list[tuple[str, int, str]] = []
+    for module, tree in _modules().items():
+        own = _defined_privates(tree)
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Attribute) or not _is_private(node.attr):
+                continue
+            if isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"):
+                continue
+            if node.attr in own:
+                continue
+            found.append((module, node.lineno, node.attr))
+    return found
+
+
+def _resolve(module: str, is_package: bool, node: ast.ImportFrom) -> str:
+    if node.level == 0:
+        return node.module or ""
+    base = module.split(".")
+    if not is_package:
+        base = base[:-1]
+    base = base[: len(base) - (node.level - 1)]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
+def import_graph() -> dict[str, set[str]]:
+    """module → the package modules it imports (explicit targets only)."""
+    modules = _modules()
+    packages = {
+        m for m in modules if (PACKAGE.parent / Path(*m.split(".")) / "__init__.py").exists()
+    }
+    graph: dict[str, set[str]] = {m: set() for m in modules}
+    for module, tree in modules.items():
+        for node in ast.walk(tree):
+            targets: list[str] = []
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = _resolve(module, module in packages, node)
+                for alias in node.names:
+                    sub = f"{base}.{alias.name}"
+                    targets.append(sub if sub in modules else base)
+            graph[module].update(t for t in targets if t in modules and t != module)
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[frozenset[str]]:
+    """The strongly connected components with more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    out: list[frozenset[str]] = []
+
+    def visit(v: str) -> Iterator[None]:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                yield from visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = set()
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.add(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                out.append(frozenset(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            for _ in visit(v):
+                pass
+    return out
+
+
+def _asserted(component: frozenset[str]) -> bool:
+    return any(m == p or m.startswith(p + ".") for m in component for p in ASSERTED)
+
+
+def _fmt(component: frozenset[str]) -> str:
+    return " <-> ".join(sorted(component))
+
+
+def test_no_module_reaches_another_modules_private_members() -> None:
+    reaches = private_reaches()
+    bad = [
+        f"{m}:{line}: ._{attr[1:]}"
+        for m, line, attr in reaches
+        if (m, attr) not in ALLOWED and (m, attr) not in KNOWN_ELSEWHERE_REACHES
+    ]
+    assert not bad, "private members of another module are reached:\n" + "\n".join(bad)
+
+
+def test_no_import_circle_inside_loop_session_or_jupyter() -> None:
+    found = cycles(import_graph())
+    others = [c for c in found if not _asserted(c)]
+    if others:
+        print("import circles outside the asserted folders:", *map(_fmt, others), sep="\n  ")
+    bad = [_fmt(c) for c in found if _asserted(c) and c not in KNOWN_ELSEWHERE_CYCLES]
+    assert not bad, "import circles:\n" + "\n".join(bad)
+
+
+def test_the_known_elsewhere_lists_hold_only_what_still_exists() -> None:
+    reaches = {(m, attr) for m, _line, attr in private_reaches()}
+    found = set(cycles(import_graph()))
+    stale = [f"reach {r}" for r in KNOWN_ELSEWHERE_REACHES - reaches]
+    stale += [f"cycle {_fmt(c)}" for c in KNOWN_ELSEWHERE_CYCLES - found]
+    stale += [f"allowed {a}" for a in set(ALLOWED) - reaches]
+    assert not stale, "fixed: remove from the lists:\n" + "\n".join(stale)
+
+
+def test_the_rules_catch_a_private_reach_and_a_circle() -> None:
+    tree = ast.parse("def f(x):\n    return x._hidden + self._mine\n")
+    assert _defined_privates(tree) == set()
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert cycles(graph) == [frozenset({"a", "b", "c"})]
