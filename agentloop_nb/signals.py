@@ -34,7 +34,7 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Generator
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import anyio
 
@@ -129,7 +129,6 @@ class AbortSignal:
             raise AbortError(self._reason)
         with AbortScope(self):
             return await awaitable
-        raise AssertionError("unreachable: the scope either returned or raised")
 
     def _abort(self, reason: Any) -> bool:
         if self._aborted:
@@ -208,7 +207,7 @@ class AbortScope:
         exc_type: type[BaseException] | None,
         exc: BaseException | None,
         tb: TracebackType | None,
-    ) -> bool:
+    ) -> Literal[False]:
         signal, cancel = self.signal, self._cancel
         if signal is None or cancel is None:
             return False
