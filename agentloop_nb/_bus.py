@@ -7,7 +7,8 @@ for another agent).
 Every mode iterates the listener tuple as it was when the dispatch started (storage is
 copy-on-write), skipping listeners disposed meanwhile; a listener added mid-dispatch is not
 called by that dispatch. A dispatch that reaches no listener costs one dictionary lookup (plus,
-for ``waterfall``, the call of ``default``): call sites never need to ask first.
+for ``waterfall``, the call of ``default``), and a :class:`Lazy` payload is built only when a
+listener is reached: call sites never need to ask first.
 """
 
 from __future__ import annotations
@@ -62,6 +63,19 @@ class Listener:
 
 
 _NONE: tuple[Listener, ...] = ()
+
+
+class Lazy(partial[Any]):
+    """A payload built only if a dispatch reaches a listener: ``Lazy(factory, *args)`` stands
+    for ``factory(*args)``, built at most once per dispatch. Lets a hot call site dispatch an
+    often unobserved hook without paying for its payload (a ``functools.partial``, so making one
+    is cheaper than building most payloads)."""
+
+    __slots__ = ()
+
+
+def _built(payload: Any) -> Any:
+    return payload() if type(payload) is Lazy else payload
 
 
 def _reaches(lst: Listener, agent: object) -> bool:
@@ -127,6 +141,8 @@ class Bus:
             owner = lst.agent
             if owner is not None and agent is not None and owner is not agent:
                 continue
+            if type(payload) is Lazy:
+                payload = payload()
             try:
                 result = lst.fn(payload)
             except Exception as exc:
@@ -136,6 +152,8 @@ class Bus:
                 self._observe(name, lst, result, agent)
 
     def emit_strict(self, name: str, payload: Any, agent: object) -> None:
+        if self.has_listeners(name, agent):
+            payload = _built(payload)
         for lst in self.reached(name, agent):
             result = lst.fn(payload)
             if result is not None and is_awaitable(result):
@@ -144,6 +162,8 @@ class Bus:
     async def parallel(self, name: str, payload: Any, agent: object) -> None:
         errors: list[Exception] = []
         awaitables: list[Awaitable[Any]] = []
+        if self.has_listeners(name, agent):
+            payload = _built(payload)
         for lst in self.reached(name, agent):
             try:
                 result = lst.fn(payload)
@@ -175,12 +195,15 @@ class Bus:
         first = _first_reached(listeners, agent)
         if first < 0:
             return None
+        payload = _built(payload)
         if signal is None:
             return await _serial(listeners, first, payload, agent)
         with AbortScope(signal):
             return await _serial(listeners, first, payload, agent)
 
     def bail(self, name: str, payload: Any, agent: object) -> Any:
+        if self.has_listeners(name, agent):
+            payload = _built(payload)
         for lst in self.reached(name, agent):
             result = lst.fn(payload)
             if result is not None:
@@ -208,7 +231,7 @@ class Bus:
         if first < 0:
             # The hot path: several waterfalls per loop step are usually unobserved.
             return await _call_default(default)
-        chain = _Chain(listeners, payload, default, agent)  # type: ignore[arg-type]
+        chain = _Chain(listeners, _built(payload), default, agent)  # type: ignore[arg-type]
         if signal is None:
             return await chain.run(first)
         with AbortScope(signal):
@@ -311,6 +334,7 @@ async def _serial(listeners: tuple[Listener, ...], first: int, payload: Any, age
 
 
 async def _call_default(default: Callable[[], Any] | None) -> Any:
+    """The end of a waterfall chain: ``default()``, awaited when it returns an awaitable."""
     if default is None:
         return None
     result = default()
@@ -326,4 +350,4 @@ async def _settle(awaitable: Awaitable[Any], errors: list[Exception]) -> None:
         errors.append(exc)
 
 
-__all__ = ["INTERNAL_ERROR", "Bus", "ErrorReport", "Handler", "Listener"]
+__all__ = ["INTERNAL_ERROR", "Bus", "ErrorReport", "Handler", "Lazy", "Listener"]

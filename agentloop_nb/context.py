@@ -31,7 +31,8 @@ called by that dispatch. A dispatch that reaches no listener is about as cheap a
 ``serial`` and ``waterfall`` accept ``signal=``: the dispatch then runs under an
 :class:`~agentloop_nb.signals.AbortScope` (an abort interrupts a listener that ignores the signal
 and the call raises :class:`~agentloop_nb.signals.AbortError`), but only when a listener is
-reached; an unobserved ``waterfall`` just returns ``default()``.
+reached; an unobserved ``waterfall`` just returns ``default()``. Every mode accepts a
+:class:`Lazy` payload (``Lazy(factory, *args)``), built only when a listener is reached.
 
 The implementation is split by concern: the bus (``_bus``), services (``_services``), plugins
 (``_plugins``) and scopes (``_fiber``); this module keeps the public face.
@@ -42,7 +43,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ._bus import INTERNAL_ERROR, Bus, ErrorReport, Handler, Listener
+from ._bus import INTERNAL_ERROR, Bus, ErrorReport, Handler, Lazy, Listener
 from ._disposer import Disposer
 from ._fiber import Fiber, InactiveContextError, close_unstarted, is_awaitable
 from ._plugins import (
@@ -55,6 +56,7 @@ from ._plugins import (
     validate_config,
 )
 from ._services import MISSING, Generation, Layer, Resolver, check_name, publish
+from .signals import AbortError
 
 if TYPE_CHECKING:
     from ._service_types import (
@@ -297,6 +299,10 @@ class Context:
         With ``signal``: raises :class:`~agentloop_nb.signals.AbortError` when it is aborted
         already, and a reached listener runs under an abort scope (an abort cancels it and the
         call raises ``AbortError``; see :mod:`agentloop_nb.signals`)."""
+        if name not in self._listeners:  # unobserved: no further coroutine, no scope
+            if signal is not None and signal.aborted:
+                raise AbortError(signal.reason)
+            return None
         return await self._bus.serial(name, payload, self.agent, signal)
 
     def bail(self, name: str, payload: Any = None) -> Any:
@@ -321,6 +327,15 @@ class Context:
         With no reachable listener the result is ``default()`` (nothing else runs). With
         ``signal``: raises :class:`~agentloop_nb.signals.AbortError` when it is aborted
         already; a chain with listeners (``default`` included) runs under an abort scope."""
+        if name not in self._listeners:  # unobserved: the default, with no chain or scope
+            if signal is not None and signal.aborted:
+                raise AbortError(signal.reason)
+            if default is None:
+                return None
+            result = default()
+            if result is not None and is_awaitable(result):
+                result = await result
+            return result
         return await self._bus.waterfall(name, payload, default, self.agent, signal)
 
     def __repr__(self) -> str:
@@ -335,5 +350,6 @@ __all__ = [
     "ErrorReport",
     "Fiber",
     "InactiveContextError",
+    "Lazy",
     "PluginError",
 ]
