@@ -20,10 +20,13 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
-from typing import Any, TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from ._disposer import Disposer
 from ._scoped import BoundView, ScopedRegistry
+
+if TYPE_CHECKING:
+    from .signals import AbortSignal
 
 SectionSource: TypeAlias = str | Callable[[Any], str | None]
 VariableSource: TypeAlias = Callable[[Any], str | None]
@@ -35,6 +38,7 @@ PERSONA_TEXT = (
     "Provider: {{provider}}. Model: {{model}}. Working directory: {{cwd}}."
 )
 
+_ASSEMBLE = "system-prompt/assemble"
 _VARIABLE = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_.:-]*)\s*\}\}")
 
 
@@ -180,22 +184,25 @@ class SystemPrompt:
             return ()
         return tuple(tools.schemas(agent))
 
-    async def assemble(self, agent: Any, *, ctx: Any = None) -> Assembly:
+    async def assemble(
+        self, agent: Any, *, ctx: Any = None, signal: AbortSignal | None = None
+    ) -> Assembly:
         """Collect sections and variables for ``agent``, then run the ``system-prompt/assemble``
         waterfall (payload :class:`AssemblePayload`). The waterfall dispatches through
         ``agent.ctx`` when the agent has one (so that agent's own listeners apply), else
-        through ``ctx`` / the service's context."""
+        through ``ctx`` / the service's context. With no listener the collected assembly is
+        the result. ``signal`` (e.g. the turn's) makes the waterfall abortable: it raises
+        :class:`~agentloop_nb.signals.AbortError` when the signal is or becomes aborted while
+        a listener runs."""
         assembly = self.collect(agent)
         dispatcher = getattr(agent, "ctx", None)
         if dispatcher is None:
             dispatcher = ctx if ctx is not None else self._ctx
-
-        async def default() -> Assembly:
-            return assembly
-
-        result = await dispatcher.waterfall(
-            "system-prompt/assemble", AssemblePayload(assembly, agent), default
-        )
+        payload = AssemblePayload(assembly, agent)
+        if signal is None:
+            result = await dispatcher.waterfall(_ASSEMBLE, payload, lambda: assembly)
+        else:
+            result = await dispatcher.waterfall(_ASSEMBLE, payload, lambda: assembly, signal=signal)
         if not isinstance(result, Assembly):
             raise TypeError(
                 f"a 'system-prompt/assemble' listener returned {type(result).__name__}; "
@@ -265,8 +272,8 @@ class BoundSystemPrompt(BoundView[SystemPrompt]):
     def collect(self, agent: Any) -> Assembly:
         return self.service.collect(agent)
 
-    async def assemble(self, agent: Any) -> Assembly:
-        return await self.service.assemble(agent, ctx=self.ctx)
+    async def assemble(self, agent: Any, *, signal: AbortSignal | None = None) -> Assembly:
+        return await self.service.assemble(agent, ctx=self.ctx, signal=signal)
 
     @staticmethod
     def render(assembly: Assembly) -> str:
