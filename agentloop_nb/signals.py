@@ -15,8 +15,11 @@ abort cancels the pending await (an anyio cancel scope), and the block ends with
   coroutine it will never start, so nothing warns "never awaited");
 - aborted while the block awaits: the await is cancelled, ``AbortError`` replaces the
   cancellation;
-- aborted, but the block still finishes normally (it ignored the cancellation, or the abort
-  came after its last await): ``AbortError`` all the same — once aborted, the abort wins;
+- aborted, but the block still finishes normally (it caught the cancellation, or finished
+  cooperatively, or the abort came after its last await): by default ``AbortError`` all the
+  same — once aborted, the abort wins. ``strict=False`` keeps the block's own outcome instead,
+  for callers whose work may honour the signal and return a meaningful result (a tool body
+  that stops early and says so);
 - aborted, and the block raises an ``Exception`` (e.g. it turned the cancellation into its own
   error): ``AbortError`` chained from it;
 - anything else (no abort; a cancellation from an enclosing scope; ``KeyboardInterrupt``)
@@ -116,18 +119,19 @@ class AbortSignal:
     def __await__(self) -> Generator[Any, None, Any]:
         return self.wait().__await__()
 
-    async def run(self, awaitable: Awaitable[T]) -> T:
+    async def run(self, awaitable: Awaitable[T], *, strict: bool = True) -> T:
         """Await ``awaitable`` under an :class:`AbortScope` of this signal and return its result.
 
         Raises :class:`AbortError` (carrying ``reason``) when the signal is already aborted (a
         never-started coroutine is closed; other awaitables are left alone), when an abort
-        cancels the await, or when it returns after the abort. Other exceptions propagate, except
-        that an ``Exception`` raised after the abort becomes an ``AbortError`` chained from it.
+        cancels the await, or (unless ``strict=False``) when it returns after the abort. Other
+        exceptions propagate, except that an ``Exception`` raised after the abort becomes an
+        ``AbortError`` chained from it.
         """
         if self._aborted:
             close_unstarted((awaitable,))
             raise AbortError(self._reason)
-        with AbortScope(self):
+        with AbortScope(self, strict=strict):
             return await awaitable
 
     def _abort(self, reason: Any) -> bool:
@@ -178,12 +182,17 @@ class AbortScope:
     A synchronous context manager around an anyio cancel scope: use it inside a task, around
     awaits, never across a ``yield`` of an async generator. Single use. ``signal=None`` makes it
     a no-op. Raises :class:`AbortError` on entry when the signal is already aborted.
+    ``strict=False`` lets a block that finishes normally after the abort keep its outcome.
+
+    Cost: entering and leaving is dominated by the anyio cancel scope (microseconds): fine around
+    a hook, a tool body or a network read, too much around every streamed token.
     """
 
-    __slots__ = ("_cancel", "_on_abort", "signal")
+    __slots__ = ("_cancel", "_on_abort", "signal", "strict")
 
-    def __init__(self, signal: AbortSignal | None) -> None:
+    def __init__(self, signal: AbortSignal | None, *, strict: bool = True) -> None:
         self.signal = signal
+        self.strict = strict
         self._cancel: anyio.CancelScope | None = None
         self._on_abort: Callable[[Any], Any] | None = None
 
@@ -219,6 +228,8 @@ class AbortScope:
         if not signal._aborted or isinstance(exc, AbortError):
             return False
         if exc is None:
+            if not self.strict:
+                return False  # a normal finish after the abort keeps its outcome
             raise AbortError(signal._reason)  # a late normal finish: the abort wins
         if isinstance(exc, Exception):
             raise AbortError(signal._reason) from exc

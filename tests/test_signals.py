@@ -329,3 +329,25 @@ async def test_a_scope_without_a_signal_is_a_no_op() -> None:
     with AbortScope(None) as scope:
         await asyncio.sleep(0)
     assert not scope.aborted
+
+
+@pytest.mark.anyio
+async def test_a_non_strict_scope_keeps_a_result_returned_cooperatively_after_the_abort() -> None:
+    controller = AbortController()
+    started = asyncio.Event()
+
+    async def honours_the_signal() -> str:
+        started.set()
+        await controller.signal.wait()  # cancelled by the scope... and finishing anyway
+        return f"stopped: {controller.signal.reason}"
+
+    async def stops_early() -> str:
+        try:
+            return await honours_the_signal()
+        except asyncio.CancelledError:
+            return f"stopped: {controller.signal.reason}"
+
+    task = asyncio.ensure_future(controller.signal.run(stops_early(), strict=False))
+    await started.wait()
+    controller.abort("user")
+    assert await task == "stopped: user"
