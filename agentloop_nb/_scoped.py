@@ -133,12 +133,17 @@ class ScopedRegistry(Generic[T]):
         return f"<ScopedRegistry {self.kind!r} names={list(self._stacks)}>"
 
 
-def owned(ctx: Any, add: Callable[[], Disposer]) -> Disposer:
-    """Run the registration ``add()`` now; through a context (``ctx`` not ``None``) its
-    disposer is owned by that context's scope. Raises ``InactiveContextError`` when that scope
-    was disposed (nothing is registered then)."""
+Teardown = Callable[[], Any]
+
+
+def owned(ctx: Any, add: Callable[[], Teardown | None]) -> Disposer:
+    """Run the registration ``add()`` now; it returns its undo (e.g. a :class:`Disposer`, any
+    callable, or ``None``). Through a context (``ctx`` not ``None``) the undo is owned by that
+    context's scope; the returned disposer runs it early. Raises ``InactiveContextError`` when
+    that scope was disposed (nothing is registered then)."""
     if ctx is None:
-        return add()
+        undo = add()
+        return undo if isinstance(undo, Disposer) else Disposer(undo)
     disposer: Disposer = ctx.effect(add)
     return disposer
 
@@ -159,7 +164,7 @@ class BoundView(Generic[S]):
         """The agent the context is scoped to, or ``None``."""
         return getattr(self.ctx, "agent", None)
 
-    def own(self, add: Callable[[], Disposer]) -> Disposer:
+    def own(self, add: Callable[[], Teardown | None]) -> Disposer:
         """Run a registration now, owned by the context's scope (see :func:`owned`)."""
         return owned(self.ctx, add)
 
