@@ -18,8 +18,8 @@ Dispatch modes (every handler receives exactly one payload object):
   ``ExceptionGroup``.
 - ``await serial`` — in order, each awaited; the first non-``None`` return wins and the
   remaining listeners are skipped; exceptions propagate.
-- ``bail`` — the synchronous ``serial``: same first-non-``None``-wins rule; an async listener
-  is a ``TypeError``.
+- ``bail`` — the synchronous ``serial``: the first non-``None`` return wins and exceptions
+  propagate (they are not contained as under ``emit``); an async listener is a ``TypeError``.
 - ``await waterfall`` — middleware: ``handler(payload, next)``; ``await next()`` runs the rest
   of the chain and finally ``default()``; not calling ``next`` short-circuits.
 
@@ -34,8 +34,9 @@ and the call raises :class:`~agentloop_nb.signals.AbortError`), but only when a 
 reached; an unobserved ``waterfall`` just returns ``default()``. Every mode accepts a
 :class:`Lazy` payload (``Lazy(factory, *args)``), built only when a listener is reached.
 
-The implementation is split by concern: the bus (``_bus``), services (``_services``), plugins
-(``_plugins``) and scopes (``_fiber``); this module keeps the public face.
+The implementation is split by concern: the bus (``_bus``), services (``_services``, with the
+registry/binding helpers in ``_scoped``), plugins (``_plugins``) and scopes (``_fiber``); this
+module keeps the public face.
 """
 
 from __future__ import annotations
