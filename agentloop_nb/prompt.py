@@ -20,9 +20,13 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
-from typing import Any, TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from ._disposer import Disposer
+from ._scoped import BoundView, ScopedRegistry
+
+if TYPE_CHECKING:
+    from .signals import AbortSignal
 
 SectionSource: TypeAlias = str | Callable[[Any], str | None]
 VariableSource: TypeAlias = Callable[[Any], str | None]
@@ -34,6 +38,7 @@ PERSONA_TEXT = (
     "Provider: {{provider}}. Model: {{model}}. Working directory: {{cwd}}."
 )
 
+_ASSEMBLE = "system-prompt/assemble"
 _VARIABLE = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_.:-]*)\s*\}\}")
 
 
@@ -76,61 +81,12 @@ class UndefinedVariableError(KeyError):
         return str(self.args[0]) if self.args else ""
 
 
-class _Entry:
-    __slots__ = ("agent", "name", "order", "source")
+class _SectionSpec:
+    __slots__ = ("order", "source")
 
-    def __init__(self, name: str, source: Any, order: int, agent: Any) -> None:
-        self.name = name
+    def __init__(self, source: SectionSource, order: int) -> None:
         self.source = source
         self.order = order
-        self.agent = agent
-
-
-class _Registry:
-    """Name → stack of entries, each stack holding global and agent-scoped registrations."""
-
-    __slots__ = ("_first_seen", "_stacks")
-
-    def __init__(self) -> None:
-        self._stacks: dict[str, list[_Entry]] = {}
-        self._first_seen: dict[str, int] = {}
-
-    def add(self, entry: _Entry) -> Disposer:
-        self._first_seen.setdefault(entry.name, len(self._first_seen))
-        stack = self._stacks.setdefault(entry.name, [])
-        stack.append(entry)
-
-        def remove() -> None:
-            # Identity removal: a stale disposer never removes a newer registration.
-            for i, e in enumerate(stack):
-                if e is entry:
-                    del stack[i]
-                    break
-            if not stack and self._stacks.get(entry.name) is stack:
-                del self._stacks[entry.name]
-
-        return Disposer(remove)
-
-    def visible(self, agent: Any) -> list[_Entry]:
-        """The winning entry per name for ``agent``, in first-registration order."""
-        out: list[_Entry] = []
-        for stack in self._stacks.values():
-            winner: _Entry | None = None
-            for entry in reversed(stack):
-                if entry.agent is None:
-                    if winner is None:
-                        winner = entry
-                    if agent is None:
-                        break
-                elif agent is not None and entry.agent is agent:
-                    winner = entry
-                    break
-            if winner is not None:
-                out.append(winner)
-        return out
-
-    def position(self, name: str) -> int:
-        return self._first_seen[name]
 
 
 class SystemPrompt:
@@ -147,8 +103,8 @@ class SystemPrompt:
 
     def __init__(self, ctx: Any, *, persona: str | None = PERSONA_TEXT) -> None:
         self._ctx = ctx
-        self._sections = _Registry()
-        self._variables = _Registry()
+        self._sections: ScopedRegistry[_SectionSpec] = ScopedRegistry("system-prompt section")
+        self._variables: ScopedRegistry[VariableSource] = ScopedRegistry("system-prompt variable")
         if persona is not None:
             self.section(PERSONA_SECTION, persona)
 
@@ -176,7 +132,7 @@ class SystemPrompt:
             )
         if type(order) is not int:
             raise TypeError(f"section {name!r}: order must be an int, got {order!r}")
-        return self._sections.add(_Entry(name, source, order, agent))
+        return self._sections.add(name, _SectionSpec(source, order), agent)
 
     def _add_variable(self, name: str, fn: VariableSource, agent: Any) -> Disposer:
         if not isinstance(name, str) or not _VARIABLE.fullmatch("{{" + name + "}}"):
@@ -186,7 +142,7 @@ class SystemPrompt:
             )
         if not callable(fn):
             raise TypeError(f"variable {name!r}: expected a function of the agent, got {fn!r}")
-        return self._variables.add(_Entry(name, fn, 0, agent))
+        return self._variables.add(name, fn, agent)
 
     # -- assembly --------------------------------------------------------------------------
 
@@ -194,29 +150,27 @@ class SystemPrompt:
         """The assembly for ``agent`` before the ``system-prompt/assemble`` waterfall."""
         registry = self._sections
         resolved: list[tuple[int, int, Section]] = []
-        for entry in registry.visible(agent):
-            source = entry.source
-            text = source if type(source) is str else source(agent)
+        for name, spec in registry.visible(agent):
+            source = spec.source
+            text = source if isinstance(source, str) else source(agent)
             if text is None:
                 continue
             if not isinstance(text, str):
                 raise TypeError(
-                    f"system-prompt section {entry.name!r} returned {type(text).__name__}; "
+                    f"system-prompt section {name!r} returned {type(text).__name__}; "
                     "a section function must return str or None"
                 )
-            resolved.append(
-                (entry.order, registry.position(entry.name), Section(entry.name, text, entry.order))
-            )
+            resolved.append((spec.order, registry.position(name), Section(name, text, spec.order)))
         resolved.sort(key=lambda r: (r[0], r[1]))
         variables: dict[str, str | None] = {}
-        for entry in self._variables.visible(agent):
-            value = entry.source(agent)
+        for name, fn in self._variables.visible(agent):
+            value = fn(agent)
             if value is not None and not isinstance(value, str):
                 raise TypeError(
-                    f"system-prompt variable {entry.name!r} returned {type(value).__name__}; "
+                    f"system-prompt variable {name!r} returned {type(value).__name__}; "
                     "a variable function must return str or None"
                 )
-            variables[entry.name] = value
+            variables[name] = value
         return Assembly(
             sections=tuple(r[2] for r in resolved),
             tools=self._tool_schemas(agent),
@@ -230,22 +184,25 @@ class SystemPrompt:
             return ()
         return tuple(tools.schemas(agent))
 
-    async def assemble(self, agent: Any, *, ctx: Any = None) -> Assembly:
+    async def assemble(
+        self, agent: Any, *, ctx: Any = None, signal: AbortSignal | None = None
+    ) -> Assembly:
         """Collect sections and variables for ``agent``, then run the ``system-prompt/assemble``
         waterfall (payload :class:`AssemblePayload`). The waterfall dispatches through
         ``agent.ctx`` when the agent has one (so that agent's own listeners apply), else
-        through ``ctx`` / the service's context."""
+        through ``ctx`` / the service's context. With no listener the collected assembly is
+        the result. ``signal`` (e.g. the turn's) makes the waterfall abortable: it raises
+        :class:`~agentloop_nb.signals.AbortError` when the signal is or becomes aborted while
+        a listener runs."""
         assembly = self.collect(agent)
         dispatcher = getattr(agent, "ctx", None)
         if dispatcher is None:
             dispatcher = ctx if ctx is not None else self._ctx
-
-        async def default() -> Assembly:
-            return assembly
-
-        result = await dispatcher.waterfall(
-            "system-prompt/assemble", AssemblePayload(assembly, agent), default
-        )
+        payload = AssemblePayload(assembly, agent)
+        if signal is None:
+            result = await dispatcher.waterfall(_ASSEMBLE, payload, lambda: assembly)
+        else:
+            result = await dispatcher.waterfall(_ASSEMBLE, payload, lambda: assembly, signal=signal)
         if not isinstance(result, Assembly):
             raise TypeError(
                 f"a 'system-prompt/assemble' listener returned {type(result).__name__}; "
@@ -296,38 +253,27 @@ def _substituter(
     return substitute
 
 
-class BoundSystemPrompt:
+class BoundSystemPrompt(BoundView[SystemPrompt]):
     """``ctx.system_prompt`` seen from one context: registrations are owned by that context's
     scope (disposed with it) and, when the context belongs to an agent, visible to that agent
-    only, shadowing global registrations of the same name."""
+    only, shadowing global registrations of the same name. ``assemble`` dispatches through
+    that context when the agent has none of its own."""
 
-    __slots__ = ("_ctx", "_service")
-
-    def __init__(self, service: SystemPrompt, ctx: Any) -> None:
-        self._service = service
-        self._ctx = ctx
-
-    @property
-    def service(self) -> SystemPrompt:
-        return self._service
+    __slots__ = ()
 
     def section(self, name: str, text_or_fn: SectionSource, *, order: int = 0) -> Disposer:
-        service, agent = self._service, getattr(self._ctx, "agent", None)
-        disposer: Disposer = self._ctx.effect(
-            lambda: service._add_section(name, text_or_fn, order, agent)
-        )
-        return disposer
+        service, agent = self.service, self.agent
+        return self.own(lambda: service._add_section(name, text_or_fn, order, agent))
 
     def variable(self, name: str, fn: VariableSource) -> Disposer:
-        service, agent = self._service, getattr(self._ctx, "agent", None)
-        disposer: Disposer = self._ctx.effect(lambda: service._add_variable(name, fn, agent))
-        return disposer
+        service, agent = self.service, self.agent
+        return self.own(lambda: service._add_variable(name, fn, agent))
 
     def collect(self, agent: Any) -> Assembly:
-        return self._service.collect(agent)
+        return self.service.collect(agent)
 
-    async def assemble(self, agent: Any) -> Assembly:
-        return await self._service.assemble(agent, ctx=self._ctx)
+    async def assemble(self, agent: Any, *, signal: AbortSignal | None = None) -> Assembly:
+        return await self.service.assemble(agent, ctx=self.ctx, signal=signal)
 
     @staticmethod
     def render(assembly: Assembly) -> str:

@@ -1,8 +1,33 @@
 """``AbortController`` / ``AbortSignal``: the cooperative cancellation token the loop hands to
-every hook, model stream and tool body.
+every hook, model stream and tool body, and :class:`AbortScope`, the one way to make an abort
+interrupt an ``await``.
 
 A signal is aborted at most once; the first reason wins. It is not thread-safe: abort it from the
 event loop that awaits it (use ``loop.call_soon_threadsafe`` from other threads).
+
+The abort idiom: ``with AbortScope(signal): ...`` (or ``await signal.run(awaitable)`` for a
+single await). Code that honours the signal cooperatively needs nothing else; the scope is the
+backstop that keeps code which ignores the signal from holding its caller. Inside the block an
+abort cancels the pending await (an anyio cancel scope), and the block ends with
+:class:`AbortError` carrying the reason:
+
+- already aborted on entry: ``AbortError`` at once, the block never runs (``run`` closes a
+  coroutine it will never start, so nothing warns "never awaited");
+- aborted while the block awaits: the await is cancelled, ``AbortError`` replaces the
+  cancellation;
+- aborted, but the block still finishes normally (it caught the cancellation, or finished
+  cooperatively, or the abort came after its last await): by default ``AbortError`` all the
+  same — once aborted, the abort wins. ``strict=False`` keeps the block's own outcome instead,
+  for callers whose work may honour the signal and return a meaningful result (a tool body
+  that stops early and says so);
+- aborted, and the block raises an ``Exception`` (e.g. it turned the cancellation into its own
+  error): ``AbortError`` chained from it;
+- anything else (no abort; a cancellation from an enclosing scope; ``KeyboardInterrupt``)
+  propagates unchanged.
+
+The scope removes its callback from the signal on exit, so a long-lived signal does not collect
+one callback per await. Scopes nest (each follows its own signal); a ``None`` signal makes the
+scope a no-op, for code paths that may run without one.
 """
 
 from __future__ import annotations
@@ -10,16 +35,23 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Generator
-from typing import Any
+from collections.abc import Awaitable, Callable, Generator
+from types import TracebackType
+from typing import Any, Literal, TypeVar
+
+import anyio
 
 from ._disposer import Disposer
+from ._fiber import close_unstarted
+
+T = TypeVar("T")
 
 _log = logging.getLogger("agentloop_nb.signals")
 
 
 class AbortError(Exception):
-    """Raised by :meth:`AbortSignal.throw_if_aborted`; ``reason`` is the abort reason."""
+    """Raised by :meth:`AbortSignal.throw_if_aborted`, :meth:`AbortSignal.run` and
+    :class:`AbortScope`; ``reason`` is the abort reason."""
 
     def __init__(self, reason: Any = None) -> None:
         super().__init__(f"aborted: {reason!r}")
@@ -87,6 +119,21 @@ class AbortSignal:
     def __await__(self) -> Generator[Any, None, Any]:
         return self.wait().__await__()
 
+    async def run(self, awaitable: Awaitable[T], *, strict: bool = True) -> T:
+        """Await ``awaitable`` under an :class:`AbortScope` of this signal and return its result.
+
+        Raises :class:`AbortError` (carrying ``reason``) when the signal is already aborted (a
+        never-started coroutine is closed; other awaitables are left alone), when an abort
+        cancels the await, or (unless ``strict=False``) when it returns after the abort. Other
+        exceptions propagate, except that an ``Exception`` raised after the abort becomes an
+        ``AbortError`` chained from it.
+        """
+        if self._aborted:
+            close_unstarted((awaitable,))
+            raise AbortError(self._reason)
+        with AbortScope(self, strict=strict):
+            return await awaitable
+
     def _abort(self, reason: Any) -> bool:
         if self._aborted:
             return False
@@ -128,6 +175,87 @@ def _run_callback(callback: Callable[[Any], Any], reason: Any) -> None:
         _log.exception("AbortSignal callback %r raised", callback)
 
 
+class AbortScope:
+    """``with AbortScope(signal):`` — an abort of ``signal`` cancels the block's pending await and
+    the block ends with :class:`AbortError` (see the module docstring for every case).
+
+    A synchronous context manager around an anyio cancel scope: use it inside a task, around
+    awaits, never across a ``yield`` of an async generator. Single use. ``signal=None`` makes it
+    a no-op. Raises :class:`AbortError` on entry when the signal is already aborted.
+    ``strict=False`` lets a block that finishes normally after the abort keep its outcome.
+
+    Cost: entering and leaving is dominated by the anyio cancel scope (microseconds): fine around
+    a hook, a tool body or a network read, too much around every streamed token.
+    """
+
+    __slots__ = ("_cancel", "_on_abort", "signal", "strict")
+
+    def __init__(self, signal: AbortSignal | None, *, strict: bool = True) -> None:
+        self.signal = signal
+        self.strict = strict
+        self._cancel: anyio.CancelScope | None = None
+        self._on_abort: Callable[[Any], Any] | None = None
+
+    def __enter__(self) -> AbortScope:
+        signal = self.signal
+        if signal is None:
+            return self
+        if signal._aborted:
+            raise AbortError(signal._reason)
+        if self._cancel is not None:
+            raise RuntimeError("an AbortScope can be entered only once")
+        cancel = self._cancel = anyio.CancelScope()
+        cancel.__enter__()
+        # One bound callable, appended and removed directly: the scope runs around hot awaits.
+        self._on_abort = _Canceller(cancel)
+        signal._callbacks.append(self._on_abort)
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> Literal[False]:
+        signal, cancel = self.signal, self._cancel
+        if signal is None or cancel is None:
+            return False
+        with contextlib.suppress(ValueError):  # gone already when the abort ran it
+            signal._callbacks.remove(self._on_abort)  # type: ignore[arg-type]
+        cancel.__exit__(exc_type, exc, tb)
+        if cancel.cancelled_caught:
+            raise AbortError(signal._reason) from None
+        if not signal._aborted or isinstance(exc, AbortError):
+            return False
+        if exc is None:
+            if not self.strict:
+                return False  # a normal finish after the abort keeps its outcome
+            raise AbortError(signal._reason)  # a late normal finish: the abort wins
+        if isinstance(exc, Exception):
+            raise AbortError(signal._reason) from exc
+        return False
+
+    @property
+    def aborted(self) -> bool:
+        """Whether the signal aborted (before or during the block)."""
+        return self.signal is not None and self.signal._aborted
+
+    def __repr__(self) -> str:
+        return f"<AbortScope {self.signal!r}>"
+
+
+class _Canceller:
+    """The callback an :class:`AbortScope` puts on its signal: cancels the scope's await."""
+
+    __slots__ = ("scope",)
+
+    def __init__(self, scope: anyio.CancelScope) -> None:
+        self.scope = scope
+
+    def __call__(self, _reason: Any) -> None:
+        self.scope.cancel()
+
+
 class AbortController:
     """Write side: ``abort(reason)`` aborts ``signal``; only the first call has an effect."""
 
@@ -144,4 +272,4 @@ class AbortController:
         return f"<AbortController {self.signal!r}>"
 
 
-__all__ = ["AbortController", "AbortError", "AbortSignal"]
+__all__ = ["AbortController", "AbortError", "AbortScope", "AbortSignal"]

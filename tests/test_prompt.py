@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import asyncio
 from dataclasses import replace
 from typing import Any
 
@@ -15,6 +16,7 @@ from agentloop_nb.prompt import (
     SystemPrompt,
     UndefinedVariableError,
 )
+from agentloop_nb.signals import AbortController, AbortError
 
 
 class FakeAgent:
@@ -219,3 +221,27 @@ def test_invalid_registrations_are_refused_with_the_name() -> None:
         ctx.system_prompt.section("s", 42)
     with pytest.raises(ValueError, match="'bad name'"):
         ctx.system_prompt.variable("bad name", lambda agent: "x")
+
+
+@pytest.mark.anyio
+async def test_assemble_with_a_signal_interrupts_a_listener_that_ignores_it() -> None:
+    ctx = make_ctx()
+    ctx.system_prompt.section("base", "base")
+    controller = AbortController()
+    entered = asyncio.Event()
+
+    async def stuck(payload: AssemblePayload, next: Any) -> Assembly:
+        entered.set()
+        await asyncio.Event().wait()
+        raise AssertionError("unreachable")
+
+    agent = FakeAgent(ctx, "a")
+    agent.ctx.on("system-prompt/assemble", stuck)
+    task = asyncio.ensure_future(ctx.system_prompt.assemble(agent, signal=controller.signal))
+    await entered.wait()
+    controller.abort("stop")
+    with pytest.raises(AbortError):
+        await task
+    other = FakeAgent(ctx, "b")  # nobody listens for b: the collected assembly, signal or not
+    assembly = await other.ctx.system_prompt.assemble(other, signal=AbortController().signal)
+    assert [s.name for s in assembly.sections] == ["base"]

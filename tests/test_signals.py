@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from agentloop_nb.signals import AbortController, AbortError, AbortSignal
+from agentloop_nb.signals import AbortController, AbortError, AbortScope, AbortSignal
 
 
 def test_new_signal_is_not_aborted() -> None:
@@ -163,3 +163,191 @@ def test_reprs_show_state() -> None:
     assert "aborted" not in repr(controller.signal)
     controller.abort("why")
     assert "why" in repr(controller)
+
+
+# -- the abort idiom: AbortScope / AbortSignal.run ---------------------------------------------
+
+
+async def _forever() -> None:
+    await asyncio.Event().wait()
+
+
+@pytest.mark.anyio
+async def test_run_on_an_already_aborted_signal_raises_and_closes_the_coroutine() -> None:
+    controller = AbortController()
+    controller.abort("early")
+    coro = _forever()
+    with pytest.raises(AbortError) as info:
+        await controller.signal.run(coro)
+    assert info.value.reason == "early"
+    assert coro.cr_frame is None  # closed, so it cannot warn "never awaited"
+
+
+@pytest.mark.anyio
+async def test_scope_entered_after_the_abort_never_runs_its_block() -> None:
+    controller = AbortController()
+    controller.abort("early")
+    ran: list[bool] = []
+    with pytest.raises(AbortError), AbortScope(controller.signal):
+        ran.append(True)
+    assert ran == []
+
+
+@pytest.mark.anyio
+async def test_abort_mid_await_cancels_it_and_raises_abort_error_with_the_reason() -> None:
+    controller = AbortController()
+    started = asyncio.Event()
+    cancelled: list[bool] = []
+
+    async def body() -> None:
+        started.set()
+        try:
+            await _forever()
+        except asyncio.CancelledError:
+            cancelled.append(True)
+            raise
+
+    task = asyncio.ensure_future(controller.signal.run(body()))
+    await started.wait()
+    controller.abort({"kind": "user"})
+    with pytest.raises(AbortError) as info:
+        await task
+    assert info.value.reason == {"kind": "user"}
+    assert cancelled == [True]
+
+
+@pytest.mark.anyio
+async def test_a_result_returned_after_the_abort_still_raises_abort_error() -> None:
+    controller = AbortController()
+
+    async def ignores_the_abort() -> str:
+        controller.abort("late")  # no checkpoint follows: the cancellation never lands
+        return "value"
+
+    with pytest.raises(AbortError) as info:
+        await controller.signal.run(ignores_the_abort())
+    assert info.value.reason == "late"
+    await asyncio.sleep(0)  # no stray cancellation is left on this task
+
+
+@pytest.mark.anyio
+async def test_an_error_raised_after_the_abort_becomes_abort_error_chained_from_it() -> None:
+    controller = AbortController()
+
+    async def converts_the_cancellation() -> None:
+        try:
+            await _forever()
+        except asyncio.CancelledError:
+            raise ValueError("my own error") from None
+
+    task = asyncio.ensure_future(controller.signal.run(converts_the_cancellation()))
+    await asyncio.sleep(0)
+    controller.abort("stop")
+    with pytest.raises(AbortError) as info:
+        await task
+    assert isinstance(info.value.__cause__, ValueError)
+
+
+@pytest.mark.anyio
+async def test_without_an_abort_results_and_errors_pass_through() -> None:
+    controller = AbortController()
+
+    async def ok() -> int:
+        await asyncio.sleep(0)
+        return 7
+
+    async def bad() -> None:
+        raise KeyError("k")
+
+    assert await controller.signal.run(ok()) == 7
+    with pytest.raises(KeyError):
+        await controller.signal.run(bad())
+    assert controller.signal._callbacks == []
+
+
+@pytest.mark.anyio
+async def test_scope_removes_its_callback_on_exit_so_nothing_leaks_on_the_signal() -> None:
+    controller = AbortController()
+    signal = controller.signal
+    for _ in range(3):
+        with AbortScope(signal):
+            assert len(signal._callbacks) == 1
+            await asyncio.sleep(0)
+    with pytest.raises(KeyError), AbortScope(signal):
+        raise KeyError("boom")
+    assert signal._callbacks == []
+
+
+@pytest.mark.anyio
+async def test_nested_scopes_each_follow_their_own_signal() -> None:
+    outer, inner = AbortController(), AbortController()
+    reached_outer_tail: list[bool] = []
+    started = asyncio.Event()
+
+    async def body() -> None:
+        with AbortScope(outer.signal):
+            with pytest.raises(AbortError) as info, AbortScope(inner.signal):
+                started.set()
+                await _forever()
+            assert info.value.reason == "inner"
+            reached_outer_tail.append(True)
+            await _forever()
+
+    task = asyncio.ensure_future(body())
+    await started.wait()
+    inner.abort("inner")
+    await asyncio.sleep(0)
+    await asyncio.sleep(0)
+    assert reached_outer_tail == [True]
+    outer.abort("outer")
+    with pytest.raises(AbortError) as info:
+        await task
+    assert info.value.reason == "outer"
+    assert outer.signal._callbacks == [] and inner.signal._callbacks == []
+
+
+@pytest.mark.anyio
+async def test_cancellation_from_outside_the_scope_propagates_unchanged() -> None:
+    controller = AbortController()
+    started = asyncio.Event()
+
+    async def body() -> None:
+        with AbortScope(controller.signal):
+            started.set()
+            await _forever()
+
+    task = asyncio.ensure_future(body())
+    await started.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert controller.signal._callbacks == []
+
+
+@pytest.mark.anyio
+async def test_a_scope_without_a_signal_is_a_no_op() -> None:
+    with AbortScope(None) as scope:
+        await asyncio.sleep(0)
+    assert not scope.aborted
+
+
+@pytest.mark.anyio
+async def test_a_non_strict_scope_keeps_a_result_returned_cooperatively_after_the_abort() -> None:
+    controller = AbortController()
+    started = asyncio.Event()
+
+    async def honours_the_signal() -> str:
+        started.set()
+        await controller.signal.wait()  # cancelled by the scope... and finishing anyway
+        return f"stopped: {controller.signal.reason}"
+
+    async def stops_early() -> str:
+        try:
+            return await honours_the_signal()
+        except asyncio.CancelledError:
+            return f"stopped: {controller.signal.reason}"
+
+    task = asyncio.ensure_future(controller.signal.run(stops_early(), strict=False))
+    await started.wait()
+    controller.abort("user")
+    assert await task == "stopped: user"

@@ -1,0 +1,353 @@
+"""The event bus of one context tree: listener storage, scope filtering and the dispatch modes.
+
+Private to :mod:`agentloop_nb.context`; ``Context`` is its public face and passes its own
+``agent`` to every dispatch (scope filtering: an agent's dispatch skips listeners registered
+for another agent).
+
+Every mode iterates the listener tuple as it was when the dispatch started (storage is
+copy-on-write), skipping listeners disposed meanwhile; a listener added mid-dispatch is not
+called by that dispatch. A dispatch that reaches no listener costs one dictionary lookup (plus,
+for ``waterfall``, the call of ``default``), and a :class:`Lazy` payload is built only when a
+listener is reached: call sites never need to ask first.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Iterator
+from functools import partial
+from typing import Any, Literal
+
+import anyio
+from pydantic import BaseModel, ConfigDict
+
+from ._disposer import Disposer
+from ._fiber import Fiber, close_unstarted, is_awaitable
+from .signals import AbortError, AbortScope, AbortSignal
+
+_log = logging.getLogger("agentloop_nb.context")
+
+INTERNAL_ERROR = "internal/error"
+
+Handler = Callable[..., Any]
+
+
+class ErrorReport(BaseModel):
+    """Payload of ``internal/error``: a contained listener or teardown failure.
+
+    ``event`` is the dispatched event name (``fiber/dispose`` for teardown errors), ``handler``
+    the failing callable's ``repr`` and ``error`` the exception.
+    """
+
+    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
+
+    type: Literal["internal/error"] = "internal/error"
+    event: str
+    handler: str
+    error: Exception
+
+
+class Listener:
+    """One registration: ``fn`` is what dispatch calls (a self-disposing wrapper for ``once``),
+    ``handler`` what the user registered (for reports), ``agent`` its scope filter."""
+
+    __slots__ = ("agent", "fiber", "fn", "handler", "live")
+
+    def __init__(self, fn: Handler, handler: Handler, agent: object, fiber: Fiber) -> None:
+        self.fn = fn
+        self.handler = handler
+        self.agent = agent
+        self.fiber = fiber
+        self.live = True
+
+
+_NONE: tuple[Listener, ...] = ()
+
+
+class Lazy(partial[Any]):
+    """A payload built only if a dispatch reaches a listener: ``Lazy(factory, *args)`` stands
+    for ``factory(*args)``, built at most once per dispatch. Lets a hot call site dispatch an
+    often unobserved hook without paying for its payload (a ``functools.partial``, so making one
+    is cheaper than building most payloads)."""
+
+    __slots__ = ()
+
+
+def _built(payload: Any) -> Any:
+    return payload() if type(payload) is Lazy else payload
+
+
+def _reaches(lst: Listener, agent: object) -> bool:
+    owner = lst.agent
+    return lst.live and (owner is None or agent is None or owner is agent)
+
+
+class Bus:
+    """Listeners of one context tree (``name -> tuple``, rebuilt on every change) and the
+    dispatch modes. ``agent`` is the dispatching context's agent (``None`` outside agents)."""
+
+    __slots__ = ("listeners",)
+
+    def __init__(self) -> None:
+        self.listeners: dict[str, tuple[Listener, ...]] = {}
+
+    # -- registration -----------------------------------------------------------------------
+
+    def add(
+        self, name: str, fn: Handler, handler: Handler, agent: object, fiber: Fiber, prepend: bool
+    ) -> Disposer:
+        """Add a listener owned by ``fiber``; raises ``InactiveContextError`` when disposed."""
+        fiber.check_active("register a listener")
+        listeners = self.listeners
+        lst = Listener(fn, handler, agent, fiber)
+        current = listeners.get(name, _NONE)
+        listeners[name] = (lst, *current) if prepend else (*current, lst)
+
+        def remove() -> None:
+            lst.live = False
+            cur = listeners.get(name)
+            if cur is None:
+                return
+            rest = tuple(x for x in cur if x is not lst)
+            if rest:
+                listeners[name] = rest
+            else:
+                del listeners[name]
+
+        return fiber.own(remove)
+
+    def reached(self, name: str, agent: object) -> Iterator[Listener]:
+        """The live listeners of ``name`` a dispatch for ``agent`` reaches, over a snapshot."""
+        for lst in self.listeners.get(name, _NONE):
+            if _reaches(lst, agent):
+                yield lst
+
+    def has_listeners(self, name: str, agent: object) -> bool:
+        listeners = self.listeners.get(name)
+        if not listeners:
+            return False
+        return any(_reaches(lst, agent) for lst in listeners)
+
+    # -- dispatch modes ---------------------------------------------------------------------
+
+    def emit(self, name: str, payload: Any, agent: object) -> None:
+        listeners = self.listeners.get(name)
+        if listeners is None:
+            return
+        for lst in listeners:
+            if not lst.live:
+                continue
+            owner = lst.agent
+            if owner is not None and agent is not None and owner is not agent:
+                continue
+            if type(payload) is Lazy:
+                payload = payload()
+            try:
+                result = lst.fn(payload)
+            except Exception as exc:
+                self.report(name, lst.handler, exc, agent)
+                continue
+            if result is not None and is_awaitable(result):
+                self._observe(name, lst, result, agent)
+
+    def emit_strict(self, name: str, payload: Any, agent: object) -> None:
+        if self.has_listeners(name, agent):
+            payload = _built(payload)
+        for lst in self.reached(name, agent):
+            result = lst.fn(payload)
+            if result is not None and is_awaitable(result):
+                self._observe(name, lst, result, agent)
+
+    async def parallel(self, name: str, payload: Any, agent: object) -> None:
+        errors: list[Exception] = []
+        awaitables: list[Awaitable[Any]] = []
+        if self.has_listeners(name, agent):
+            payload = _built(payload)
+        for lst in self.reached(name, agent):
+            try:
+                result = lst.fn(payload)
+            except Exception as exc:
+                errors.append(exc)
+                continue
+            if result is not None and is_awaitable(result):
+                awaitables.append(result)
+        if len(awaitables) == 1:
+            await _settle(awaitables[0], errors)
+        elif awaitables:
+            try:
+                async with anyio.create_task_group() as tg:
+                    for aw in awaitables:
+                        tg.start_soon(_settle, aw, errors)
+            finally:
+                close_unstarted(awaitables)  # cancelled before some task ever started
+        if errors:
+            raise ExceptionGroup(f"{len(errors)} listener(s) of {name!r} failed", errors)
+
+    async def serial(
+        self, name: str, payload: Any, agent: object, signal: AbortSignal | None
+    ) -> Any:
+        listeners = self.listeners.get(name)
+        if signal is not None and signal.aborted:
+            raise AbortError(signal.reason)
+        if not listeners:
+            return None
+        first = _first_reached(listeners, agent)
+        if first < 0:
+            return None
+        payload = _built(payload)
+        if signal is None:
+            return await _serial(listeners, first, payload, agent)
+        with AbortScope(signal):
+            return await _serial(listeners, first, payload, agent)
+
+    def bail(self, name: str, payload: Any, agent: object) -> Any:
+        if self.has_listeners(name, agent):
+            payload = _built(payload)
+        for lst in self.reached(name, agent):
+            result = lst.fn(payload)
+            if result is not None:
+                if is_awaitable(result):
+                    close_unstarted((result,))
+                    raise TypeError(
+                        f"listener {lst.handler!r} of {name!r} is async, but 'bail' is a "
+                        "synchronous dispatch; register a sync handler or use 'serial'"
+                    )
+                return result
+        return None
+
+    async def waterfall(
+        self,
+        name: str,
+        payload: Any,
+        default: Callable[[], Any] | None,
+        agent: object,
+        signal: AbortSignal | None,
+    ) -> Any:
+        listeners = self.listeners.get(name)
+        if signal is not None and signal.aborted:
+            raise AbortError(signal.reason)
+        first = _first_reached(listeners, agent) if listeners else -1
+        if first < 0:
+            # The hot path: several waterfalls per loop step are usually unobserved.
+            return await _call_default(default)
+        chain = _Chain(listeners, _built(payload), default, agent)  # type: ignore[arg-type]
+        if signal is None:
+            return await chain.run(first)
+        with AbortScope(signal):
+            return await chain.run(first)
+
+    # -- error containment ------------------------------------------------------------------
+
+    def _observe(self, name: str, lst: Listener, awaitable: Awaitable[Any], agent: object) -> None:
+        """Run an async ``emit`` listener as a task owned by the listener's scope."""
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            close_unstarted((awaitable,))
+            self.report(
+                name,
+                lst.handler,
+                RuntimeError(
+                    f"async listener of {name!r} was emitted without a running event loop; "
+                    "emit from the loop or register a sync handler"
+                ),
+                agent,
+            )
+            return
+        lst.fiber.track(loop.create_task(self._await_observer(name, lst, awaitable, agent)))
+
+    async def _await_observer(
+        self, name: str, lst: Listener, awaitable: Awaitable[Any], agent: object
+    ) -> None:
+        try:
+            await awaitable
+        except Exception as exc:
+            self.report(name, lst.handler, exc, agent)
+
+    def report(self, name: str, handler: object, exc: Exception, agent: object) -> None:
+        """Log a contained failure and emit it as ``internal/error`` (never recursively)."""
+        _log.error("listener %r of %r raised", handler, name, exc_info=exc)
+        if name == INTERNAL_ERROR or INTERNAL_ERROR not in self.listeners:
+            return
+        report = ErrorReport(event=name, handler=repr(handler), error=exc)
+        for lst in self.reached(INTERNAL_ERROR, agent):
+            try:
+                result = lst.fn(report)
+            except Exception as inner:
+                _log.error("internal/error listener %r raised", lst.handler, exc_info=inner)
+                continue
+            if result is not None and is_awaitable(result):
+                self._observe(INTERNAL_ERROR, lst, result, agent)
+
+
+class _Chain:
+    """One waterfall dispatch: ``run(i)`` calls the next reachable listener from ``i`` with a
+    ``next`` that continues after it, and finally ``default``."""
+
+    __slots__ = ("agent", "default", "listeners", "payload")
+
+    def __init__(
+        self,
+        listeners: tuple[Listener, ...],
+        payload: Any,
+        default: Callable[[], Any] | None,
+        agent: object,
+    ) -> None:
+        self.listeners = listeners
+        self.payload = payload
+        self.default = default
+        self.agent = agent
+
+    async def run(self, index: int) -> Any:
+        listeners, agent = self.listeners, self.agent
+        count = len(listeners)
+        while index < count:
+            lst = listeners[index]
+            index += 1
+            if not _reaches(lst, agent):
+                continue
+            result = lst.fn(self.payload, partial(self.run, index))
+            if result is not None and is_awaitable(result):
+                result = await result
+            return result
+        return await _call_default(self.default)
+
+
+def _first_reached(listeners: tuple[Listener, ...], agent: object) -> int:
+    for index, lst in enumerate(listeners):
+        if _reaches(lst, agent):
+            return index
+    return -1
+
+
+async def _serial(listeners: tuple[Listener, ...], first: int, payload: Any, agent: object) -> Any:
+    for lst in listeners[first:]:
+        if not _reaches(lst, agent):
+            continue
+        result = lst.fn(payload)
+        if result is not None and is_awaitable(result):
+            result = await result
+        if result is not None:
+            return result
+    return None
+
+
+async def _call_default(default: Callable[[], Any] | None) -> Any:
+    """The end of a waterfall chain: ``default()``, awaited when it returns an awaitable."""
+    if default is None:
+        return None
+    result = default()
+    if result is not None and is_awaitable(result):
+        result = await result
+    return result
+
+
+async def _settle(awaitable: Awaitable[Any], errors: list[Exception]) -> None:
+    try:
+        await awaitable
+    except Exception as exc:
+        errors.append(exc)
+
+
+__all__ = ["INTERNAL_ERROR", "Bus", "ErrorReport", "Handler", "Lazy", "Listener"]

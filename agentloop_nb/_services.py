@@ -1,0 +1,107 @@
+"""Services of one context tree: layered namespaces, ``provide`` and resolution with binding.
+
+Private to :mod:`agentloop_nb.context`. A :class:`Layer` holds the services provided at one
+level; ``ctx.child()`` opens a new layer over its parent's, while a plugin context publishes
+into its parent's layer (so a plugin's services are visible to its siblings). A service that
+defines ``__bind__(self, ctx)`` is resolved, per context, to the view that call returns (see
+:mod:`agentloop_nb._scoped` for the generic binding helpers).
+"""
+
+from __future__ import annotations
+
+import keyword
+from collections.abc import Callable
+from typing import Any
+
+MISSING: Any = object()
+
+
+class Layer:
+    """One layer of services, chained to its parent layer."""
+
+    __slots__ = ("parent", "services")
+
+    def __init__(self, parent: Layer | None) -> None:
+        self.parent = parent
+        self.services: dict[str, Any] = {}
+
+    def find(self, name: str) -> Any:
+        """The nearest provider of ``name`` (this layer first), or :data:`MISSING`."""
+        layer: Layer | None = self
+        while layer is not None:
+            service = layer.services.get(name, MISSING)
+            if service is not MISSING:
+                return service
+            layer = layer.parent
+        return MISSING
+
+
+class Generation:
+    """A counter shared by a context tree, bumped whenever a service is provided or withdrawn:
+    a context's resolution cache is valid while the generation it recorded is current."""
+
+    __slots__ = ("value",)
+
+    def __init__(self) -> None:
+        self.value = 0
+
+
+def check_name(name: str, reserved: Callable[[str], bool]) -> None:
+    """Raise ``ValueError`` unless ``name`` can be a service attribute (``reserved(name)`` says
+    whether the context class already uses it)."""
+    if not name.isidentifier() or keyword.iskeyword(name) or name.startswith("_"):
+        raise ValueError(
+            f"service name {name!r} must be a public Python identifier (no leading '_')"
+        )
+    if reserved(name):
+        raise ValueError(f"service name {name!r} would be shadowed by Context.{name}")
+
+
+def publish(layer: Layer, gen: Generation, name: str, service: Any) -> Callable[[], None]:
+    """Put ``service`` into ``layer``; return the undo. Raises ``ValueError`` when the layer
+    already has a provider of ``name`` (a child layer may shadow it instead)."""
+    services = layer.services
+    if name in services:
+        raise ValueError(
+            f"service {name!r} is already provided here; dispose the existing provider "
+            "(or its plugin) first, or provide it on a child context to shadow it"
+        )
+    services[name] = service
+    gen.value += 1
+
+    def withdraw() -> None:
+        if services.get(name) is service:
+            del services[name]
+            gen.value += 1
+
+    return withdraw
+
+
+class Resolver:
+    """Per-context resolution cache: ``name -> (generation, provider, value)``. A view built by
+    ``__bind__`` is kept while the same provider stays visible (views are stable per context)."""
+
+    __slots__ = ("cache",)
+
+    def __init__(self) -> None:
+        self.cache: dict[str, tuple[int, Any, Any]] = {}
+
+    def resolve(self, layer: Layer, gen: Generation, name: str, ctx: Any) -> Any:
+        """The value of service ``name`` for ``ctx``, or :data:`MISSING`."""
+        current = gen.value
+        entry = self.cache.get(name)
+        if entry is not None and entry[0] == current:
+            return entry[2]
+        service = layer.find(name)
+        if service is MISSING:
+            return MISSING
+        if entry is not None and entry[1] is service:
+            value = entry[2]
+        else:
+            bind = getattr(type(service), "__bind__", None)
+            value = service if bind is None else bind(service, ctx)
+        self.cache[name] = (current, service, value)
+        return value
+
+
+__all__ = ["MISSING", "Generation", "Layer", "Resolver", "check_name", "publish"]

@@ -1,0 +1,149 @@
+"""The bus behind ``Context``: dispatch with an abort signal, and lazy payloads."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import pytest
+
+from agentloop_nb.context import Context, Lazy
+from agentloop_nb.signals import AbortController, AbortError
+
+
+class Counted:
+    """A payload factory that counts how often it built."""
+
+    def __init__(self) -> None:
+        self.built = 0
+
+    def __call__(self, value: str) -> dict[str, str]:
+        self.built += 1
+        return {"value": value}
+
+
+@pytest.mark.anyio
+async def test_waterfall_with_a_signal_interrupts_a_listener_that_ignores_it() -> None:
+    ctx = Context()
+    controller = AbortController()
+    entered = asyncio.Event()
+
+    async def stubborn(payload: Any, next: Callable[[], Awaitable[Any]]) -> Any:
+        entered.set()
+        await asyncio.Event().wait()  # never looks at the signal
+
+    ctx.on("hook", stubborn)
+    task = asyncio.ensure_future(
+        ctx.waterfall("hook", None, lambda: "default", signal=controller.signal)
+    )
+    await entered.wait()
+    controller.abort({"kind": "user"})
+    with pytest.raises(AbortError) as info:
+        await task
+    assert info.value.reason == {"kind": "user"}
+
+
+@pytest.mark.anyio
+async def test_serial_with_a_signal_interrupts_a_listener_that_ignores_it() -> None:
+    ctx = Context()
+    controller = AbortController()
+    entered = asyncio.Event()
+
+    async def stubborn(payload: Any) -> Any:
+        entered.set()
+        await asyncio.Event().wait()
+
+    ctx.on("hook", stubborn)
+    task = asyncio.ensure_future(ctx.serial("hook", None, signal=controller.signal))
+    await entered.wait()
+    controller.abort("stop")
+    with pytest.raises(AbortError):
+        await task
+
+
+@pytest.mark.anyio
+async def test_a_listener_returning_after_the_abort_still_ends_the_dispatch_aborted() -> None:
+    ctx = Context()
+    controller = AbortController()
+
+    def aborts_then_returns(payload: Any, next: Callable[[], Any]) -> str:
+        controller.abort("late")
+        return "too late"
+
+    ctx.on("hook", aborts_then_returns)
+    with pytest.raises(AbortError):
+        await ctx.waterfall("hook", None, lambda: "default", signal=controller.signal)
+
+
+@pytest.mark.anyio
+async def test_an_already_aborted_signal_raises_before_anything_runs() -> None:
+    ctx = Context()
+    controller = AbortController()
+    controller.abort("early")
+    calls: list[str] = []
+    with pytest.raises(AbortError):
+        await ctx.waterfall(
+            "unobserved", None, lambda: calls.append("default"), signal=controller.signal
+        )
+    ctx.on("observed", lambda p, next: calls.append("listener"))
+    with pytest.raises(AbortError):
+        await ctx.waterfall(
+            "observed", None, lambda: calls.append("default"), signal=controller.signal
+        )
+    with pytest.raises(AbortError):
+        await ctx.serial("observed", None, signal=controller.signal)
+    assert calls == []
+
+
+@pytest.mark.anyio
+async def test_an_unobserved_waterfall_returns_the_default_and_leaves_the_signal_untouched() -> (
+    None
+):
+    root = Context()
+    agent_ctx = root.child(agent=object())
+    root.child(agent=object()).on("hook", lambda p, next: "other agent's answer")
+    controller = AbortController()
+    seen: list[Any] = []
+    controller.signal.add_callback(seen.append)
+    result = await agent_ctx.waterfall("hook", None, lambda: "default", signal=controller.signal)
+    assert result == "default"
+    assert await agent_ctx.serial("hook", None, signal=controller.signal) is None
+    controller.abort("after")
+    assert seen == ["after"]  # only our own callback was ever on the signal
+
+
+@pytest.mark.anyio
+async def test_a_lazy_payload_is_built_only_when_a_listener_is_reached() -> None:
+    root = Context()
+    agent_ctx = root.child(agent=object())
+    root.child(agent=object()).on("hook", lambda p, next: next())  # another agent's listener
+    factory = Counted()
+    assert await agent_ctx.waterfall("hook", Lazy(factory, "x"), lambda: "d") == "d"
+    agent_ctx.emit("hook", Lazy(factory, "x"))
+    assert await agent_ctx.serial("hook", Lazy(factory, "x")) is None
+    assert factory.built == 0
+    seen: list[Any] = []
+
+    def record(payload: Any, next: Callable[[], Any]) -> Any:
+        seen.append(payload)
+        return next()
+
+    agent_ctx.on("hook", record)
+    agent_ctx.on("hook", record)
+    assert await agent_ctx.waterfall("hook", Lazy(factory, "x"), lambda: "d") == "d"
+    assert factory.built == 1
+    assert seen == [{"value": "x"}, {"value": "x"}] and seen[0] is seen[1]
+
+
+def test_a_lazy_payload_reaches_every_emit_listener_as_one_built_object() -> None:
+    ctx = Context()
+    factory = Counted()
+    seen: list[Any] = []
+    ctx.on("e", seen.append)
+    ctx.on("e", seen.append)
+    ctx.emit("e", Lazy(factory, "y"))
+    assert factory.built == 1
+    assert seen[0] is seen[1] == {"value": "y"}
+    assert ctx.bail("e", Lazy(factory, "z")) is None  # append returns None: nobody answers
+    assert factory.built == 2
