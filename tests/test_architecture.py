@@ -28,11 +28,7 @@ ALLOWED: dict[tuple[str, str], str] = {
 }
 
 # Private reaches other areas are removing (module, attribute).
-KNOWN_ELSEWHERE_REACHES: frozenset[tuple[str, str]] = frozenset(
-    {
-        ("agentloop_nb.context", "_active"),
-    }
-)
+KNOWN_ELSEWHERE_REACHES: frozenset[tuple[str, str]] = frozenset()
 
 # Import circles other areas are breaking (the modules of one circle).
 KNOWN_ELSEWHERE_CYCLES: frozenset[frozenset[str]] = frozenset()
