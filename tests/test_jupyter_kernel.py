@@ -89,17 +89,17 @@ def test_agent_streams_in_background_and_later_cells_steer_cancel_and_read_widge
             await view.settled()
             assert a.status == "running"
             assert "agentloop-status-running" in view.status.value
-            assert "partial" in view.session_view.children[-1].value
+            assert "partial" in view.session_view.turn_widgets[-1].value
         """),
             _cell("%agent cancel a"),
             _cell(
                 """
             await asyncio.wait_for(a.when_idle(), 10)
             await view.settled()
-            last_turn = view.session_view.children[-1].value
+            last_turn = view.session_view.turn_widgets[-1].value
             assert "agentloop-turn-end-aborted" in last_turn and "aborted (user)" in last_turn
             assert "agentloop-status-idle" in view.status.value
-            assert "after steering" in view.session_view.children[-2].value
+            assert "after steering" in view.session_view.turn_widgets[-2].value
             print(json.dumps([e.data["reason"]["kind"] for e in a.session.events
                               if e.type == "turn/end"]))
         """.replace("json.dumps", "__import__('json').dumps")

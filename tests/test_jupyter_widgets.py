@@ -85,8 +85,8 @@ async def test_session_view_coalesces_10000_chunks_into_bounded_updates_with_exa
     assert view.throttle.renders < 10_000 / 10
     streamed = "".join(pieces)
     assert [i.text for i in view.transcript.items if i.kind == "assistant"] == [streamed]
-    assert "agentloop-turn-end" in view.children[-1].value
-    assert streamed[-20:] in view.children[-1].value
+    assert "agentloop-turn-end" in view.turn_widgets[-1].value
+    assert streamed[-20:].strip() in view.turn_widgets[-1].value
 
 
 @pytest.mark.anyio
@@ -124,11 +124,11 @@ async def test_session_view_renders_history_of_a_finished_agent_on_construction(
     agent.followup("hi <b>")
     await agent.when_idle()
     view = SessionView(agent.session)
-    html = view.children[0].value
-    assert 'class="agentloop-user' in html and "hi &lt;b&gt;" in html
-    assert 'class="agentloop-assistant' in html and "hello &lt;world&gt; &amp; co" in html
+    html = view.turn_widgets[0].value
+    assert "agentloop-user" in html and "hi &lt;b&gt;" in html
+    assert "agentloop-assistant" in html and "hello &lt;world&gt; &amp; co" in html
     assert "<world>" not in html and "<b>" not in html.replace("<b>user</b>", "")
-    assert 'class="agentloop-turn-end agentloop-turn-end-completed"' in html
+    assert "agentloop-turn-end agentloop-turn-end-completed" in html
     assert "assistant: hello <world> & co" in repr(view)
     view.close()
     await app.aclose()
@@ -179,7 +179,7 @@ async def test_transcript_shows_reasoning_retries_errors_usage_and_interruptions
         "turn/end", {"turn": 1, "reason": {"kind": "aborted", "cause": {"kind": "user"}}}
     )
     view.throttle.flush()
-    html = view.children[-1].value
+    html = view.turn_widgets[-1].value
     for css in (
         "agentloop-source-inject",
         "agentloop-reasoning",

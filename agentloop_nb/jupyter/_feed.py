@@ -1,0 +1,104 @@
+"""``SessionFeed``: one session folded into a :class:`Transcript` for every view that shows it.
+
+Views only read: the feed listens to ``session/event`` (every logged event) and to the
+``tools/settled`` hook (a tool body of this session's agent settled; its ``tool/result`` is
+committed later, in model order), folds each into the shared transcript once, and tells its
+observers what changed: the event type (or ``"tools/settled"``) and the turns whose items
+changed. Each view keeps its own record of what it has not rendered yet, so any number of views
+(a cell's view, ``%agent show``, ...) can share one feed.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from .._disposer import Disposer
+from ._transcript import Transcript
+
+SETTLED = "tools/settled"
+"""The hook a tool body's settling is announced on (before its result is committed)."""
+
+Observer = Callable[[str, frozenset[int]], None]
+"""``observer(kind, turns)``: ``kind`` is the event type (or ``"tools/settled"``), ``turns`` the
+turn numbers whose items changed (often empty: an event that changes no shown item)."""
+
+_NO_TURNS: frozenset[int] = frozenset()
+
+
+class SessionFeed:
+    """A session folded into a :class:`Transcript`, telling observers each change.
+
+    ``SessionFeed(session, ctx=None)``: ``ctx`` is the context to subscribe through (default:
+    the session store's dispatcher; subscribing through ``agent.ctx`` ties the subscriptions to
+    the agent's scope). Raises ``ValueError`` when there is neither. ``close()`` unsubscribes.
+    """
+
+    def __init__(self, session: Any, ctx: Any = None) -> None:
+        self.session = session
+        self.transcript = Transcript()
+        self.transcript.feed_all(session.events)
+        self.transcript.take_dirty()  # history: every view renders it whole when built
+        self._observers: list[Observer] = []
+        ctx = ctx if ctx is not None else session.store.dispatch
+        if ctx is None:
+            raise ValueError(f"session {session.id!r} has no dispatcher to subscribe to; pass ctx=")
+        self._offs: list[Disposer] = [
+            ctx.on("session/event", self._on_event),
+            ctx.on(SETTLED, self._on_settled),
+        ]
+
+    def _on_event(self, payload: Any) -> None:
+        if payload.session is not self.session:
+            return
+        event = payload.event
+        self.transcript.feed(event)
+        self._tell(event.type)
+
+    def _on_settled(self, payload: Any) -> None:
+        execution = payload.execution
+        if getattr(execution.agent, "session", None) is not self.session:
+            return
+        result = payload.result
+        error = result.error
+        settled = self.transcript.settle(
+            str(execution.call_id),
+            time.time(),
+            is_error=bool(result.is_error),
+            code=None if error is None else str(error.code),
+        )
+        if settled:
+            self._tell(SETTLED)
+
+    def _tell(self, kind: str) -> None:
+        t = self.transcript
+        dirty = t.take_dirty()
+        if not dirty:
+            turns = _NO_TURNS
+        elif len(dirty) == 1:  # the streaming hot path: one item changed
+            turns = frozenset((t.items[next(iter(dirty))].turn,))
+        else:
+            items = t.items
+            turns = frozenset(items[i].turn for i in dirty)
+        for observer in self._observers:
+            observer(kind, turns)
+
+    def observe(self, observer: Observer) -> Disposer:
+        """Call ``observer(kind, turns)`` after each change; the returned ``Disposer`` stops."""
+        self._observers.append(observer)
+
+        def off() -> None:
+            if observer in self._observers:
+                self._observers.remove(observer)
+
+        return Disposer(off)
+
+    def close(self) -> None:
+        self._observers.clear()
+        offs, self._offs = self._offs, []
+        for off in offs:
+            off()
+
+
+__all__ = ["SETTLED", "Observer", "SessionFeed"]
