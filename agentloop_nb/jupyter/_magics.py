@@ -20,9 +20,11 @@ import shlex
 import sys
 import time
 from collections.abc import Sequence
+from html import escape
 from typing import Any, NoReturn
 
 import anyio
+import ipywidgets as widgets
 from IPython.core.magic import Magics, cell_magic, line_cell_magic, magics_class
 from IPython.display import display
 
@@ -421,8 +423,14 @@ class AgentMagics(Magics):
             print(_sessions_table(persistence.list(), live))
             return
         # Listing reads every session file's header: off the event loop, so the kernel (and
-        # every running agent) keeps going; the table replaces a placeholder when it is ready.
-        handle = display({"text/plain": "listing sessions…"}, raw=True, display_id=True)
+        # every running agent) keeps going. The cell has returned by the time the listing is
+        # ready, so it is shown in a widget (front ends apply a widget's updates whenever
+        # they come) or, without a front end, printed.
+        shown = _Listing() if getattr(self.shell, "kernel", None) is not None else None
+        if shown is not None:
+            display(shown)
+        else:
+            print("listing sessions…")
 
         async def listing() -> None:
             try:
@@ -431,8 +439,8 @@ class AgentMagics(Magics):
                 text = f"UsageError: %agent sessions: {exc}"
             else:
                 text = _sessions_table(headers, live)
-            if handle is not None:
-                handle.update({"text/plain": text}, raw=True)
+            if shown is not None:
+                shown.show(text)
             else:
                 print(text)
 
@@ -444,6 +452,21 @@ class AgentMagics(Magics):
         done, value = run_eagerly(st.app.agent_loop.dispose(agent))
         if not done:
             st.keep(value)
+
+
+class _Listing(widgets.HTML):
+    """The ``%agent sessions`` table, filled in when the listing is ready."""
+
+    def __init__(self) -> None:
+        super().__init__(value="<pre>listing sessions…</pre>")
+        self.text = "listing sessions…"
+
+    def show(self, text: str) -> None:
+        self.text = text
+        self.value = f"<pre>{escape(text)}</pre>"
+
+    def __repr__(self) -> str:
+        return self.text
 
 
 def _sessions_table(headers: Sequence[Any], live: dict[str, str]) -> str:

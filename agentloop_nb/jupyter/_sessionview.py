@@ -78,6 +78,11 @@ class SessionView(TextRepr, widgets.VBox):
             self._dirty.update(self.transcript.turns)
             self.throttle.poke()
 
+    @property
+    def own(self) -> frozenset[str] | None:
+        """The message ids whose turns this view shows (``None``: every turn)."""
+        return None if self._own is None else frozenset(self._own)
+
     def shown_turns(self) -> list[int]:
         """The turns this view shows, in order."""
         t = self.transcript

@@ -243,7 +243,20 @@ class AgentView(TextRepr, widgets.VBox):
             f'<div class="agentloop-static agentloop-root" data-agentloop-view="{self.model_id}">'
             f"<style>{STYLE}{dead}</style>"
             f"<div>{self.status_html(live=False)}</div>{earlier}"
-            f"{self.transcript.turns_html(sv.shown_turns())}</div>"
+            f"{self.transcript.turns_html(sv.shown_turns())}{self._queued_html()}</div>"
+        )
+
+    def _queued_html(self) -> str:
+        """This view's messages still waiting in the inbox (not part of a turn yet)."""
+        own = self.session_view.own
+        if not own:
+            return ""
+        inbox = self.agent.inbox
+        return "".join(
+            f'<div class="agentloop-box agentloop-user agentloop-plain agentloop-queued">'
+            f"<b>queued</b>: {escape(str(m.text))}</div>"
+            for m in (*inbox.next_turn, *inbox.next_step)
+            if m.id in own
         )
 
     def static_bundle(self) -> dict[str, str]:
