@@ -473,3 +473,23 @@ async def test_a_disposed_agents_cell_views_stay_on_screen(shell: InteractiveShe
     assert view.comm is not None  # not closed: the output keeps showing the conversation
     assert "kept on screen" in view.session_view.html
     assert a.id not in state().cell_views and a.id not in state().feeds
+
+
+@pytest.mark.anyio
+async def test_create_with_a_pace_streams_the_offline_model_at_that_many_words_per_second(
+    shell: InteractiveShell, capsys: pytest.CaptureFixture[str]
+) -> None:
+    shell.run_line_magic("agent", "create slow --pace 40")
+    assert "offline@40wps/demo" in capsys.readouterr().out
+    slow = shell.user_ns["slow"]
+    times: list[float] = []
+    J.app().ctx.on(
+        "session/event",
+        lambda p: times.append(p.event.time) if p.event.type == "assistant/chunk" else None,
+    )
+    slow.followup("one two three four five six seven eight")
+    await slow.when_idle()
+    assert len(times) >= 8 and times[-1] - times[0] >= 5 / 40  # paced, not at once
+    shell.run_line_magic("agent", "create fast --provider openai --model m --pace 3")
+    assert "offline provider only" in _stderr_lines(capsys)[-1]
+    shell.user_ns.pop("slow", None)

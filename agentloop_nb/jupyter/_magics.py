@@ -28,6 +28,7 @@ import ipywidgets as widgets
 from IPython.core.magic import Magics, cell_magic, line_cell_magic, magics_class
 from IPython.display import display
 
+from ..llm.offline import OfflineModel
 from ..loop import AgentOptions
 from ._cellplugin import run_plugin_cell
 from ._state import KernelState, UserError
@@ -82,6 +83,13 @@ def _build_parser() -> _Parser:
         help=f"model name (default with the offline provider: {DEFAULT_MODEL})",
     )
     c.add_argument("--max-tokens", metavar="N", type=int, default=None, dest="max_tokens")
+    c.add_argument(
+        "--pace",
+        metavar="WPS",
+        type=float,
+        default=None,
+        help="offline provider only: stream this many words per second (slow enough to steer)",
+    )
     for name, what in (
         ("steer", "steer the running turn (wakes an idle agent)"),
         ("inject", "add context for the next step (does not wake)"),
@@ -192,8 +200,10 @@ class AgentMagics(Magics):
 
         Line magic::
 
-          %agent create NAME [--provider P] [--model M] [--max-tokens N]
-              create an agent and bind it to NAME (default provider: offline, model: demo)
+          %agent create NAME [--provider P] [--model M] [--max-tokens N] [--pace WPS]
+              create an agent and bind it to NAME (default provider: offline, model: demo);
+              an unknown provider is refused (with the known ones and a close match);
+              --pace WPS makes the offline model stream WPS words per second
           %agent steer NAME TEXT      steer the running turn (wakes an idle agent)
           %agent inject NAME TEXT     add context for the next step (does not wake)
               TEXT is the raw rest of the line (quotes are kept). A trailing "?" is kept
@@ -309,7 +319,10 @@ class AgentMagics(Magics):
         self._check_free(name)
         provider = args.provider or DEFAULT_PROVIDER
         self._check_provider(provider)
-        model = args.model or (DEFAULT_MODEL if provider == DEFAULT_PROVIDER else None)
+        if args.pace is not None:
+            provider = self._paced(provider, args.pace)
+        offline = provider == DEFAULT_PROVIDER or provider.startswith(f"{DEFAULT_PROVIDER}@")
+        model = args.model or (DEFAULT_MODEL if offline else None)
         if model is None:
             raise UserError(f"%agent create: --model is required with --provider {provider}")
         if args.max_tokens is not None and args.max_tokens <= 0:
@@ -329,6 +342,19 @@ class AgentMagics(Magics):
                 f"%agent create: unknown provider {provider!r} (known: {', '.join(known)})"
                 + _close_matches(provider, known)
             )
+
+    def _paced(self, provider: str, pace: float) -> str:
+        """The provider name of an offline model streaming ``pace`` words per second
+        (registered on first use as ``offline@<pace>wps``)."""
+        if provider != DEFAULT_PROVIDER:
+            raise UserError("%agent create: --pace works with the offline provider only")
+        if not 0 < pace <= 1000:
+            raise UserError("%agent create: --pace must be between 0 and 1000 words per second")
+        name = f"{DEFAULT_PROVIDER}@{pace:g}wps"
+        llm = self.state.app.ctx.llm
+        if name not in llm.providers():
+            llm.register_adapter([name], OfflineModel(token_delay=1.0 / pace))
+        return name
 
     def _check_free(self, name: str) -> None:
         if name in self.state.names:
