@@ -311,3 +311,32 @@ async def test_the_static_transcript_carries_the_conversation_and_hides_while_li
     assert f'[data-agentloop-view="{view.model_id}"]{{display:none}}' in view._style.value
     view.close()
     await app.aclose()
+
+
+@pytest.mark.anyio
+async def test_a_pool_view_of_its_own_turn_keeps_its_calls_when_later_turns_call_tools() -> None:
+    app, _ = _app(
+        [
+            tool_call("c1", "lookup", {"city": "Oslo"}),
+            text("one"),
+            tool_call("c2", "lookup", {"city": "Rome"}),
+            text("two"),
+        ]
+    )
+    app.ctx.tools.register(lookup)
+    agent = _agent(app)
+    first = agent.followup("first")
+    mine = AgentView(agent, own=[first.id])
+    await agent.when_idle()
+    agent.followup("second")
+    await agent.when_idle()
+    latest = AgentView(agent)
+    for v in (mine, latest):
+        await v.settled()
+        v.flush()
+    assert "c1" in mine.pool_view.text and "c2" not in mine.pool_view.text
+    assert "turn 1 step 1" in mine.pool_view.table.value
+    assert "c2" in latest.pool_view.text and "turn 2 step 1" in latest.pool_view.table.value
+    for v in (mine, latest):
+        v.close()
+    await app.aclose()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Iterable
 from html import escape
 from typing import Any
 
@@ -38,8 +39,10 @@ class ToolPoolView(TextRepr, widgets.VBox):
     its log times only measure the wait for its turn to be committed; the time a call waits
     for a person's answer is not counted either.
 
-    ``ToolPoolView(agent, *, interval=0.1, approval=None)``; the approval service defaults to
-    ``agent.ctx.approval`` when it is a :class:`WidgetApproval`.
+    ``ToolPoolView(agent, *, interval=0.1, approval=None, feed=None, own=None)``; the approval
+    service defaults to ``agent.ctx.approval`` when it is a :class:`WidgetApproval`. ``own``
+    (message ids) keeps the view on the latest tool step of those messages' turns, so later
+    turns (other cells') do not replace what it shows.
     """
 
     def __init__(
@@ -49,6 +52,7 @@ class ToolPoolView(TextRepr, widgets.VBox):
         interval: float = DEFAULT_INTERVAL,
         approval: WidgetApproval | None = None,
         feed: SessionFeed | None = None,
+        own: Iterable[str] | None = None,
     ) -> None:
         super().__init__()
         self.add_class("agentloop-pool")
@@ -56,6 +60,7 @@ class ToolPoolView(TextRepr, widgets.VBox):
         self.agent = agent
         self.feed, self._owns_feed = feed_for(agent.session, agent.ctx, feed)
         self.transcript = self.feed.transcript
+        self._own: set[str] | None = None if own is None else set(own)
         self.table = widgets.HTML()
         self.approvals = widgets.VBox()
         self.children = (self.table, self.approvals)
@@ -97,8 +102,26 @@ class ToolPoolView(TextRepr, widgets.VBox):
             return "awaiting approval"
         return state
 
+    def own_message(self, message_id: str) -> None:
+        """Follow the turn(s) of message ``message_id`` too (no-op for an unlimited view)."""
+        if self._own is not None:
+            self._own.add(message_id)
+            self.throttle.poke()
+
+    def current(self) -> tuple[tuple[int, int], list[Item]]:
+        """``((turn, step), calls)`` of the step shown."""
+        t = self.transcript
+        if self._own is None:
+            return t.pool_key, t.pool
+        turns = set(t.turns_with(self._own))
+        keys = [k for k in t.pools if k[0] in turns]
+        if not keys:
+            return (0, 0), []
+        key = max(keys)
+        return key, t.pools[key]
+
     def render(self) -> None:
-        pool = self.transcript.pool
+        (turn, step), pool = self.current()
         now = time.time()
         rows, spans = [], []
         running = False
@@ -117,7 +140,6 @@ class ToolPoolView(TextRepr, widgets.VBox):
         t0 = min(starts) if starts else now
         t1 = max([e if e is not None else now for s, e in spans if s is not None] or [now])
         width = t1 - t0
-        turn, step = self.transcript.pool_key
         parts = [
             f'<div class="agentloop-pool-title">'
             f"tools · turn {turn} step {step} · {len(pool)} call(s)</div>"
@@ -206,7 +228,7 @@ class ToolPoolView(TextRepr, widgets.VBox):
     @property
     def text(self) -> str:
         lines = []
-        for item in self.transcript.pool:
+        for item in self.current()[1]:
             lines.append(
                 f"{item.data.get('name')} [{self._state(item)}] {item.data.get('call_id')}"
             )

@@ -85,11 +85,9 @@ class SessionView(TextRepr, widgets.VBox):
 
     def shown_turns(self) -> list[int]:
         """The turns this view shows, in order."""
-        t = self.transcript
-        own = self._own
-        if own is None:
-            return t.turns
-        return sorted(n for n, ids in t.turn_messages.items() if any(i in own for i in ids))
+        if self._own is None:
+            return self.transcript.turns
+        return self.transcript.turns_with(self._own)
 
     def earlier_turns(self) -> list[int]:
         """The turns behind the "earlier turns" toggle (none for a view of every turn)."""

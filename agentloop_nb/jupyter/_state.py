@@ -147,12 +147,13 @@ class KernelState:
         return n
 
     def close(self) -> None:
-        """Uninstall the hook, stop listening and close every view (the App stays open)."""
+        """Uninstall the hook, stop listening and freeze every view (unsubscribed, but left on
+        screen with what it showed; the App stays open)."""
         self.hook.uninstall()
         self._off()
         for agent_id in list({*self.views, *self.cell_views}):
             for view in self._views_of(agent_id):
-                view.close()
+                view.freeze()
         self.views.clear()
         self.cell_views.clear()
         for feed in self.feeds.values():

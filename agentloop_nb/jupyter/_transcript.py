@@ -46,7 +46,7 @@ class Transcript:
 
     ``dirty`` holds the indices of items changed since the last ``take_dirty()``; ``pool`` is
     the tool-call items of the latest step that asked for tools (what ``ToolPoolView`` shows);
-    ``usage`` the token totals (a turn's own usage is one ``usage`` item at its end);
+    ``pools`` every such step's calls by ``(turn, step)``; ``usage`` the token totals (a turn's own usage is one ``usage`` item at its end);
     ``turn`` / ``last_end`` the latest turn and end reason; ``last_end_shown`` whether that
     end's error was already shown as an error item of its turn; ``turn_messages`` the ids of
     each turn's user messages (what a per-cell view recognises its turns by).
@@ -65,6 +65,7 @@ class Transcript:
         self.turn_ended: float | None = None
         self.pool: list[Item] = []
         self.pool_key: tuple[int, int] = (0, 0)
+        self.pools: dict[tuple[int, int], list[Item]] = {}
         self.events_seen = 0
         self._blocks: dict[int, Item] = {}
         self._block_step: tuple[int, int] = (0, 0)
@@ -89,6 +90,11 @@ class Transcript:
         handler = _HANDLERS.get(kind)
         if handler is not None:
             handler(self, data, event.time)
+
+    def turns_with(self, message_ids: Iterable[str]) -> list[int]:
+        """The turns (in order) whose user messages include one of ``message_ids``."""
+        wanted = set(message_ids)
+        return sorted(n for n, ids in self.turn_messages.items() if not wanted.isdisjoint(ids))
 
     def take_dirty(self) -> set[int]:
         dirty, self.dirty = self.dirty, set()
@@ -215,6 +221,7 @@ class Transcript:
         if calls:
             self.pool = sorted(calls, key=lambda i: i.index)
             self.pool_key = (turn, step)
+            self.pools[self.pool_key] = self.pool
         usage = data.get("usage")
         if usage:
             for key in ("input_tokens", "output_tokens"):
@@ -267,6 +274,7 @@ class Transcript:
             key = (data.get("turn", self.turn), data.get("step", 0))
             if key != self.pool_key:
                 self.pool, self.pool_key = [], key
+                self.pools[key] = self.pool
             self.pool.append(item)
         if item.data["state"] in ("queued", "streaming"):
             item.data["state"] = "running"

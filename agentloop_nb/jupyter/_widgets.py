@@ -76,7 +76,7 @@ class AgentView(TextRepr, widgets.VBox):
         self.status_bottom.add_class("agentloop-status-bottom")
         self.session_view = SessionView(agent.session, interval=interval, feed=self.feed, own=own)
         self.inbox_view = InboxView(agent, interval=interval)
-        self.pool_view = ToolPoolView(agent, interval=interval, feed=self.feed)
+        self.pool_view = ToolPoolView(agent, interval=interval, feed=self.feed, own=own)
         self.prompt = PromptBox(placeholder="message the agent… (Ctrl/Cmd+Enter sends)")
         self.prompt.layout.width = "60%"
         self.prompt.on_submit(lambda _text: self._submit("followup"))
@@ -204,6 +204,7 @@ class AgentView(TextRepr, widgets.VBox):
         message_id = getattr(message, "id", None)
         if how != "inject" and message_id is not None:
             self.session_view.own_message(str(message_id))
+            self.pool_view.own_message(str(message_id))
         self.prompt.value = ""
         self._notice("")
 
