@@ -3,8 +3,8 @@
 Views only read: the feed listens to ``session/event`` (every logged event) and to the
 ``tools/settled`` hook (a tool body of this session's agent settled; its ``tool/result`` is
 committed later, in model order), folds each into the shared transcript once, and tells its
-observers what changed: the event type (or ``"tools/settled"``) and the turns whose items
-changed. Each view keeps its own record of what it has not rendered yet, so any number of views
+observers what changed: the event type (or ``"tools/settled"``) and the indices of the items
+that changed. Each view keeps its own record of what it has not rendered yet, so any number of views
 (a cell's view, ``%agent show``, ...) can share one feed.
 """
 
@@ -21,10 +21,11 @@ SETTLED = "tools/settled"
 """The hook a tool body's settling is announced on (before its result is committed)."""
 
 Observer = Callable[[str, frozenset[int]], None]
-"""``observer(kind, turns)``: ``kind`` is the event type (or ``"tools/settled"``), ``turns`` the
-turn numbers whose items changed (often empty: an event that changes no shown item)."""
+"""``observer(kind, items)``: ``kind`` is the event type (or ``"tools/settled"``), ``items`` the
+indices (in ``transcript.items``) of the items that changed (empty for an event that changes
+no shown item)."""
 
-_NO_TURNS: frozenset[int] = frozenset()
+_NONE: frozenset[int] = frozenset()
 
 
 class SessionFeed:
@@ -72,20 +73,13 @@ class SessionFeed:
             self._tell(SETTLED)
 
     def _tell(self, kind: str) -> None:
-        t = self.transcript
-        dirty = t.take_dirty()
-        if not dirty:
-            turns = _NO_TURNS
-        elif len(dirty) == 1:  # the streaming hot path: one item changed
-            turns = frozenset((t.items[next(iter(dirty))].turn,))
-        else:
-            items = t.items
-            turns = frozenset(items[i].turn for i in dirty)
+        dirty = self.transcript.take_dirty()
+        items = frozenset(dirty) if dirty else _NONE
         for observer in self._observers:
-            observer(kind, turns)
+            observer(kind, items)
 
     def observe(self, observer: Observer) -> Disposer:
-        """Call ``observer(kind, turns)`` after each change; the returned ``Disposer`` stops."""
+        """Call ``observer(kind, items)`` after each change; the returned ``Disposer`` stops."""
         self._observers.append(observer)
 
         def off() -> None:

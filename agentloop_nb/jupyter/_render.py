@@ -227,6 +227,11 @@ color:var(--jp-error-color1)}
 color:var(--jp-warn-color1)}
 .agentloop-pool-awaiting-approval .agentloop-pool-state{color:var(--jp-info-color1)}
 .agentloop-scroll{display:flex;flex-direction:column-reverse;max-height:32em;overflow-y:auto}
+.agentloop-item{margin:0 !important}
+.agentloop-flow{display:block !important;white-space:pre-wrap}
+.agentloop-flow>.agentloop-segment,.agentloop-flow>.agentloop-segment>.widget-html-content{
+display:inline !important;margin:0 !important;padding:0 !important;height:auto !important;
+min-height:0 !important;line-height:inherit !important;white-space:pre-wrap !important}
 .agentloop-inbox-item{background:var(--jp-layout-color2);border-radius:4px;padding:0 4px}
 """
 """The view's stylesheet: every colour is a JupyterLab theme variable (``--jp-*``).
