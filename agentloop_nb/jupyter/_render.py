@@ -228,6 +228,7 @@ color:var(--jp-warn-color1)}
 .agentloop-pool-awaiting-approval .agentloop-pool-state{color:var(--jp-info-color1)}
 .agentloop-scroll{display:flex;flex-direction:column-reverse;max-height:32em;overflow-y:auto}
 .agentloop-item{margin:0 !important}
+.agentloop-root .widget-html-content{line-height:1.45 !important}
 .agentloop-flow{display:block !important;white-space:pre-wrap}
 .agentloop-flow>.agentloop-segment,.agentloop-flow>.agentloop-segment>.widget-html-content{
 display:inline !important;margin:0 !important;padding:0 !important;height:auto !important;

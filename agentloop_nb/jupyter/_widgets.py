@@ -147,6 +147,8 @@ class AgentView(TextRepr, widgets.VBox):
         a = self.agent
         t = self.transcript
         status = str(a.status)
+        if not live and status == "running" and t.turn_ended is not None:
+            status = "idle"  # a snapshot taken at a turn's end: that turn is over
         pill = escape(status)
         if live and status == "running":
             started = t.turn_started if t.turn_ended is None else None
