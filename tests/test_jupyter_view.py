@@ -308,7 +308,7 @@ async def test_the_static_transcript_carries_the_conversation_and_hides_while_li
     assert f'data-agentloop-view="{view.model_id}"' in html
     assert "[user] question" in bundle["text/plain"]
     # the live widget hides exactly its own static copy
-    assert f'[data-agentloop-view="{view.model_id}"]{{display:none}}' in view._style.value
+    assert f'[data-agentloop-view="{view.model_id}"]{{display:none}}' in view.style_sheet.value
     view.close()
     await app.aclose()
 

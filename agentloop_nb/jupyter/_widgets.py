@@ -98,9 +98,9 @@ class AgentView(TextRepr, widgets.VBox):
         self.notice = widgets.HTML()
         buttons = [self.send_button, self.steer_button, self.inject_button, self.cancel_button]
         self.controls = widgets.HBox([self.prompt, *buttons])
-        self._style = style_widget()  # completed with this view's own rule once it has an id
+        self.style_sheet = style_widget()  # completed below with the rule hiding its static copy
         self.children = (
-            self._style,
+            self.style_sheet,
             self.status,
             self.session_view,
             self.inbox_view,
@@ -109,7 +109,7 @@ class AgentView(TextRepr, widgets.VBox):
             self.notice,
             self.status_bottom,
         )
-        self._style.value = f"<style>{STYLE}{self._hide_static_rule()}</style>"
+        self.style_sheet.value = f"<style>{STYLE}{self._hide_static_rule()}</style>"
         self._handles: list[Any] = []
         self._tick: asyncio.TimerHandle | None = None
         self.throttle = Throttle(self._render_status, interval)
