@@ -120,8 +120,10 @@ def main(agents: int, rate: float, samples: int) -> None:
             _run(kc, SETUP.format(root=root, rate=rate, limit=limit))
             _run(kc, "1")
             rows = [("idle", _sample(kc, samples))]
-            for phase, prefix, show in (("streaming, views shown", "v", True),
-                                        ("streaming, no views", "n", False)):
+            for phase, prefix, show in (
+                ("streaming, views shown", "v", True),
+                ("streaming, no views", "n", False),
+            ):
                 _run(kc, START.format(agents=agents, prefix=prefix))
                 for i in range(agents):
                     name = f"{prefix}{i}"
