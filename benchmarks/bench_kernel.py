@@ -127,9 +127,8 @@ def main(agents: int, rate: float, samples: int) -> None:
                 _run(kc, START.format(agents=agents, prefix=prefix))
                 for i in range(agents):
                     name = f"{prefix}{i}"
-                    body = "stream please" if show else None
-                    if show:
-                        _run(kc, f"%%agent {name}\n{body}")
+                    if show:  # the cell queues the prompt and displays the view
+                        _run(kc, f"%%agent {name}\nstream please")
                     else:
                         _run(kc, f'{name}.followup("stream please")')
                 _run(kc, "await asyncio.sleep(1)")  # every stream under way
