@@ -37,9 +37,19 @@ CELLS = [
     "await asyncio.wait_for(bob.when_idle(), 60)",
     "%%agent bob\nwhat is 6*7",
     "await asyncio.wait_for(bob.when_idle(), 60)",
+    "%%agent bob\n" + "x" * 400,
+    "await asyncio.wait_for(bob.when_idle(), 60)",
     "%agent create slow --pace 2",
     "%%agent slow\ntell me a story about the sea",
 ]
+SLOW_CELL = len(CELLS) - 1
+
+# Whether an element's content fits its width, and its line height relative to its font size.
+FITS_JS = "(el) => el.scrollWidth <= el.clientWidth + 1"
+LINE_JS = """(el) => {
+  const s = getComputedStyle(el);
+  return parseFloat(s.lineHeight) / parseFloat(s.fontSize);
+}"""
 
 
 def test_the_quick_start_in_the_dark_theme_keeps_prompts_readable(
@@ -99,8 +109,15 @@ def test_cell_views_inbox_editing_and_a_reopened_notebook(
         expect(first.locator(".agentloop-turn")).to_have_count(1)
         expect(first.locator(".agentloop-body")).not_to_contain_text("6*7")
 
+        # A long word wraps inside its box; answers are not double-spaced.
+        long_word = harness.cell_output(lab_page, 6).locator(".agentloop-user").first
+        expect(long_word).to_contain_text("x" * 50)
+        assert long_word.evaluate(FITS_JS), "a long word overflows its box"
+        paragraph = first.locator(".agentloop-assistant p").first
+        assert paragraph.evaluate(LINE_JS) < 1.7, "answer lines are double-spaced"
+
         # Queue a follow-up with Ctrl+Enter while the slow agent talks, then edit it.
-        slow = harness.cell_output(lab_page, 7).locator(".agentloop-agent")
+        slow = harness.cell_output(lab_page, SLOW_CELL).locator(".agentloop-agent")
         expect(slow.locator(".agentloop-status").first).to_have_text(re.compile(r"^running"))
         box = slow.locator("textarea.agentloop-prompt-input")
         box.fill("queued follow-up")
