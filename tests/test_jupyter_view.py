@@ -340,3 +340,19 @@ async def test_a_pool_view_of_its_own_turn_keeps_its_calls_when_later_turns_call
     for v in (mine, latest):
         v.close()
     await app.aclose()
+
+
+def test_a_long_history_renders_one_widget_per_finished_turn() -> None:
+    session = SessionStore(Context()).create("s")
+    for turn in range(1, 31):
+        session.append("turn/start", {"turn": turn})
+        message = {"role": "user", "id": f"m{turn}", "content": [{"type": "text", "text": "q"}]}
+        session.append("user/message", {"message": message})
+        answer = {"role": "assistant", "content": [{"type": "text", "text": f"answer {turn}"}]}
+        session.append("assistant/message", {"turn": turn, "step": 1, "message": answer})
+        session.append("turn/end", {"turn": turn, "reason": {"kind": "completed"}})
+    view = SessionView(session)
+    assert len(view.body.children) == 30
+    assert all(len(box.children) == 1 for box in view.body.children)
+    assert "answer 30" in view.turn_htmls[-1] and "answer 1" in view.turn_htmls[0]
+    view.close()

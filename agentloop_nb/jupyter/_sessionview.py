@@ -1,7 +1,8 @@
 """``SessionView``: the live transcript of one session, rendered incrementally.
 
-Each turn is a box of one widget per item, so a render sends only the items that changed
-(usually the one being streamed). A streaming text is split into segments of at most
+The turn in progress is a box of one widget per item, so a render sends only the items that
+changed (usually the one being streamed); a finished turn never changes again and is one
+widget (history of any length costs one widget per turn). A streaming text is split into segments of at most
 :data:`SEGMENT` characters: full segments are sent once and never again, and each render sends
 only the last, growing one, so the cost of an update does not grow with the answer. When the
 text is finished its segments are replaced by one widget with its Markdown.
@@ -111,6 +112,7 @@ class SessionView(TextRepr, widgets.VBox):
         self._turns: dict[int, widgets.VBox] = {}
         self._widgets: dict[int, widgets.HTML] = {}  # item index -> widget (finished items)
         self._streams: dict[int, _Stream] = {}  # item index -> widgets (streaming texts)
+        self._sealed: dict[int, widgets.HTML] = {}  # finished turn -> its one widget
         self._dirty: set[int] = set()  # item indices changed since the last render
         self._earlier_dirty = False
         self._earlier_shown: tuple[int, ...] | None = None
@@ -179,30 +181,60 @@ class SessionView(TextRepr, widgets.VBox):
         dirty, self._dirty = self._dirty, set()
         transcript = self.transcript
         items = transcript.items
+        dirty_turns = {items[i].turn for i in dirty}
         shown = self.shown_turns()
         added = False
         for turn in shown:
             box = self._turns.get(turn)
+            new = box is None
             if box is None:
                 box = self._turns[turn] = widgets.VBox()
                 box.add_class("agentloop-turn")
-                self._fill(box, transcript.turn_items.get(turn, []))
                 added = True
+            if self._finished(turn):
+                self._seal(turn, box, new or turn in dirty_turns)
+            elif new:
+                self._fill(box, transcript.turn_items.get(turn, []))
         changed_turns: set[int] = set()
-        mine = set(shown)
+        live = {t for t in shown if t not in self._sealed}
         for i in sorted(dirty):
             item = items[i]
-            if item.turn in mine and i not in self._widgets and i not in self._streams:
-                changed_turns.add(item.turn)  # new item: its turn's children change
-            elif item.turn in mine and self._update(item):
+            if item.turn not in live:
+                continue
+            if i not in self._widgets and i not in self._streams:
+                changed_turns.add(item.turn)  # a new item: its turn's children change
+            elif self._update(item):
                 changed_turns.add(item.turn)
         for turn in changed_turns:
             self._fill(self._turns[turn], transcript.turn_items.get(turn, []))
         if added:
             self.body.children = tuple(self._turns[t] for t in sorted(self._turns))
         if self._own is not None:
-            earlier = self.earlier_turns()
-            self._render_earlier(earlier, {items[i].turn for i in dirty})
+            self._render_earlier(self.earlier_turns(), dirty_turns)
+
+    def _finished(self, turn: int) -> bool:
+        t = self.transcript
+        return turn < t.turn or (turn == t.turn and t.turn_ended is not None)
+
+    def _seal(self, turn: int, box: widgets.VBox, changed: bool) -> None:
+        """Show finished ``turn`` as one widget (its item widgets, if any, are closed)."""
+        w = self._sealed.get(turn)
+        if w is not None:
+            if changed:
+                html = self.transcript.turn_html(turn)
+                if w.value != html:
+                    w.value = html
+            return
+        w = self._sealed[turn] = widgets.HTML(value=self.transcript.turn_html(turn))
+        w.add_class("agentloop-item")
+        box.children = (w,)
+        for item in self.transcript.turn_items.get(turn, []):
+            stream = self._streams.pop(item.index, None)
+            if stream is not None:
+                stream.close()
+            old = self._widgets.pop(item.index, None)
+            if old is not None:
+                old.close()
 
     def _fill(self, box: widgets.VBox, turn_items: list[Item]) -> None:
         for item in turn_items:
@@ -266,6 +298,9 @@ class SessionView(TextRepr, widgets.VBox):
         box = self._turns.get(turn)
         if box is None:
             return ""
+        sealed = self._sealed.get(turn)
+        if sealed is not None:
+            return str(sealed.value)
         parts = []
         for item in self.transcript.turn_items.get(turn, []):
             stream = self._streams.get(item.index)
@@ -308,7 +343,7 @@ class SessionView(TextRepr, widgets.VBox):
             self.close_subscriptions()
             for stream in self._streams.values():
                 stream.close()
-            for w in (*self._widgets.values(), *self._turns.values()):
+            for w in (*self._widgets.values(), *self._sealed.values(), *self._turns.values()):
                 w.close()
         super().close()
 
