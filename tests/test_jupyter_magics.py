@@ -232,9 +232,11 @@ async def test_sessions_and_resume_render_history_and_continue(
     assert J.app().agent_loop.list() == []
     capsys.readouterr()
     shell.run_line_magic("agent", "sessions")
+    assert capsys.readouterr().out.splitlines() == ["listing sessions…"]  # returned at once
+    await state().drain()
     out = capsys.readouterr().out.splitlines()
-    assert out[0].split() == ["SESSION", "CREATED", "TURNS", "LAST", "ACTIVITY"]
-    assert out[1].startswith(sid) and out[1].split()[3] == "1"
+    assert out[0].split() == ["SESSION", "CREATED", "LIVE", "AS"]
+    assert out[1].startswith(sid) and len(out) == 2
     shell.run_line_magic("agent", f"resume {sid} --name b")
     b = shell.user_ns["b"]
     shown = capsys.readouterr().out
@@ -343,3 +345,151 @@ async def test_steer_and_inject_text_ending_in_a_question_mark_is_not_a_help_req
         assert "run_line_magic('pinfo'" in shell.transform_cell("%agent steer a why?\n")
     finally:
         shell.run_line_magic("load_ext", EXT)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    "name",
+    [
+        "print",
+        "get_ipython",
+        "__builtins__",
+        "In",
+        "Out",
+        "exit",
+        "__foo__",
+        "class",
+        "match",
+        "len",
+        "display",
+    ],
+)
+async def test_create_refuses_a_name_that_would_clobber_the_notebook(
+    shell: InteractiveShell, capsys: pytest.CaptureFixture[str], name: str
+) -> None:
+    before = shell.user_ns.get(name, "<unset>")
+    capsys.readouterr()
+    shell.run_line_magic("agent", f"create {name}")
+    lines = _stderr_lines(capsys)
+    assert len(lines) == 1 and lines[0].startswith("UsageError: ") and repr(name) in lines[0]
+    assert shell.user_ns.get(name, "<unset>") is before
+    assert J.app().agent_loop.list() == []
+
+
+@pytest.mark.anyio
+async def test_create_refuses_an_unknown_provider_with_the_known_ones_and_a_close_match(
+    shell: InteractiveShell, capsys: pytest.CaptureFixture[str]
+) -> None:
+    capsys.readouterr()
+    shell.run_line_magic("agent", "create carol --provider opneai --model gpt-4o")
+    (line,) = _stderr_lines(capsys)
+    assert "unknown provider 'opneai' (known: anthropic, " in line
+    assert "offline, " in line and "openai" in line
+    assert line.endswith("did you mean 'openai'?")
+    assert "carol" not in shell.user_ns and J.app().agent_loop.list() == []
+
+
+@pytest.mark.anyio
+async def test_resume_of_a_missing_session_says_it_does_not_exist_and_names_close_ids(
+    shell: InteractiveShell, capsys: pytest.CaptureFixture[str]
+) -> None:
+    shell.run_line_magic("agent", "create bob")
+    sid = shell.user_ns["bob"].session.id
+    await shell.user_ns["bob"].when_idle()
+    shell.run_line_magic("agent", "dispose bob")
+    await state().drain()
+    capsys.readouterr()
+    shell.run_line_magic("agent", "resume no-such-session")
+    (line,) = _stderr_lines(capsys)
+    assert "no session 'no-such-session'" in line and "--name" not in line
+    shell.run_line_magic("agent", f"resume {sid[:-1]}x")
+    (line,) = _stderr_lines(capsys)
+    assert f"did you mean {sid!r}?" in line
+
+
+@pytest.mark.anyio
+async def test_sessions_lists_on_a_worker_thread_and_the_cell_returns_at_once(
+    shell: InteractiveShell, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import threading
+
+    shell.run_line_magic("agent", "create a")
+    persistence = J.app().persistence
+    assert persistence is not None
+    real = persistence.list
+    threads: list[threading.Thread] = []
+    release = threading.Event()
+
+    def slow_list() -> Any:
+        threads.append(threading.current_thread())
+        release.wait(10)  # a slow disk: the kernel's loop must not wait for it
+        return real()
+
+    monkeypatch.setattr(persistence, "list", slow_list)
+    capsys.readouterr()
+    shell.run_line_magic("agent", "sessions")
+    assert capsys.readouterr().out.strip() == "listing sessions…"
+    a = shell.user_ns["a"]
+    a.followup("still answering?")  # the loop keeps running agents meanwhile
+    await a.when_idle()
+    release.set()
+    await state().drain()
+    assert threads and threads[0] is not threading.main_thread()
+    out = capsys.readouterr().out
+    assert a.session.id in out and " a" in out.splitlines()[1]
+
+
+@pytest.mark.anyio
+async def test_each_agent_cell_shows_only_the_turns_it_started(
+    shell: InteractiveShell,
+) -> None:
+    _scripted(shell, text("first answer"), text("second answer"))
+    shell.run_line_magic("agent", "create a --provider scripted --model m")
+    a = shell.user_ns["a"]
+    shell.run_cell_magic("agent", "a", "first prompt")
+    await a.when_idle()
+    shell.run_cell_magic("agent", "a", "second prompt")
+    await a.when_idle()
+    first, second = state().cell_views[a.id]
+    for v in (first, second):
+        await v.settled()
+    assert "first answer" in first.text and "second prompt" not in first.text
+    assert "second answer" in second.text and "first prompt" not in second.text
+    assert second.text.startswith("(1 earlier turn)")
+    shown = J.view(a)  # %agent show: everything
+    assert "first answer" in shown.text and "second answer" in shown.text
+
+
+@pytest.mark.anyio
+async def test_a_disposed_agents_cell_views_stay_on_screen(shell: InteractiveShell) -> None:
+    _scripted(shell, text("kept on screen"))
+    shell.run_line_magic("agent", "create a --provider scripted --model m")
+    a = shell.user_ns["a"]
+    shell.run_cell_magic("agent", "a", "hello")
+    await a.when_idle()
+    (view,) = state().cell_views[a.id]
+    shell.run_line_magic("agent", "dispose a")
+    await state().drain()
+    assert view.comm is not None  # not closed: the output keeps showing the conversation
+    assert "kept on screen" in view.session_view.html
+    assert a.id not in state().cell_views and a.id not in state().feeds
+
+
+@pytest.mark.anyio
+async def test_create_with_a_pace_streams_the_offline_model_at_that_many_words_per_second(
+    shell: InteractiveShell, capsys: pytest.CaptureFixture[str]
+) -> None:
+    shell.run_line_magic("agent", "create slow --pace 40")
+    assert "offline@40wps/demo" in capsys.readouterr().out
+    slow = shell.user_ns["slow"]
+    times: list[float] = []
+    J.app().ctx.on(
+        "session/event",
+        lambda p: times.append(p.event.time) if p.event.type == "assistant/chunk" else None,
+    )
+    slow.followup("one two three four five six seven eight")
+    await slow.when_idle()
+    assert len(times) >= 8 and times[-1] - times[0] >= 5 / 40  # paced, not at once
+    shell.run_line_magic("agent", "create fast --provider openai --model m --pace 3")
+    assert "offline provider only" in _stderr_lines(capsys)[-1]
+    shell.user_ns.pop("slow", None)

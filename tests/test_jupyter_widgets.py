@@ -20,6 +20,7 @@ from agentloop_nb.jupyter import (
     Throttle,
     WidgetApproval,
 )
+from agentloop_nb.jupyter._sessionview import SEGMENT
 from agentloop_nb.loop import AgentOptions
 from agentloop_nb.session import SessionStore
 from agentloop_nb.testing import HANG, ScriptedModel, combine, text, tool_call
@@ -80,13 +81,45 @@ async def test_session_view_coalesces_10000_chunks_into_bounded_updates_with_exa
 
     renders_bound = elapsed / interval + 2
     assert view.throttle.renders <= renders_bound
-    # one value update per render (+ the turn widget's open and the children update once)
-    assert comm_messages["comm_msg"] <= renders_bound + 2
-    assert view.throttle.renders < 10_000 / 10
     streamed = "".join(pieces)
+    # one tail update per render; each filled segment adds its last value and the new tail
+    # in the children; a few children updates for the turn's items and the finished answer
+    segments = len(streamed) // SEGMENT + 1
+    assert comm_messages["comm_msg"] <= renders_bound + 2 * segments + 6
+    assert view.throttle.renders < 10_000 / 10
     assert [i.text for i in view.transcript.items if i.kind == "assistant"] == [streamed]
-    assert "agentloop-turn-end" in view.children[-1].value
-    assert streamed[-20:] in view.children[-1].value
+    assert "agentloop-turn-end" in view.turn_htmls[-1]
+    assert streamed[-20:].strip() in view.turn_htmls[-1]
+
+
+@pytest.mark.anyio
+async def test_a_streaming_update_sends_only_the_growing_tail_not_the_whole_answer(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    sizes: list[int] = []
+    original = comm.DummyComm.publish_msg
+
+    def publish(self: Any, msg_type: str, *args: Any, **kwargs: Any) -> None:
+        if msg_type == "comm_msg":
+            sizes.append(len(repr(kwargs.get("data", args[0] if args else None))))
+        original(self, msg_type, *args, **kwargs)
+
+    monkeypatch.setattr(comm.DummyComm, "publish_msg", publish)
+    session = SessionStore(Context()).create("s")
+    view = SessionView(session, interval=0)
+    session.append("turn/start", {"turn": 1})
+    _chunk_event(session, {"type": "block-start", "index": 0, "block_type": "text"})
+    for i in range(5_000):
+        _chunk_event(session, {"type": "text-delta", "index": 0, "text": f"word{i} "})
+        if i % 100 == 0:
+            await view.throttle.settled()
+    await view.throttle.settled()
+    streamed = sum(len(f"word{i} ") for i in range(5_000))
+    assert streamed > 8 * SEGMENT
+    assert max(sizes) < SEGMENT + 500  # never the whole answer in one update
+    text = view.turn_htmls[-1]
+    assert "word0 " in text and "word4999 " in text and "agentloop-streaming" in text
+    view.close()
 
 
 @pytest.mark.anyio
@@ -124,11 +157,11 @@ async def test_session_view_renders_history_of_a_finished_agent_on_construction(
     agent.followup("hi <b>")
     await agent.when_idle()
     view = SessionView(agent.session)
-    html = view.children[0].value
-    assert 'class="agentloop-user' in html and "hi &lt;b&gt;" in html
-    assert 'class="agentloop-assistant' in html and "hello &lt;world&gt; &amp; co" in html
+    html = view.turn_htmls[0]
+    assert "agentloop-user" in html and "hi &lt;b&gt;" in html
+    assert "agentloop-assistant" in html and "hello &lt;world&gt; &amp; co" in html
     assert "<world>" not in html and "<b>" not in html.replace("<b>user</b>", "")
-    assert 'class="agentloop-turn-end agentloop-turn-end-completed"' in html
+    assert "agentloop-turn-end agentloop-turn-end-completed" in html
     assert "assistant: hello <world> & co" in repr(view)
     view.close()
     await app.aclose()
@@ -179,7 +212,7 @@ async def test_transcript_shows_reasoning_retries_errors_usage_and_interruptions
         "turn/end", {"turn": 1, "reason": {"kind": "aborted", "cause": {"kind": "user"}}}
     )
     view.throttle.flush()
-    html = view.children[-1].value
+    html = view.turn_htmls[-1]
     for css in (
         "agentloop-source-inject",
         "agentloop-reasoning",

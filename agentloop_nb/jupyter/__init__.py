@@ -9,8 +9,10 @@ Public surface:
 - ``app()`` — the kernel-wide ``App`` created by ``%load_ext agentloop_nb``;
   ``configure(**app_kwargs)`` — what the next load builds it with; ``view(agent)`` — the
   agent's cached ``AgentView``; ``wait_closed()`` — await an unloaded App's disposal.
-- ``AgentView``, ``SessionView``, ``ToolPoolView`` — live, throttled widgets;
-  ``WidgetApproval`` — the ``ctx.approval`` service their Approve/Deny buttons answer.
+- ``AgentView``, ``SessionView``, ``ToolPoolView``, ``InboxView`` — live, throttled widgets
+  (``PromptBox``: the follow-up box, Ctrl/Cmd+Enter sends); ``SessionFeed`` — a session
+  folded once for every view that shows it; ``WidgetApproval`` — the ``ctx.approval`` service
+  their Approve/Deny buttons answer.
 - ``plugin(name)`` — a named plugin scope (context manager or decorator), like ``%%plugin``.
 - ``run_sync(agent, prompt)`` — opt-in blocking helper (applies ``nest_asyncio`` lazily).
 """
@@ -20,15 +22,22 @@ from __future__ import annotations
 from ._approval import PendingApproval, WidgetApproval
 from ._cellplugin import plugin
 from ._extension import load_ipython_extension, unload_ipython_extension
+from ._feed import SessionFeed
+from ._inboxview import InboxView
+from ._pool import ToolPoolView
+from ._prompt import PromptBox
+from ._sessionview import SessionView
 from ._state import app, configure, view, wait_closed
 from ._sync import run_sync
 from ._throttle import Throttle
 from ._transcript import Transcript
-from ._widgets import AgentView, SessionFeed, SessionView, ToolPoolView
+from ._widgets import AgentView
 
 __all__ = [
     "AgentView",
+    "InboxView",
     "PendingApproval",
+    "PromptBox",
     "SessionFeed",
     "SessionView",
     "Throttle",

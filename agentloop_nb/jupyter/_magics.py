@@ -11,17 +11,24 @@ reading ``%agent steer NAME why?`` as a help request.
 from __future__ import annotations
 
 import argparse
+import asyncio
+import builtins
+import difflib
 import keyword
 import re
 import shlex
 import sys
 import time
 from collections.abc import Sequence
+from html import escape
 from typing import Any, NoReturn
 
+import anyio
+import ipywidgets as widgets
 from IPython.core.magic import Magics, cell_magic, line_cell_magic, magics_class
 from IPython.display import display
 
+from ..llm.offline import OfflineModel
 from ..loop import AgentOptions
 from ._cellplugin import run_plugin_cell
 from ._state import KernelState, UserError
@@ -76,6 +83,13 @@ def _build_parser() -> _Parser:
         help=f"model name (default with the offline provider: {DEFAULT_MODEL})",
     )
     c.add_argument("--max-tokens", metavar="N", type=int, default=None, dest="max_tokens")
+    c.add_argument(
+        "--pace",
+        metavar="WPS",
+        type=float,
+        default=None,
+        help="offline provider only: stream this many words per second (slow enough to steer)",
+    )
     for name, what in (
         ("steer", "steer the running turn (wakes an idle agent)"),
         ("inject", "add context for the next step (does not wake)"),
@@ -137,10 +151,34 @@ def keep_question_marks(lines: list[str]) -> list[str]:
     return out
 
 
+# Names a notebook relies on: binding an agent to one would break the notebook itself.
+_IPYTHON_NAMES = frozenset(
+    {"In", "Out", "get_ipython", "exit", "quit", "display", "ctx", "_", "__", "___"}
+)
+
+
 def _identifier(name: str, what: str = "NAME") -> str:
-    if not name.isidentifier() or keyword.iskeyword(name):
+    """``name`` when it can become a notebook variable; raises :class:`UserError` for a
+    non-identifier, a keyword, a dunder, a builtin (``print``) or an IPython name
+    (``get_ipython``, ``In``, ``Out``, ``exit``...)."""
+    if not name.isidentifier() or keyword.iskeyword(name) or keyword.issoftkeyword(name):
         raise UserError(f"{what} must be a Python identifier (it becomes a variable), got {name!r}")
+    if name.startswith("__") and name.endswith("__"):
+        raise UserError(f"{what} {name!r} is a dunder name reserved by Python; pick another name")
+    if name in _IPYTHON_NAMES or hasattr(builtins, name):
+        raise UserError(
+            f"{what} {name!r} would replace a name the notebook relies on "
+            f"({'a Python builtin' if hasattr(builtins, name) else 'an IPython name'}); "
+            "pick another name"
+        )
     return name
+
+
+def _close_matches(word: str, known: Sequence[str]) -> str:
+    close = difflib.get_close_matches(word, list(known), n=3, cutoff=0.6)
+    if not close:
+        return ""
+    return "; did you mean " + " or ".join(repr(c) for c in close) + "?"
 
 
 def _fail(message: str) -> None:
@@ -162,8 +200,10 @@ class AgentMagics(Magics):
 
         Line magic::
 
-          %agent create NAME [--provider P] [--model M] [--max-tokens N]
-              create an agent and bind it to NAME (default provider: offline, model: demo)
+          %agent create NAME [--provider P] [--model M] [--max-tokens N] [--pace WPS]
+              create an agent and bind it to NAME (default provider: offline, model: demo);
+              an unknown provider is refused (with the known ones and a close match);
+              --pace WPS makes the offline model stream WPS words per second
           %agent steer NAME TEXT      steer the running turn (wakes an idle agent)
           %agent inject NAME TEXT     add context for the next step (does not wake)
               TEXT is the raw rest of the line (quotes are kept). A trailing "?" is kept
@@ -178,7 +218,8 @@ class AgentMagics(Magics):
                                       log without re-running anything
           %agent list                 live agents
           %agent show NAME            display the live view
-          %agent sessions             persisted sessions (id, created, turns, last activity)
+          %agent sessions             persisted sessions (id, created, live name), listed
+                                      off the event loop (the kernel never waits on disk)
           %agent dispose NAME         dispose the agent
 
         Cell magic::
@@ -186,7 +227,9 @@ class AgentMagics(Magics):
           %%agent NAME
           prompt text...
 
-        displays NAME's live view and queues the cell body as a follow-up. Every command
+        queues the cell body as a follow-up and displays a view of the turns this cell
+        started (earlier turns behind one collapsed toggle; ``%agent show NAME`` shows them
+        all). NAME must not shadow a builtin, a dunder or an IPython name. Every command
         returns at once; ``await NAME.when_idle()`` in a later cell waits for the agent.
         Bad arguments print one ``UsageError`` line. ``%agent --help`` prints argparse help.
         """
@@ -264,9 +307,10 @@ class AgentMagics(Magics):
             )
         agent = self.state.agent(words[0])
         prompt = cell.strip()
+        own = []
         if prompt:
-            agent.followup(prompt)  # first, so the view shows the agent running
-        display(self.state.view(agent))
+            own.append(str(agent.followup(prompt).id))  # first: the view shows it running
+        display(self.state.cell_view(agent, own))
 
     # -- commands ---------------------------------------------------------------------------
 
@@ -274,7 +318,11 @@ class AgentMagics(Magics):
         name = _identifier(args.name)
         self._check_free(name)
         provider = args.provider or DEFAULT_PROVIDER
-        model = args.model or (DEFAULT_MODEL if provider == DEFAULT_PROVIDER else None)
+        self._check_provider(provider)
+        if args.pace is not None:
+            provider = self._paced(provider, args.pace)
+        offline = provider == DEFAULT_PROVIDER or provider.startswith(f"{DEFAULT_PROVIDER}@")
+        model = args.model or (DEFAULT_MODEL if offline else None)
         if model is None:
             raise UserError(f"%agent create: --model is required with --provider {provider}")
         if args.max_tokens is not None and args.max_tokens <= 0:
@@ -286,6 +334,27 @@ class AgentMagics(Magics):
             raise UserError(f"%agent create: {exc}") from None
         self.state.bind(name, agent)
         print(f"agent {name!r} ready ({provider}/{model}); session {agent.session.id}")
+
+    def _check_provider(self, provider: str) -> None:
+        known = self.state.app.ctx.llm.providers()
+        if provider not in known:
+            raise UserError(
+                f"%agent create: unknown provider {provider!r} (known: {', '.join(known)})"
+                + _close_matches(provider, known)
+            )
+
+    def _paced(self, provider: str, pace: float) -> str:
+        """The provider name of an offline model streaming ``pace`` words per second
+        (registered on first use as ``offline@<pace>wps``)."""
+        if provider != DEFAULT_PROVIDER:
+            raise UserError("%agent create: --pace works with the offline provider only")
+        if not 0 < pace <= 1000:
+            raise UserError("%agent create: --pace must be between 0 and 1000 words per second")
+        name = f"{DEFAULT_PROVIDER}@{pace:g}wps"
+        llm = self.state.app.ctx.llm
+        if name not in llm.providers():
+            llm.register_adapter([name], OfflineModel(token_delay=1.0 / pace))
+        return name
 
     def _check_free(self, name: str) -> None:
         if name in self.state.names:
@@ -305,10 +374,12 @@ class AgentMagics(Magics):
         sid = args.session_id
         default = sid.split("-session-")[0] if "-session-" in sid else None
         if args.name is None and (default is None or not default.isidentifier()):
+            self._check_session(sid)
             raise UserError(f"%agent resume: cannot derive a NAME from {sid!r}; pass --name NAME")
+        st = self.state
+        self._check_session(sid)
         name = _identifier(args.name or default or "")
         self._check_free(name)
-        st = self.state
         try:
             done, value = run_eagerly(st.app.ctx.agents.resume(resume_session_id=sid))
         except Exception as exc:
@@ -326,6 +397,19 @@ class AgentMagics(Magics):
         self.state.keep(value)
         value.add_done_callback(bind)
         print(f"resuming {sid} as {name}…")
+
+    def _check_session(self, sid: str) -> None:
+        """Raise :class:`UserError` when the persistence has no session ``sid`` (naming the
+        closest ids). Reads the session headers only."""
+        persistence = self.state.app.persistence
+        if persistence is None:
+            raise UserError("%agent resume: this App has no session persistence")
+        ids = [h.id for h in persistence.list()]
+        if sid not in ids:
+            raise UserError(
+                f"%agent resume: no session {sid!r} in {_where(persistence)}"
+                + (_close_matches(sid, ids) or f" ({len(ids)} stored; see %agent sessions)")
+            )
 
     def _resumed(self, name: str, agent: Any) -> None:
         self.state.bind(name, agent)
@@ -356,21 +440,37 @@ class AgentMagics(Magics):
         persistence = self.state.app.persistence
         if persistence is None:
             raise UserError("%agent sessions: this App has no session persistence")
-        rows = []
-        for header in persistence.list():
-            try:
-                _, events = persistence.load(header.id)
-            except Exception as exc:  # one unreadable file must not hide the others
-                rows.append((header.id, _when(header.created_at), "?", f"unreadable: {exc}"))
-                continue
-            turns = sum(1 for e in events if e.type == "turn/start")
-            last = events[-1].time if events else header.created_at
-            rows.append((header.id, _when(header.created_at), str(turns), _when(last)))
-        if not rows:
-            print("no persisted sessions")
+        live = {
+            a.session.id: self.state.name_of(a) or "-" for a in self.state.app.agent_loop.list()
+        }
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:  # no loop to keep running (a plain shell): list right here
+            print(_sessions_table(persistence.list(), live))
             return
-        rows.sort(key=lambda r: r[3], reverse=True)
-        _table([("SESSION", "CREATED", "TURNS", "LAST ACTIVITY"), *rows])
+        # Listing reads every session file's header: off the event loop, so the kernel (and
+        # every running agent) keeps going. The cell has returned by the time the listing is
+        # ready, so it is shown in a widget (front ends apply a widget's updates whenever
+        # they come) or, without a front end, printed.
+        shown = _Listing() if getattr(self.shell, "kernel", None) is not None else None
+        if shown is not None:
+            display(shown)
+        else:
+            print("listing sessions…")
+
+        async def listing() -> None:
+            try:
+                headers = await anyio.to_thread.run_sync(persistence.list)
+            except Exception as exc:
+                text = f"UsageError: %agent sessions: {exc}"
+            else:
+                text = _sessions_table(headers, live)
+            if shown is not None:
+                shown.show(text)
+            else:
+                print(text)
+
+        self.state.spawn(listing())
 
     def _cmd_dispose(self, args: argparse.Namespace) -> None:
         st = self.state
@@ -380,14 +480,49 @@ class AgentMagics(Magics):
             st.keep(value)
 
 
+class _Listing(widgets.HTML):
+    """The ``%agent sessions`` table, filled in when the listing is ready."""
+
+    def __init__(self) -> None:
+        super().__init__(value="<pre>listing sessions…</pre>")
+        self.text = "listing sessions…"
+
+    def show(self, text: str) -> None:
+        self.text = text
+        self.value = f"<pre>{escape(text)}</pre>"
+
+    def __repr__(self) -> str:
+        return self.text
+
+
+def _sessions_table(headers: Sequence[Any], live: dict[str, str]) -> str:
+    if not headers:
+        return "no persisted sessions"
+    rows = [
+        (h.id, _when(h.created_at), live.get(h.id, ""))
+        for h in sorted(headers, key=lambda h: h.created_at, reverse=True)
+    ]
+    return _format_table([("SESSION", "CREATED", "LIVE AS"), *rows])
+
+
+def _where(persistence: Any) -> str:
+    root = getattr(persistence, "root", None)
+    return str(root) if root is not None else "the session store"
+
+
 def _when(t: float) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t))
 
 
-def _table(rows: Sequence[tuple[str, ...]]) -> None:
+def _format_table(rows: Sequence[tuple[str, ...]]) -> str:
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    for r in rows:
-        print("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
+    return "\n".join(
+        "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows
+    )
+
+
+def _table(rows: Sequence[tuple[str, ...]]) -> None:
+    print(_format_table(rows))
 
 
 __all__ = ["DEFAULT_MODEL", "DEFAULT_PROVIDER", "AgentMagics", "keep_question_marks"]

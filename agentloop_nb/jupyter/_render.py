@@ -3,7 +3,10 @@
 Every HTML fragment escapes all text it shows and carries stable CSS classes
 (``agentloop-user``, ``agentloop-assistant``, ``agentloop-reasoning``, ``agentloop-tool-call``,
 ``agentloop-turn-start``, ``agentloop-turn-end``, ``agentloop-error``, ``agentloop-retry``,
-``agentloop-usage``) that browser tests and user CSS can select.
+``agentloop-usage``) that browser tests and user CSS can select. Fragments carry no colours:
+:data:`STYLE` styles the classes with JupyterLab's theme variables (``--jp-*``) only, so the
+light and the dark theme both stay readable. A finished assistant message is sanitised
+Markdown (:func:`~._markdown.markdown_html`); while it streams it is plain text.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from html import escape
 from typing import Any
 
 from ._item import Item
+from ._markdown import markdown_html
 
 RESULT_PREVIEW = 2000
 """Characters of a tool result shown (the log keeps all of it)."""
@@ -28,8 +32,90 @@ def reason_text(reason: Mapping[str, Any] | None) -> str:
         cause = reason.get("cause") or {}
         return f"aborted ({cause.get('kind', '?')})"
     if kind == "error":
-        return f"error {reason.get('code', 'UNKNOWN')}: {reason.get('message', '')}"
+        code = str(reason.get("code", "UNKNOWN"))
+        return f"error {code}: {error_message(code, reason.get('message'))}"
+    if kind == "rejected" and reason.get("reason"):
+        return f"rejected: {reason['reason']}"
     return kind
+
+
+def error_message(code: str, message: Any) -> str:
+    """``message`` without a leading ``CODE:`` (some failures carry their code in their text
+    too; the view shows the code once)."""
+    text = str(message or "")
+    prefix = f"{code}:"
+    while text.startswith(prefix):
+        text = text[len(prefix) :].lstrip()
+    return text
+
+
+def end_text(reason: Mapping[str, Any] | None, *, shown: bool = False) -> str:
+    """A ``turn/end`` reason for a turn boundary or the status line: an error already shown
+    in the turn (``shown``) is named by its code alone, so it reads once."""
+    if shown and reason and reason.get("kind") == "error":
+        return f"error {reason.get('code', 'UNKNOWN')} (above)"
+    return reason_text(reason)
+
+
+def end_label(reason: Mapping[str, Any] | None) -> str:
+    """A ``turn/end`` reason in a few words (an error by its code only): the status line's."""
+    if reason and reason.get("kind") == "error":
+        return f"error {reason.get('code', 'UNKNOWN')}"
+    return reason_text(reason)
+
+
+def result_text(content: Any) -> str:
+    """A tool result as text: a string as is (a JSON object or list of one is laid out as
+    ``key: value`` lines), content blocks as their text (images as ``[image]``), any other
+    JSON value laid out the same way."""
+    if isinstance(content, str):
+        try:
+            value = json.loads(content)
+        except ValueError:
+            return content
+        if not isinstance(value, dict | list):
+            return content
+        content = value
+    if isinstance(content, list | tuple) and all(
+        isinstance(b, Mapping) and "type" in b for b in content
+    ):
+        out = []
+        for block in content:
+            if block.get("type") == "text":
+                out.append(str(block.get("text", "")))
+            elif block.get("type") == "image":
+                out.append("[image]")
+        return "\n".join(out)
+    return _layout(content)
+
+
+def _layout(value: Any, indent: str = "") -> str:
+    if isinstance(value, Mapping):
+        lines = []
+        for key, v in value.items():
+            if isinstance(v, Mapping | list | tuple) and v:
+                lines.append(f"{indent}{key}:\n{_layout(v, indent + '  ')}")
+            else:
+                lines.append(f"{indent}{key}: {_scalar(v)}")
+        return "\n".join(lines)
+    if isinstance(value, list | tuple):
+        return "\n".join(
+            f"{indent}- {_layout(v, indent + '  ').lstrip()}"
+            if isinstance(v, Mapping | list | tuple)
+            else f"{indent}- {_scalar(v)}"
+            for v in value
+        )
+    return f"{indent}{_scalar(value)}"
+
+
+def _scalar(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, Mapping | list | tuple):
+        return json.dumps(value, ensure_ascii=False)
+    return str(value)
 
 
 def pretty_args(raw: str) -> str:
@@ -58,7 +144,7 @@ def item_text(item: Item) -> str:
     if k == "turn-start":
         return f"── turn {d['turn']} ──"
     if k == "turn-end":
-        return f"── turn {d['turn']} ended: {reason_text(d['reason'])} ──"
+        return f"── turn {d['turn']} ended: {end_text(d['reason'], shown=d.get('shown', False))} ──"
     if k == "user":
         label = "user" if d["source"] == "user" else f"user/{d['source']}"
         return f"[{label}] {d['text']}"
@@ -70,30 +156,88 @@ def item_text(item: Item) -> str:
     if k == "tool":
         args = pretty_args(item.text)  # first: a streamed call learns its name here
         result = d.get("result")
-        tail = f" → {result[:200]}" if result is not None else ""
+        tail = f" → {result_text(result)[:200]}" if result is not None else ""
         return f"tool {d.get('name')}({args}) [{d['state']}]{_duration(item)}{tail}"
     if k == "usage":
         u = d["usage"]
         return f"(tokens in {u.get('input_tokens', 0)}, out {u.get('output_tokens', 0)})"
     if k == "error":
-        return f"! {d['where']} error {d['code']}: {d['message']}"
+        return f"! {d['where']} error {d['code']}: {error_message(d['code'], d['message'])}"
     if k == "retry":
         return f"! retry {d['attempt']} after {d['code']} in {d['delay']}s"
     return ""
 
 
-_BOX = "margin:2px 0;padding:2px 6px;border-radius:4px;white-space:pre-wrap;"
-_STATE_COLOURS = {
-    "streaming": "#999",
-    "queued": "#999",
-    "running": "#1f77b4",
-    "done": "#2ca02c",
-    "failed": "#d62728",
-    "denied": "#8c564b",
-    "invalid": "#d62728",
-    "aborted": "#ff7f0e",
-    "dropped": "#bbb",
-}
+STYLE = """
+.agentloop-root{color:var(--jp-content-font-color1);font-family:var(--jp-content-font-family);
+font-size:var(--jp-content-font-size1);line-height:1.4;overflow-wrap:anywhere;min-width:0}
+.agentloop-box{margin:2px 0;padding:2px 6px;border-radius:4px}
+.agentloop-plain{white-space:pre-wrap}
+.agentloop-muted{color:var(--jp-ui-font-color2);font-size:85%}
+.agentloop-user{background:var(--jp-layout-color2);color:var(--jp-content-font-color1);
+border-left:3px solid var(--jp-brand-color1)}
+.agentloop-source-steer{border-left-color:var(--jp-warn-color1)}
+.agentloop-source-inject{border-left-color:var(--jp-info-color1)}
+.agentloop-assistant p,.agentloop-assistant ul,.agentloop-assistant ol,
+.agentloop-assistant pre,.agentloop-assistant table{margin:0.25em 0}
+.agentloop-assistant pre{background:var(--jp-layout-color2);padding:4px;overflow-x:auto;
+white-space:pre-wrap}
+.agentloop-assistant code{background:var(--jp-layout-color2);border-radius:2px}
+.agentloop-assistant a{color:var(--jp-content-link-color)}
+.agentloop-assistant th,.agentloop-assistant td{border:1px solid var(--jp-border-color2);
+padding:1px 4px}
+.agentloop-reasoning{color:var(--jp-ui-font-color2);white-space:pre-wrap}
+.agentloop-turn-start{border-top:1px solid var(--jp-border-color2);margin-top:6px}
+.agentloop-tool-call{border-left:3px solid var(--jp-border-color1)}
+.agentloop-tool-result{white-space:pre-wrap;color:var(--jp-content-font-color2);
+max-height:16em;overflow:auto}
+.agentloop-error,.agentloop-tool-failed .agentloop-tool-state,.agentloop-tool-invalid
+.agentloop-tool-state,.agentloop-notice{color:var(--jp-error-color1)}
+.agentloop-retry,.agentloop-interrupted,.agentloop-tool-aborted .agentloop-tool-state{
+color:var(--jp-warn-color1)}
+.agentloop-tool-running,.agentloop-pool-running .agentloop-pool-state{
+border-left-color:var(--jp-brand-color1);color:var(--jp-brand-color1)}
+.agentloop-tool-done{border-left-color:var(--jp-success-color1)}
+.agentloop-tool-failed,.agentloop-tool-invalid{border-left-color:var(--jp-error-color1)}
+.agentloop-tool-aborted,.agentloop-tool-denied{border-left-color:var(--jp-warn-color1)}
+.agentloop-tool-running .agentloop-tool-state{color:var(--jp-brand-color1)}
+.agentloop-tool-done .agentloop-tool-state{color:var(--jp-success-color1)}
+.agentloop-tool-queued .agentloop-tool-state,.agentloop-tool-streaming .agentloop-tool-state,
+.agentloop-tool-dropped .agentloop-tool-state{color:var(--jp-ui-font-color3)}
+.agentloop-status{padding:1px 6px;border-radius:8px;background:var(--jp-layout-color3);
+color:var(--jp-ui-font-color1)}
+.agentloop-status-running{background:var(--jp-brand-color1);color:var(--jp-ui-inverse-font-color1)}
+.agentloop-spinner{display:inline-block;width:0.8em;height:0.8em;margin-right:4px;
+vertical-align:-0.1em;border:2px solid var(--jp-ui-inverse-font-color1);
+border-right-color:transparent;border-radius:50%;animation:agentloop-spin 0.8s linear infinite}
+@keyframes agentloop-spin{to{transform:rotate(360deg)}}
+.agentloop-pool-table{font-size:85%;width:100%;border-collapse:collapse}
+.agentloop-pool-title{color:var(--jp-ui-font-color2);font-size:85%}
+.agentloop-track{position:relative;height:10px;background:var(--jp-layout-color3)}
+.agentloop-bar{position:absolute;top:0;bottom:0;background:var(--jp-ui-font-color3)}
+.agentloop-bar-running{background:var(--jp-brand-color1)}
+.agentloop-bar-awaiting-approval{background:var(--jp-info-color1)}
+.agentloop-bar-done{background:var(--jp-success-color1)}
+.agentloop-bar-failed,.agentloop-bar-invalid{background:var(--jp-error-color1)}
+.agentloop-bar-aborted,.agentloop-bar-denied{background:var(--jp-warn-color1)}
+.agentloop-pool-done .agentloop-pool-state{color:var(--jp-success-color1)}
+.agentloop-pool-failed .agentloop-pool-state,.agentloop-pool-invalid .agentloop-pool-state{
+color:var(--jp-error-color1)}
+.agentloop-pool-aborted .agentloop-pool-state,.agentloop-pool-denied .agentloop-pool-state{
+color:var(--jp-warn-color1)}
+.agentloop-pool-awaiting-approval .agentloop-pool-state{color:var(--jp-info-color1)}
+.agentloop-scroll{display:flex;flex-direction:column-reverse;max-height:32em;overflow-y:auto}
+.agentloop-item{margin:0 !important}
+.agentloop-root .widget-html-content{line-height:1.45 !important}
+.agentloop-flow{display:block !important;white-space:pre-wrap}
+.agentloop-flow>.agentloop-segment,.agentloop-flow>.agentloop-segment>.widget-html-content{
+display:inline !important;margin:0 !important;padding:0 !important;height:auto !important;
+min-height:0 !important;line-height:inherit !important;white-space:pre-wrap !important}
+.agentloop-inbox-item{background:var(--jp-layout-color2);border-radius:4px;padding:0 4px}
+"""
+"""The view's stylesheet: every colour is a JupyterLab theme variable (``--jp-*``).
+``.agentloop-scroll`` lays its one child out bottom-up, so the browser keeps a growing
+transcript scrolled to its end (auto-scroll without script) unless the reader scrolled up."""
 
 
 def item_html(item: Item) -> str:
@@ -112,70 +256,77 @@ def _render(item: Item) -> str:
     d = item.data
     k = item.kind
     if k == "turn-start":
-        return (
-            f'<div class="agentloop-turn-start" style="border-top:1px solid #ccc;'
-            f'color:#888;font-size:85%;margin-top:6px">turn {d["turn"]}</div>'
-        )
+        return f'<div class="agentloop-turn-start agentloop-muted">turn {d["turn"]}</div>'
     if k == "turn-end":
         kind = escape(str((d["reason"] or {}).get("kind", "unknown")))
+        text = end_text(d["reason"], shown=d.get("shown", False))
         return (
-            f'<div class="agentloop-turn-end agentloop-turn-end-{kind}" '
-            f'style="color:#888;font-size:85%">turn {d["turn"]} ended: '
-            f"{escape(reason_text(d['reason']))}</div>"
+            f'<div class="agentloop-turn-end agentloop-turn-end-{kind} agentloop-muted">'
+            f"turn {d['turn']} ended: {escape(text)}</div>"
         )
     if k == "user":
         source = escape(d["source"])
         return (
-            f'<div class="agentloop-user agentloop-source-{source}" style="{_BOX}'
-            f'background:#eef3fb"><b>{source}</b>: {escape(d["text"])}</div>'
+            f'<div class="agentloop-box agentloop-user agentloop-plain agentloop-source-{source}">'
+            f"<b>{source}</b>: {escape(d['text'])}</div>"
         )
     if k == "assistant":
-        classes = "agentloop-assistant"
-        if d.get("streaming"):
-            classes += " agentloop-streaming"
-        cut = (
-            ' <span class="agentloop-interrupted" style="color:#ff7f0e">[interrupted]</span>'
-            if d.get("interrupted")
-            else ""
-        )
-        return f'<div class="{classes}" style="{_BOX}">{escape(item.text)}{cut}</div>'
+        return _assistant(item)
     if k == "reasoning":
         opened = " open" if d.get("streaming") else ""
         return (
-            f'<details class="agentloop-reasoning"{opened} style="color:#777;{_BOX}">'
+            f'<details class="agentloop-box agentloop-reasoning"{opened}>'
             f"<summary>reasoning</summary>{escape(item.text)}</details>"
         )
     if k == "tool":
-        args = pretty_args(item.text)  # first: a streamed call learns its name here
-        state = d["state"]
-        colour = _STATE_COLOURS.get(state, "#999")
-        result = d.get("result")
-        body = ""
-        if result is not None:
-            shown = result if len(result) <= RESULT_PREVIEW else result[:RESULT_PREVIEW] + "…"
-            body = f'<div class="agentloop-tool-result">{escape(shown)}</div>'
-        return (
-            f'<div class="agentloop-tool-call agentloop-tool-{state}" style="{_BOX}'
-            f'border-left:3px solid {colour}"><b>{escape(str(d.get("name")))}</b>'
-            f"<code>({escape(args)})</code> "
-            f'<span class="agentloop-tool-state">{state}</span>'
-            f"{escape(_duration(item))}{body}</div>"
-        )
+        return _tool(item)
     if k == "usage":
         u = d["usage"]
         return (
-            f'<div class="agentloop-usage" style="color:#999;font-size:80%">tokens in '
+            f'<div class="agentloop-usage agentloop-muted">tokens in '
             f"{int(u.get('input_tokens', 0))}, out {int(u.get('output_tokens', 0))}</div>"
         )
     if k == "error":
+        code = str(d["code"])
         return (
-            f'<div class="agentloop-error" style="{_BOX}color:#d62728">{escape(d["where"])} '
-            f"error {escape(str(d['code']))}: {escape(str(d['message']))}</div>"
+            f'<div class="agentloop-box agentloop-error">{escape(d["where"])} error '
+            f"<b>{escape(code)}</b>: {escape(error_message(code, d['message']))}</div>"
         )
     if k == "retry":
         return (
-            f'<div class="agentloop-retry" style="color:#ff7f0e;font-size:85%">retry '
+            f'<div class="agentloop-retry agentloop-muted">retry '
             f"{escape(str(d['attempt']))} after {escape(str(d['code']))} in "
             f"{escape(str(d['delay']))}s</div>"
         )
     return ""
+
+
+def _assistant(item: Item) -> str:
+    d = item.data
+    cut = (
+        ' <span class="agentloop-interrupted">[interrupted]</span>' if d.get("interrupted") else ""
+    )
+    if d.get("streaming"):
+        return (
+            '<div class="agentloop-box agentloop-assistant agentloop-streaming agentloop-plain">'
+            f"{escape(item.text)}{cut}</div>"
+        )
+    return f'<div class="agentloop-box agentloop-assistant">{markdown_html(item.text)}{cut}</div>'
+
+
+def _tool(item: Item) -> str:
+    d = item.data
+    args = pretty_args(item.text)  # first: a streamed call learns its name here
+    state = d["state"]
+    result = d.get("result")
+    body = ""
+    if result is not None:
+        shown = result_text(result)
+        shown = shown if len(shown) <= RESULT_PREVIEW else shown[:RESULT_PREVIEW] + "…"
+        body = f'<div class="agentloop-tool-result">{escape(shown)}</div>'
+    return (
+        f'<div class="agentloop-box agentloop-tool-call agentloop-tool-{state}">'
+        f"<b>{escape(str(d.get('name')))}</b><code>({escape(args)})</code> "
+        f'<span class="agentloop-tool-state">{state}</span>'
+        f"{escape(_duration(item))}{body}</div>"
+    )

@@ -5,7 +5,8 @@ import it, and it imports none of them. It owns
 
 - :func:`configure` — what the next ``%load_ext agentloop_nb`` builds its ``App`` with;
 - :class:`KernelState` — what a loaded extension owns in one kernel (the App, the NAME → agent
-  bindings, one cached ``AgentView`` per agent, the approval service, the interrupt hook);
+  bindings, one shared feed and one cached ``AgentView`` per agent plus the views ``%%agent``
+  cells showed, the approval service, the interrupt hook);
 - the holder of the current :class:`KernelState` (:func:`attach`, :func:`detach`,
   :func:`state`) and of Apps still closing after an unload (:func:`closing`,
   :func:`wait_closed`);
@@ -20,6 +21,7 @@ from typing import Any
 
 from ..app import App
 from ._approval import DEFAULT_APPROVAL_TIMEOUT, WidgetApproval
+from ._feed import SessionFeed
 from ._interrupt import InterruptHook
 from ._widgets import AgentView
 
@@ -38,6 +40,8 @@ class KernelState:
         self.approval = approval
         self.names: dict[str, Any] = {}
         self.views: dict[str, AgentView] = {}
+        self.cell_views: dict[str, list[AgentView]] = {}
+        self.feeds: dict[str, SessionFeed] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self.hook = InterruptHook(shell, self.cancel_running)
         self._off = app.ctx.on("agent/disposed", self._forget)
@@ -47,8 +51,7 @@ class KernelState:
     def bind(self, name: str, agent: Any) -> None:
         """Bind ``agent`` to ``name`` (in the user namespace too, when there is a shell)."""
         self.names[name] = agent
-        view = self.views.get(agent.id)
-        if view is not None:  # a view made before the binding shows the name from now on
+        for view in self._views_of(agent.id):  # views made before the binding show the name
             view.name = name
         if self.shell is not None:
             self.shell.push({name: agent}, interactive=True)
@@ -75,18 +78,43 @@ class KernelState:
     def name_of(self, agent: Any) -> str | None:
         return next((n for n, a in self.names.items() if a is agent), None)
 
+    def feed(self, agent: Any) -> SessionFeed:
+        """The agent's feed, shared by all its views (a chunk is folded once)."""
+        feed = self.feeds.get(agent.id)
+        if feed is None:
+            feed = self.feeds[agent.id] = SessionFeed(agent.session, agent.ctx)
+        return feed
+
     def view(self, agent: Any) -> AgentView:
-        """The agent's cached ``AgentView`` (one per agent, shared by every cell showing it)."""
+        """The agent's cached ``AgentView`` of every turn (``%agent show``, :func:`view`)."""
         view = self.views.get(agent.id)
         if view is None:
-            view = self.views[agent.id] = AgentView(agent, name=self.name_of(agent))
+            view = self.views[agent.id] = AgentView(
+                agent, name=self.name_of(agent), feed=self.feed(agent)
+            )
         return view
+
+    def cell_view(self, agent: Any, own: list[str]) -> AgentView:
+        """A new ``AgentView`` of the turns of messages ``own`` (what a ``%%agent`` cell
+        shows), kept until the agent is disposed."""
+        view = AgentView(agent, name=self.name_of(agent), feed=self.feed(agent), own=own)
+        self.cell_views.setdefault(agent.id, []).append(view)
+        return view
+
+    def _views_of(self, agent_id: str) -> list[AgentView]:
+        cached = self.views.get(agent_id)
+        return [*([cached] if cached is not None else []), *self.cell_views.get(agent_id, [])]
 
     def _forget(self, payload: Any) -> None:
         agent = payload.agent
-        view = self.views.pop(agent.id, None)
-        if view is not None:
-            view.close()
+        # Frozen, not closed: a disposed agent's views keep showing what happened.
+        for view in self._views_of(agent.id):
+            view.freeze()
+        self.views.pop(agent.id, None)
+        self.cell_views.pop(agent.id, None)
+        feed = self.feeds.pop(agent.id, None)
+        if feed is not None:
+            feed.close()
         for name in [n for n, a in self.names.items() if a is agent]:
             del self.names[name]
 
@@ -97,6 +125,13 @@ class KernelState:
         weak ones)."""
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+
+    def spawn(self, work: Any) -> asyncio.Task[Any]:
+        """Run coroutine ``work`` as a background task this state owns (see :meth:`drain`).
+        Raises ``RuntimeError`` when no event loop is running."""
+        task = asyncio.get_running_loop().create_task(work)
+        self.keep(task)
+        return task
 
     async def drain(self) -> None:
         """Wait for the background work magics scheduled (a dispose, a resume that waited)."""
@@ -112,12 +147,18 @@ class KernelState:
         return n
 
     def close(self) -> None:
-        """Uninstall the hook, stop listening and close every view (the App stays open)."""
+        """Uninstall the hook, stop listening and freeze every view (unsubscribed, but left on
+        screen with what it showed; the App stays open)."""
         self.hook.uninstall()
         self._off()
-        for view in self.views.values():
-            view.close()
+        for agent_id in list({*self.views, *self.cell_views}):
+            for view in self._views_of(agent_id):
+                view.freeze()
         self.views.clear()
+        self.cell_views.clear()
+        for feed in self.feeds.values():
+            feed.close()
+        self.feeds.clear()
 
 
 class _Holder:

@@ -46,7 +46,10 @@ class Transcript:
 
     ``dirty`` holds the indices of items changed since the last ``take_dirty()``; ``pool`` is
     the tool-call items of the latest step that asked for tools (what ``ToolPoolView`` shows);
-    ``usage`` the token totals; ``turn`` / ``last_end`` the latest turn and end reason.
+    ``pools`` every such step's calls by ``(turn, step)``; ``usage`` the token totals (a turn's own usage is one ``usage`` item at its end);
+    ``turn`` / ``last_end`` the latest turn and end reason; ``last_end_shown`` whether that
+    end's error was already shown as an error item of its turn; ``turn_messages`` the ids of
+    each turn's user messages (what a per-cell view recognises its turns by).
     """
 
     def __init__(self) -> None:
@@ -55,12 +58,20 @@ class Transcript:
         self.usage: dict[str, int] = {"input_tokens": 0, "output_tokens": 0}
         self.turn = 0
         self.last_end: Mapping[str, Any] | None = None
+        self.last_end_shown = False
+        self.turn_messages: dict[int, list[str]] = {}
+        self.turn_items: dict[int, list[Item]] = {}
+        self.turn_started: float | None = None
+        self.turn_ended: float | None = None
         self.pool: list[Item] = []
         self.pool_key: tuple[int, int] = (0, 0)
+        self.pools: dict[tuple[int, int], list[Item]] = {}
         self.events_seen = 0
         self._blocks: dict[int, Item] = {}
         self._block_step: tuple[int, int] = (0, 0)
         self._calls: dict[str, Item] = {}
+        self._turn_usage: dict[str, int] = {}
+        self._turn_errors: set[str] = set()
 
     # -- folding ----------------------------------------------------------------------------
 
@@ -80,6 +91,11 @@ class Transcript:
         if handler is not None:
             handler(self, data, event.time)
 
+    def turns_with(self, message_ids: Iterable[str]) -> list[int]:
+        """The turns (in order) whose user messages include one of ``message_ids``."""
+        wanted = set(message_ids)
+        return sorted(n for n, ids in self.turn_messages.items() if not wanted.isdisjoint(ids))
+
     def take_dirty(self) -> set[int]:
         dirty, self.dirty = self.dirty, set()
         return dirty
@@ -93,6 +109,7 @@ class Transcript:
     ) -> Item:
         item = Item(len(self.items), kind, self.turn if turn is None else turn, data, assembler)
         self.items.append(item)
+        self.turn_items.setdefault(item.turn, []).append(item)
         self.dirty.add(item.index)
         return item
 
@@ -135,24 +152,37 @@ class Transcript:
         item = self._blocks[index] = self._add(kind, fields, assembler=BlockAssembler())
         return item
 
-    def _turn_start(self, data: Mapping[str, Any], _time: float) -> None:
+    def _turn_start(self, data: Mapping[str, Any], time: float) -> None:
         self.turn = int(data.get("turn", self.turn + 1))
+        self.turn_started, self.turn_ended = time, None
         self._blocks = {}
+        self._turn_usage = {}
+        self._turn_errors = set()
         self._add("turn-start", {"turn": self.turn})
 
-    def _turn_end(self, data: Mapping[str, Any], _time: float) -> None:
+    def _turn_end(self, data: Mapping[str, Any], time: float) -> None:
         reason = data.get("reason") or {}
+        self.turn_ended = time
         self.last_end = reason
         for item in self._blocks.values():
             if item.data.get("streaming"):
                 item.data["streaming"] = False
                 self._touch(item)
         self._blocks = {}
-        self._add("turn-end", {"turn": data.get("turn", self.turn), "reason": reason})
+        if self._turn_usage:
+            self._add("usage", {"usage": self._turn_usage})
+            self._turn_usage = {}
+        shown = reason.get("kind") == "error" and str(reason.get("code")) in self._turn_errors
+        self.last_end_shown = shown
+        self._add(
+            "turn-end", {"turn": data.get("turn", self.turn), "reason": reason, "shown": shown}
+        )
 
     def _user(self, data: Mapping[str, Any], _time: float) -> None:
         message = data.get("message") or {}
         source = message.get("source") or {}
+        if message.get("id"):
+            self.turn_messages.setdefault(self.turn, []).append(str(message["id"]))
         self._add(
             "user",
             {
@@ -191,11 +221,13 @@ class Transcript:
         if calls:
             self.pool = sorted(calls, key=lambda i: i.index)
             self.pool_key = (turn, step)
+            self.pools[self.pool_key] = self.pool
         usage = data.get("usage")
         if usage:
             for key in ("input_tokens", "output_tokens"):
-                self.usage[key] = self.usage.get(key, 0) + int(usage.get(key) or 0)
-            self._add("usage", {"usage": dict(usage), "step": step})
+                n = int(usage.get(key) or 0)
+                self.usage[key] = self.usage.get(key, 0) + n
+                self._turn_usage[key] = self._turn_usage.get(key, 0) + n
 
     def _from_content(self, content: Any, step: int) -> list[Item]:
         items = []
@@ -242,6 +274,7 @@ class Transcript:
             key = (data.get("turn", self.turn), data.get("step", 0))
             if key != self.pool_key:
                 self.pool, self.pool_key = [], key
+                self.pools[key] = self.pool
             self.pool.append(item)
         if item.data["state"] in ("queued", "streaming"):
             item.data["state"] = "running"
@@ -257,7 +290,8 @@ class Transcript:
         code = (data.get("error") or {}).get("code")
         d = item.data
         self._finish(item, code, bool(data.get("is_error")), d.get("settled", time))
-        d.update(result=str(data.get("content", "")), code=code)
+        content = data.get("content")
+        d.update(result="" if content is None else content, code=code)
         self._touch(item)
 
     def settle(self, call_id: str, at: float, *, is_error: bool, code: str | None) -> bool:
@@ -303,6 +337,7 @@ class Transcript:
                 item.data["interrupted"] = True
             self._touch(item)
         self._blocks = {}
+        self._turn_errors.add(str(failure.get("code", "UNKNOWN")))
         self._add(
             "error",
             {
@@ -326,7 +361,25 @@ class Transcript:
 
     def turn_html(self, turn: int) -> str:
         """The HTML of every item of ``turn`` (cached per item)."""
-        return "".join(item_html(i) for i in self.items if i.turn == turn)
+        return "".join(item_html(i) for i in self.turn_items.get(turn, ()))
+
+    @property
+    def turns(self) -> list[int]:
+        """The turn numbers that have items, in order (``0``: items before any turn)."""
+        return sorted(self.turn_items)
+
+    def turns_html(self, turns: Iterable[int]) -> str:
+        """The HTML of every item of ``turns``, in turn order."""
+        return "".join(self.turn_html(t) for t in sorted(set(turns)))
+
+    def turns_text(self, turns: Iterable[int]) -> str:
+        """The plain text of every item of ``turns``, in turn order."""
+        return "\n".join(
+            line
+            for t in sorted(set(turns))
+            for i in self.turn_items.get(t, ())
+            if (line := item_text(i))
+        )
 
 
 _HANDLERS = {

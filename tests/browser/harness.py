@@ -73,7 +73,36 @@ LAB_SETTING_OVERRIDES: dict[str, Any] = {
         "fetchNews": "false",
         "checkForUpdates": False,
     },
+    # As Binder sets it: saved notebooks keep widget state, so views survive a kernel shutdown.
+    "@jupyter-widgets/jupyterlab-manager:plugin": {"saveState": True},
 }
+LIGHT_THEME = "JupyterLab Light"
+DARK_THEME = "JupyterLab Dark"
+
+# WCAG contrast ratio of an element's text colour against the first opaque background behind
+# it (the element's or an ancestor's), computed by the browser from the styles it applied.
+CONTRAST_JS = r"""(el) => {
+  const parse = (c) => {
+    const m = c.match(/rgba?\(([^)]+)\)/);
+    if (!m) return null;
+    const p = m[1].split(/[ ,/]+/).filter(Boolean).map(Number);
+    return { r: p[0], g: p[1], b: p[2], a: p.length > 3 ? p[3] : 1 };
+  };
+  const lum = ({ r, g, b }) => {
+    const f = (v) => { v /= 255; return v <= 0.03928 ? v / 12.92 : Math.pow((v + 0.055) / 1.055, 2.4); };
+    return 0.2126 * f(r) + 0.7152 * f(g) + 0.0722 * f(b);
+  };
+  const fg = parse(getComputedStyle(el).color);
+  let node = el, bg = null;
+  while (node && !bg) {
+    const c = parse(getComputedStyle(node).backgroundColor);
+    if (c && c.a > 0.5) bg = c;
+    node = node.parentElement;
+  }
+  bg = bg || { r: 255, g: 255, b: 255, a: 1 };
+  const [hi, lo] = [lum(fg), lum(bg)].sort((x, y) => y - x);
+  return { ratio: (hi + 0.05) / (lo + 0.05), fg: getComputedStyle(el).color, bg: bg };
+}"""
 
 NOT_INSTALLED = "Chromium is not installed: run scripts/test.sh as root (apt-get install chromium)"
 
@@ -106,19 +135,29 @@ class LabServer:
         quoted = urllib.parse.quote(rel.as_posix())
         return f"{self.base_url}/lab/tree/{quoted}?reset&token={self.token}"
 
-    def api(self, method: str, path: str, *, timeout: float = 10.0) -> Any:
-        """Call the server's REST API; returns decoded JSON (``None`` for an empty body).
+    def api(self, method: str, path: str, *, body: Any = None, timeout: float = 10.0) -> Any:
+        """Call the server's REST API (``body``: sent as JSON); returns decoded JSON (``None``
+        for an empty body).
 
         Raises ``urllib.error.URLError`` when the server does not answer.
         """
+        data = None if body is None else json.dumps(body).encode("utf-8")
+        headers = {"Authorization": f"token {self.token}"}
+        if data is not None:
+            headers["Content-Type"] = "application/json"
         request = urllib.request.Request(
-            f"{self.base_url}{path}",
-            method=method,
-            headers={"Authorization": f"token {self.token}"},
+            f"{self.base_url}{path}", method=method, headers=headers, data=data
         )
         with urllib.request.urlopen(request, timeout=timeout) as response:
             body = response.read()
         return json.loads(body) if body else None
+
+    def set_theme(self, theme: str) -> None:
+        """Make ``theme`` JupyterLab's theme for pages opened from now on."""
+        raw = json.dumps({"theme": theme})
+        self.api(
+            "PUT", "/lab/api/settings/@jupyterlab/apputils-extension:themes", body={"raw": raw}
+        )
 
     def delete_sessions(self) -> None:
         """Shut down every session (and so its kernel): kernels outlive the browser page."""
@@ -337,6 +376,23 @@ def run_all(
     raise AssertionError(
         f"Run All never reached prompt [1]: in {notebook_path} after {attempts} attempts; "
         f"prompt reads {first_prompt.inner_text()!r}. Server log:\n{lab.log_tail()}"
+    )
+
+
+def contrast(locator: Locator) -> float:
+    """WCAG contrast ratio of the element's text against the background behind it."""
+    result = locator.evaluate(CONTRAST_JS)
+    return float(result["ratio"])
+
+
+def save_notebook(page: Page) -> None:
+    """Save the open notebook (Ctrl+S) and wait until Lab no longer marks it dirty."""
+    page.locator(".jp-Notebook").first.click(position={"x": 5, "y": 5})
+    page.keyboard.press("Control+s")
+    page.wait_for_function(
+        "() => !document.querySelector('.jp-DocumentWidget .lm-TabBar-tab.jp-mod-dirty, "
+        ".lm-TabBar-tab.jp-mod-current.jp-mod-dirty')",
+        timeout=30_000,
     )
 
 

@@ -5,7 +5,8 @@ only a live front end can show (a saved notebook never holds updates made by a b
 
 - the assistant's answer grows in the DOM while it streams (several intermediate values);
 - the tool pool lists the ``calculate`` call, done;
-- the controls work: typing a prompt and clicking **Send** starts a turn that streams, and
+- the ``%%agent`` cell's view shows only the turn that cell started;
+- the controls work: typing a prompt and pressing Ctrl+Enter starts a turn that streams, and
   clicking **Cancel** ends it ``aborted`` with the partial answer marked interrupted.
 
 Screenshots: the ``lab_page`` fixture saves the whole page as
@@ -65,33 +66,39 @@ def test_quickstart_streams_calls_tools_and_cancels_in_the_browser(
     harness.wait_cells_done(lab_page, timeout=90_000)
     assert harness.error_outputs(lab_page) == []
 
-    # Every cell ran: the calculate call (the steered "what is 6*7") sits in the pool, done,
-    # and the transcript shows the turn the notebook cancelled.
-    pool_row = first_view.locator(".agentloop-pool-row", has_text="calculate")
-    expect(pool_row).to_have_count(1)
-    expect(pool_row.locator(".agentloop-pool-state")).to_have_text("done")
-    expect(first_view.locator(".agentloop-turn-end-aborted")).to_have_count(1)
-    expect(first_view.locator(".agentloop-status")).to_have_text("idle")
-    turns_before = first_view.locator(".agentloop-turn").count()
-
-    # The view shown again in the last cell: drive it with its own controls.
+    # The %%agent cell's view shows the one turn that cell started; `%agent show` (the last
+    # cell) shows every turn: the calculate call (the steered "what is 6*7") sits in its pool,
+    # done, and its transcript shows the turn the notebook cancelled.
+    expect(first_view.locator(".agentloop-turn")).to_have_count(1)
+    expect(first_view.locator(".agentloop-status").first).to_have_text("idle")
     last_view = _agent_views(lab_page).last
     last_view.scroll_into_view_if_needed()
-    last_view.locator("textarea").fill("tell me a long story")
-    last_view.locator("button.agentloop-send").click()
+    pool_row = last_view.locator(".agentloop-pool-row", has_text="calculate")
+    expect(pool_row).to_have_count(1)
+    expect(pool_row.locator(".agentloop-pool-state")).to_have_text("done")
+    expect(last_view.locator(".agentloop-turn-end-aborted")).to_have_count(1)
+    expect(last_view.locator(".agentloop-status").first).to_have_text("idle")
+    turns_before = last_view.locator(".agentloop-turn").count()
+
+    # Drive the last view with its own controls (Ctrl+Enter in the box sends).
+    box = last_view.locator("textarea.agentloop-prompt-input")
+    box.fill("tell me a long story")
+    box.press("Control+Enter")
     expect(last_view.locator(".agentloop-turn")).to_have_count(turns_before + 1)
     new_turn = last_view.locator(".agentloop-turn").last
     answer = new_turn.locator(".agentloop-assistant").first
     expect(answer).to_have_text(re.compile(r"\S"))
     _assert_grows(harness.distinct_texts(answer, 3, timeout=30_000))
-    expect(last_view.locator(".agentloop-status")).to_have_text("running")
+    expect(last_view.locator(".agentloop-status").first).to_have_text(re.compile(r"^running"))
+    expect(last_view.locator(".agentloop-spinner")).to_have_count(2)  # top and bottom lines
+    expect(box).to_have_value("")  # sent, and cleared
 
     last_view.locator("button.agentloop-cancel").click()
     expect(new_turn.locator(".agentloop-turn-end-aborted")).to_contain_text("aborted")
     expect(new_turn.locator(".agentloop-interrupted")).to_have_count(1)
-    expect(last_view.locator(".agentloop-status")).to_have_text("idle")
-    # Both displays are one widget: the first view shows the cancelled turn too.
-    expect(first_view.locator(".agentloop-turn-end-aborted")).to_have_count(2)
+    expect(last_view.locator(".agentloop-status").first).to_have_text("idle")
+    # The %%agent cell's view still shows only its own turn.
+    expect(first_view.locator(".agentloop-turn")).to_have_count(1)
     expect(last_view.locator(".agentloop-notice")).to_have_count(0)
     assert re.search(r"\btell me a long story\b", new_turn.inner_text())
 

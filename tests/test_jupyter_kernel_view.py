@@ -1,0 +1,99 @@
+"""The view in a REAL kernel (nbclient): per-cell views, the static transcript a saved notebook
+keeps, names and providers refused at create, sessions listed without blocking."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+
+pytestmark = pytest.mark.kernel
+
+CELL_TIMEOUT = 30
+WIDGET = "application/vnd.jupyter.widget-view+json"
+
+
+def _cell(source: str) -> Any:
+    return nbformat.v4.new_code_cell(textwrap.dedent(source).strip())
+
+
+def _run(workdir: Path, cells: list[Any]) -> list[Any]:
+    nb = nbformat.v4.new_notebook(cells=cells)
+    NotebookClient(
+        nb,
+        timeout=CELL_TIMEOUT,
+        kernel_name="python3",
+        resources={"metadata": {"path": str(workdir)}},
+    ).execute()
+    return list(nb.cells)
+
+
+def _html(cell: Any) -> str:
+    return "".join(str(o.get("data", {}).get("text/html", "")) for o in cell.outputs)
+
+
+def _stream(cell: Any, name: str) -> str:
+    return "".join(
+        o.get("text", "") for o in cell.outputs if o.output_type == "stream" and o.name == name
+    )
+
+
+def test_agent_cells_show_their_own_turns_and_keep_a_static_transcript(tmp_path: Path) -> None:
+    cells = _run(
+        tmp_path,
+        [
+            _cell("""
+            %load_ext agentloop_nb
+            import asyncio
+            from agentloop_nb.testing import ScriptedModel, text
+            _ = ctx.llm.register_adapter(
+                ["scripted"], ScriptedModel([text("**first** answer"), text("second answer")])
+            )
+            """),
+            _cell("%agent create a --provider scripted --model m"),
+            _cell("%%agent a\nfirst prompt"),
+            _cell("await asyncio.wait_for(a.when_idle(), 10)"),
+            _cell("%%agent a\nsecond prompt"),
+            _cell("await asyncio.wait_for(a.when_idle(), 10)"),
+            _cell("%agent create print"),
+            _cell("%agent create carol --provider opneai --model gpt-4o"),
+            _cell("%agent sessions"),
+            _cell("""
+            from agentloop_nb.jupyter._state import state
+            await state().drain()
+            listing = [w for w in __import__("ipywidgets").Widget.widgets.values()
+                       if type(w).__name__ == "_Listing"]
+            print(listing[-1].text)
+            print('still', 'here')
+            """),
+            _cell("""
+            import agentloop_nb.jupyter as J
+            _ = ctx.llm.register_adapter(["late"], ScriptedModel([text("a *late* answer")]))
+            b = J.app().agent_loop.create("b", __import__("agentloop_nb").loop.AgentOptions(
+                provider="late", model="m"))
+            display(J.AgentView(b))
+            b.followup("late prompt")
+            await asyncio.wait_for(b.when_idle(), 10)
+            """),
+        ],
+    )
+    first, second = cells[2], cells[4]
+    for cell in (first, second):
+        kinds = [set(o.get("data", {})) for o in cell.outputs]
+        assert any(WIDGET in k for k in kinds), kinds
+        assert any("text/html" in k and WIDGET not in k for k in kinds), kinds
+    # the static copy holds what the cell knew (its prompt), never another cell's turns
+    assert "first prompt" in _html(first) and "second prompt" not in _html(first)
+    assert "second prompt" in _html(second) and "first prompt" not in _html(second)
+    assert "1 earlier turn" in _html(second)
+    # a turn that ends while its cell still runs updates the static copy through its handle
+    assert "a <em>late</em> answer" in _html(cells[10]) and "late prompt" in _html(cells[10])
+    assert "'print'" in _stream(cells[6], "stderr") and "UsageError" in _stream(cells[6], "stderr")
+    assert "did you mean 'openai'?" in _stream(cells[7], "stderr")
+    assert any(WIDGET in o.get("data", {}) for o in cells[8].outputs)  # filled in when ready
+    assert "SESSION" in _stream(cells[9], "stdout") and "a-session-" in _stream(cells[9], "stdout")
+    assert _stream(cells[9], "stdout").endswith("still here\n")  # print was not clobbered
