@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 from typing import Any, Literal
 
 from .._disposer import Disposer
-from ._bodies import BodyTracker
+from ._bodies import DEFAULT_DISPOSAL_GRACE, BodyTracker
 from ._decisions import ToolExecution
 from ._define import Tool
 
@@ -24,9 +24,6 @@ _log = logging.getLogger("agentloop_nb.tools")
 ExecutionMode = Literal["parallel", "exclusive"]
 #: ``guard(execution) -> None | str | Deny`` (sync or async): a reason denies, ``None`` passes.
 Guard = Callable[[ToolExecution], Any]
-
-#: Seconds disposal waits for sync bodies still running for the agent.
-DEFAULT_DISPOSAL_GRACE = 10.0
 
 
 class Registry:

@@ -218,7 +218,9 @@ class ToolRuntime:
             assert refusal is not None
             return refusal
         registry, agent = self._registry, execution.agent
-        result = await dispatch(execution, lambda: registry.tracker(agent))
+        result = await dispatch(
+            execution, lambda: registry.tracker(agent), lambda: registry.disposal_grace
+        )
         announce_settled(execution, result)
         return result
 
