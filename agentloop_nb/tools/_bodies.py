@@ -185,42 +185,45 @@ async def run_async(body: Coroutine[Any, Any, Any]) -> Any:
 
     Raises the body's ``Exception``, or :class:`BodyRaised` for any other ``BaseException``
     it ends with (a ``CancelledError`` included, unless this call cancelled it). Cancelling the
-    caller cancels the body and waits for it up to the grace period of the active
-    :class:`Tracking` block (else :data:`DEFAULT_DISPOSAL_GRACE`): a body that still ends with
-    a value or an exception keeps that outcome (the call returns or raises it, as if the body
-    had been awaited directly); a body still running then is abandoned with a warning and the
-    cancellation proceeds.
+    caller cancels the body (through an anyio cancel scope, so the body's shielded sections are
+    honoured) and waits for it up to the grace period of the active :class:`Tracking` block
+    (else :data:`DEFAULT_DISPOSAL_GRACE`): a body that still ends with a value or an exception
+    keeps that outcome (the call returns or raises it, as if the body had been awaited
+    directly); a body still running then is abandoned with a warning and the cancellation
+    proceeds.
     """
-    task = asyncio.get_running_loop().create_task(_guarded(body))
+    scope = anyio.CancelScope()
+    task = asyncio.get_running_loop().create_task(_guarded(body, scope))
     try:
-        value, exc = await asyncio.shield(task)
+        outcome = await asyncio.shield(task)
     except asyncio.CancelledError:
         if not task.done():
-            task.cancel()
+            scope.cancel()
             await _bounded_wait(task)
-        if not task.done() or task.cancelled():
+        if not task.done() or task.result() is None:
             raise
         # The body ended with an outcome although cancelled (it finished in the loop iteration
         # that cancelled us, or it shielded its work): keep it, as an await in this task would
         # have; an anyio scope re-delivers its cancellation at the caller's next await.
-        value, exc = task.result()
+        outcome = task.result()
+    if outcome is None:  # the scope was cancelled before the body could start
+        raise BodyRaised(asyncio.CancelledError())
+    value, exc = outcome
     if exc is not None:
         raise exc
     return value
 
 
-async def _guarded(body: Coroutine[Any, Any, Any]) -> _Outcome:
-    """``body``'s outcome; only a cancellation of this task (by :func:`run_async`) escapes."""
+async def _guarded(body: Coroutine[Any, Any, Any], scope: anyio.CancelScope) -> _Outcome | None:
+    """``body``'s outcome, or ``None`` when ``scope`` (cancelled by :func:`run_async`) caught
+    the body's cancellation. Nothing the body raises escapes the task."""
     try:
-        return await body, None
-    except asyncio.CancelledError as exc:
-        task = asyncio.current_task()
-        if task is not None and task.cancelling():
-            raise  # run_async cancelled the body: the task ends cancelled
-        return None, BodyRaised(exc)  # raised by the body itself, not a cancellation
+        with scope:
+            return await body, None
+        return None
     except Exception as exc:
         return None, exc
-    except BaseException as exc:  # SystemExit & co. must not reach the event loop
+    except BaseException as exc:  # SystemExit, a CancelledError of its own & co.
         return None, BodyRaised(exc)
 
 

@@ -202,7 +202,8 @@ def tool(
       abort/timeout).
     - ``concurrency_safe``, ``timeout`` and ``finalize_content``: see :class:`Tool`.
     - Return values: ``str`` as is, a ``ToolResult`` passes through, anything else is dumped as
-      JSON (pydantic models, dataclasses, lists, dicts, ...).
+      JSON (pydantic models, dataclasses, lists, dicts, ...) within the caps of
+      ``MAX_RESULT_CHARS``, ``MAX_RESULT_ITEMS`` and ``MAX_RESULT_DEPTH`` (no iterators).
 
     Raises ``TypeError`` for ``*args``/``**kwargs``/positional-only parameters or a type hint
     that cannot be resolved or turned into a schema.
