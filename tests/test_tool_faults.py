@@ -99,7 +99,9 @@ async def test_endless_iterator_result_is_a_clear_error_not_a_frozen_loop(app: A
     results = data(agent, "tool/result")
     assert results[0]["is_error"] is True
     assert results[0]["error"]["code"] == "TOOL_ERROR"
+    assert "iterator" in results[0]["error"]["message"]
     assert reasons(agent) == ["completed"]
+    assert any(getattr(m, "role", None) == "tool" for m in model.requests[1].messages)
 
 
 async def test_sync_tool_whose_cancel_error_is_its_own_is_a_tool_error_but_abort_is_not(
@@ -185,7 +187,7 @@ async def test_a_cancelled_turn_ends_after_the_grace_when_a_body_swallows_cancel
     app.ctx.tools.disposal_grace = 0.05
     body = Swallower()
     register(app, body.tool)
-    agent, model = new_agent(app, tool_call("c1", "swallower", {}), text("after"))
+    agent, _ = new_agent(app, tool_call("c1", "swallower", {}), text("after"))
     agent.followup("go")
     try:
         with anyio.fail_after(WAIT):

@@ -59,7 +59,7 @@ _IDLE_SECONDS = 10.0
 DEFAULT_DISPOSAL_GRACE: Final = 10.0
 
 
-class BodyRaised(Exception):  # noqa: N818 - it carries what the body raised, not a new error
+class BodyRaised(Exception):
     """A tool body ended with a ``BaseException`` that is not an ``Exception`` (``SystemExit``,
     ``KeyboardInterrupt``, ``GeneratorExit``, a stray ``CancelledError``, a custom subclass).
 
@@ -71,6 +71,7 @@ class BodyRaised(Exception):  # noqa: N818 - it carries what the body raised, no
         super().__init__(f"{name}: {text}" if text else name)
         self.original = original
         self.__cause__ = original
+
 
 _Outcome = tuple[Any, BaseException | None]
 _Job = tuple[

@@ -76,6 +76,7 @@ class Tool:
         "_args_model",
         "_async_execute",
         "_fields",
+        "_threaded_execute",
         "concurrency_safe",
         "description",
         "execute",
@@ -125,6 +126,9 @@ class Tool:
         # The ``execute`` last seen to be a coroutine function (``execute`` may be reassigned):
         # spares ``inspect.iscoroutinefunction`` on every call.
         self._async_execute: Any = None
+        # The ``execute`` @tool built around a sync function: it only awaits ``run_sync``,
+        # which already isolates the body in a thread, so it needs no task of its own.
+        self._threaded_execute: Any = None
 
     def schema(self) -> dict[str, Any]:
         """``{"name", "description", "parameters"}`` as sent to providers (do not mutate)."""
@@ -316,6 +320,8 @@ def _build_tool(
         finalize_content=finalize_content,
     )
     built.fn = f
+    if not is_async:
+        built._threaded_execute = execute
     built._args_model = model
     built._fields = fields
     return built
@@ -354,6 +360,9 @@ async def call_execute(tool: Tool, args: dict[str, Any], execution: ToolExecutio
     Raises the body's ``Exception``, or ``BodyRaised`` wrapping any other ``BaseException``
     it ended with; cancelling the caller cancels the body (abandoned after the grace period
     when it ignores that)."""
+    execute = tool.execute
+    if execute is tool._threaded_execute:  # a sync @tool body: run_sync isolates it already
+        return await execute(args, execution)
     return await run_async(_execute(tool, args, execution))
 
 

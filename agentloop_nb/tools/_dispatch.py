@@ -38,15 +38,21 @@ async def dispatch(
     """Run the ``tools/execute`` waterfall (default: :func:`run_body`) for an admitted call.
 
     ``tracker()`` gives the tracker a sync body registers with when it starts; ``grace()`` the
-    seconds a cancelled async body may take to end. Raises ``TypeError`` if a listener answers
-    something other than a ``ToolResult``; listener exceptions propagate. The result is
-    stamped with the execution's ``call_id``.
+    seconds a cancelled async body may take to end. ``tools/execute`` listeners run under the
+    execution's signal: an abort while they run gives ``ABORTED``. Raises ``TypeError`` if a
+    listener answers something other than a ``ToolResult``; listener exceptions propagate.
+    The result is stamped with the execution's ``call_id``.
     """
 
     def body() -> Any:
         return run_body(execution, tracker, grace)
 
-    result = await execution.ctx.waterfall(EXECUTE, execution, body)
+    try:
+        result = await execution.ctx.waterfall(EXECUTE, execution, body, signal=execution.signal)
+    except AbortError:
+        if not execution.signal.aborted:  # a listener's own AbortError: a plugin failure
+            raise
+        return aborted(execution, "while running")
     if not isinstance(result, ToolResult):
         raise TypeError(f"a tools/execute listener returned {result!r}; expected a ToolResult")
     if result.call_id != execution.call_id:

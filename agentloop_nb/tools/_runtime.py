@@ -240,4 +240,4 @@ class ToolRuntime:
 
     def __repr__(self) -> str:
         scope = "" if self._owner is None else f" bound agent={self._scope_agent()!r}"
-        return f"<ToolRuntime tools={len(self._registry.global_tools)}{scope}>"
+        return f"<ToolRuntime tools={self._registry.count()}{scope}>"
