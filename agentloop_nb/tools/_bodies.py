@@ -207,8 +207,7 @@ async def run_async(body: Coroutine[Any, Any, Any]) -> Any:
         # that cancelled us, or it shielded its work): keep it, as an await in this task would
         # have; an anyio scope re-delivers its cancellation at the caller's next await.
         outcome = task.result()
-    if outcome is None:  # the scope was cancelled before the body could start
-        raise BodyRaised(asyncio.CancelledError())
+    assert outcome is not None, "only run_async cancels the body's scope, and then re-raises"
     value, exc = outcome
     if exc is not None:
         raise exc
