@@ -104,7 +104,7 @@ async def test_endless_iterator_result_is_a_clear_error_not_a_frozen_loop(app: A
     assert any(getattr(m, "role", None) == "tool" for m in model.requests[1].messages)
 
 
-async def test_sync_tool_whose_cancel_error_is_its_own_is_a_tool_error_but_abort_is_not(
+async def test_a_cancelled_error_a_body_raises_is_a_tool_error_but_the_turn_abort_aborts(
     app: App,
 ) -> None:
     """A ``CancelledError`` the body raises is a tool error; the turn's abort still aborts."""
