@@ -1,6 +1,12 @@
 """Property test: random interleavings of follow-ups, steering, injections and cancels against
 random model behaviour keep the session log well formed and every request valid for a provider.
 
+Tool bodies are generated too: ones that return at once, block until the turn is cancelled
+(async, or sync in a worker thread), raise a ``BaseException`` subclass (``SystemExit``,
+``KeyboardInterrupt``, ``GeneratorExit``, a custom one, a stray ``CancelledError``; async or
+sync), or ignore cancellation altogether (abandoned after ``ctx.tools.disposal_grace``). A
+raising body must always give a ``TOOL_ERROR`` result and never end the turn.
+
 Interleaving points are driven by the log itself (wait for the N-th next ``session/event``, for
 idle, or for the model/tool to be stalled on the turn signal), never by time. Each example runs
 its own event loop (hypothesis drives a sync test)."""
@@ -8,6 +14,7 @@ its own event loop (hypothesis drives a sync test)."""
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -22,7 +29,24 @@ from agentloop_nb.session import SessionEvent
 from agentloop_nb.testing import combine, error, max_tokens, text, tool_call
 from agentloop_nb.tools import ToolExecution, tool
 
-RESPONSES = ("text", "tool", "pair", "block", "hang", "hang_tool", "error", "max", "bad_args")
+RESPONSES = (
+    "text",
+    "tool",
+    "pair",
+    "block",
+    "sync_block",
+    "raise",
+    "stubborn",
+    "hang",
+    "hang_tool",
+    "error",
+    "max",
+    "bad_args",
+)
+RAISED = ("SystemExit", "KeyboardInterrupt", "GeneratorExit", "Custom", "CancelledError")
+#: Codes a raising body's call may end with: its own error, or an abort that came first.
+RAISE_CODES = {"TOOL_ERROR", "ABORTED", "ABORTED_BEFORE_DISPATCH"}
+GRACE = 0.01  # seconds a body that ignores cancellation is waited for: keep examples cheap
 SENDS = ("followup", "steer", "inject", "cancel", "cancel_keep")
 SYNCS = ("now", "events", "idle")
 END_KINDS = {"completed", "max-tokens", "rejected", "aborted", "error", "disposed"}
@@ -43,14 +67,20 @@ class Progress:
         while not cond():
             await self._event.wait()
 
-    async def stall(self, options_signal: Any) -> Any:
+    def enter(self) -> None:
         self.stalled += 1
         self.poke()
+
+    def leave(self) -> None:
+        self.stalled -= 1
+        self.poke()
+
+    async def stall(self, options_signal: Any) -> Any:
+        self.enter()
         try:
             return await options_signal.wait()
         finally:
-            self.stalled -= 1
-            self.poke()
+            self.leave()
 
 
 class PlanModel:
@@ -88,6 +118,14 @@ def _response(kind: str, i: int) -> list[StreamChunk]:
         return combine(tool_call(f"c{i}a", "fast", {"n": 1}), tool_call(f"c{i}b", "fast", {}))
     if kind == "block":
         return combine(tool_call(f"c{i}a", "block", {}), tool_call(f"c{i}b", "fast", {}))
+    if kind == "sync_block":
+        return combine(tool_call(f"c{i}a", "sync_block", {}), tool_call(f"c{i}b", "fast", {}))
+    if kind == "raise":
+        what = RAISED[i % len(RAISED)]
+        name = "raiser" if i % 2 else "sync_raiser"
+        return combine(tool_call(f"r{i}a", name, {"what": what}), tool_call(f"c{i}b", "fast", {}))
+    if kind == "stubborn":
+        return tool_call(f"c{i}", "stubborn", {})
     if kind == "error":
         return error("BAD_REQUEST", "scripted failure")
     if kind == "max":
@@ -97,7 +135,21 @@ def _response(kind: str, i: int) -> list[StreamChunk]:
     return text("ok")
 
 
-def _tools(progress: Progress) -> list[Any]:
+class Custom(BaseException):
+    """A BaseException subclass a library might raise."""
+
+
+def _raise(what: str) -> None:
+    if what == "Custom":
+        raise Custom("odd")
+    if what == "CancelledError":
+        raise asyncio.CancelledError("stray")
+    raise {"SystemExit": SystemExit, "KeyboardInterrupt": KeyboardInterrupt}.get(
+        what, GeneratorExit
+    )()
+
+
+def _tools(progress: Progress, release: anyio.Event) -> list[Any]:
     @tool(concurrency_safe=True)
     async def fast(n: int = 0) -> str:
         """Return at once."""
@@ -110,15 +162,50 @@ def _tools(progress: Progress) -> list[Any]:
         await progress.stall(execution.signal)
         return "stopped"
 
-    return [fast, block]
+    @tool
+    def sync_block(execution: ToolExecution) -> str:
+        """Block a worker thread until the turn is cancelled."""
+        stopped = threading.Event()
+        execution.signal.add_callback(lambda _reason: stopped.set())
+        loop.call_soon_threadsafe(progress.enter)
+        stopped.wait(10)  # bounded: a guard, the abort sets it
+        loop.call_soon_threadsafe(progress.leave)
+        return "stopped"
+
+    @tool(concurrency_safe=True)
+    async def raiser(what: str) -> str:
+        """Raise the named BaseException."""
+        await anyio.lowlevel.checkpoint()
+        _raise(what)
+        return "unreachable"
+
+    @tool(concurrency_safe=True)
+    def sync_raiser(what: str) -> str:
+        """Raise the named BaseException in a worker thread."""
+        _raise(what)
+        return "unreachable"
+
+    @tool
+    async def stubborn(execution: ToolExecution) -> str:
+        """Ignore cancellation until the example ends (abandoned after the grace)."""
+        progress.enter()
+        execution.signal.add_callback(lambda _reason: progress.leave())
+        with anyio.CancelScope(shield=True):
+            await release.wait()
+        return "released"
+
+    loop = asyncio.get_running_loop()
+    return [fast, block, sync_block, raiser, sync_raiser, stubborn]
 
 
 async def scenario(plan: list[str], actions: list[tuple[str, str, int]]) -> None:
     progress = Progress()
+    release = anyio.Event()
     app = make_app(retry=False)
+    app.ctx.tools.disposal_grace = GRACE
     model = PlanModel(plan, progress)
     app.ctx.llm.register_adapter(["scripted"], model)
-    for t in _tools(progress):
+    for t in _tools(progress, release):
         app.ctx.tools.register(t)
     app.ctx.agent_loop.settings.max_parallel_tool_calls = 2
     agent = app.ctx.agent_loop.create("p", OPTIONS)
@@ -145,7 +232,9 @@ async def scenario(plan: list[str], actions: list[tuple[str, str, int]]) -> None
             for request in model.requests:
                 assert dangling_calls(request.messages) == []
     finally:
-        await app.aclose()
+        with anyio.fail_after(10):
+            await app.aclose()  # returns although a stubborn body may still be running
+        release.set()
     check_log(list(events))  # disposal closes cleanly too
 
 
@@ -196,6 +285,8 @@ def check_log(events: list[SessionEvent]) -> None:
         elif e.type == "tool/result":
             assert open_calls.pop(d["call_id"]) == (d["turn"], d["step"])
             answered.add(d["call_id"])
+            if d["name"] in ("raiser", "sync_raiser"):
+                assert d["is_error"] and d["error"]["code"] in RAISE_CODES, d
         elif e.type in ("user/message", "assistant/message", "assistant/chunk", "request/header"):
             assert turn is not None and step, f"{e.type} outside a step"
     assert turn is None and step in (None, 0)
@@ -211,7 +302,7 @@ action_lists = st.lists(
 
 @pytest.mark.timeout(180)
 @settings(
-    max_examples=500,
+    max_examples=1000,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
 )

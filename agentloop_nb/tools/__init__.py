@@ -3,7 +3,8 @@ the execution pipeline and its decisions.
 
 See ``ToolRuntime`` for the pipeline phases and ``tool`` for how a function becomes a tool.
 The modules follow one call: ``_registry`` (what can be called), ``_admit`` (may it run),
-``_dispatch`` (the body, ``_bodies`` for sync ones), ``_settle`` (post-processing, results).
+``_dispatch`` (the body; ``_bodies`` for where bodies run, ``_results`` for the result caps),
+``_settle`` (post-processing, results).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from ._decisions import (
     error_result,
 )
 from ._define import ConcurrencySafe, FinalizeContent, Tool, ToolExecute, tool
+from ._results import MAX_RESULT_CHARS, MAX_RESULT_DEPTH, MAX_RESULT_ITEMS
 from ._runtime import ExecutionMode, Guard, ToolRuntime
 
 __all__ = [
@@ -42,6 +44,9 @@ __all__ = [
     "BLOCKED",
     "DENIED",
     "INVALID_ARGS",
+    "MAX_RESULT_CHARS",
+    "MAX_RESULT_DEPTH",
+    "MAX_RESULT_ITEMS",
     "TOOL_ERROR",
     "TOOL_TIMEOUT",
     "UNKNOWN_TOOL",

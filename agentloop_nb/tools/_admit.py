@@ -15,8 +15,7 @@ import logging
 from collections.abc import Callable, Iterable
 from typing import Any
 
-import anyio
-
+from ..signals import AbortError, AbortScope
 from ._decisions import (
     ABORTED,
     DENIED,
@@ -29,7 +28,7 @@ from ._decisions import (
     ToolResult,
     error_result,
 )
-from ._hooks import ALLOW, PRE_EXECUTE, allow, observed
+from ._hooks import PRE_EXECUTE, allow
 
 __all__ = ["aborted", "admit", "parse_arguments"]
 
@@ -67,17 +66,21 @@ async def admit(
     ``available()`` names the tools the agent could call (quoted for an unknown one), ``guards``
     are the agent's guards in order, ``approval()`` gives the approval service (or ``None``);
     it is only looked up for an ``Ask``.
-    Raises ``TypeError`` if a listener answers something other than a pre-execute decision;
-    listener exceptions propagate (plugin failure).
+    An abort of the execution's signal before or while the ``tools/pre-execute`` listeners
+    decide gives ``ABORTED``. Raises ``TypeError`` if a listener answers something other than
+    a pre-execute decision; listener exceptions propagate (plugin failure).
     """
     refusal = _check_call(execution, available)
     if refusal is not None:
         return refusal
-    ctx = execution.ctx
-    if observed(ctx, PRE_EXECUTE):
-        decision = await ctx.waterfall(PRE_EXECUTE, execution, allow)
-    else:  # unobserved: the waterfall's default, without running the chain machinery
-        decision = ALLOW
+    try:
+        decision = await execution.ctx.waterfall(
+            PRE_EXECUTE, execution, allow, signal=execution.signal
+        )
+    except AbortError:
+        if not execution.signal.aborted:  # a listener's own AbortError: a plugin failure
+            raise
+        return aborted(execution, "before the tool ran")
     if isinstance(decision, Deny):
         return deny_result(execution, decision)
     if not isinstance(decision, Allow | Ask):
@@ -181,22 +184,18 @@ async def _ask_approval(
     signal = execution.signal
     if signal.aborted:
         return aborted(execution, "while waiting for approval")
-    answer: Any = None
-    with anyio.CancelScope() as scope:
-        remove = signal.add_callback(lambda _reason: scope.cancel())
-        try:
+    try:
+        with AbortScope(signal, strict=False):
             answer = await approval.request(execution, reason)
-        except Exception as exc:
-            _log.warning("approval service failed for tool %r", execution.name, exc_info=exc)
-            return _denied(
-                execution,
-                f"approval required{asked} but no one could approve it "
-                f"(approval service failed: {type(exc).__name__}: {exc})",
-            )
-        finally:
-            remove()
-    if scope.cancelled_caught:
+    except AbortError:
         return aborted(execution, "while waiting for approval")
+    except Exception as exc:
+        _log.warning("approval service failed for tool %r", execution.name, exc_info=exc)
+        return _denied(
+            execution,
+            f"approval required{asked} but no one could approve it "
+            f"(approval service failed: {type(exc).__name__}: {exc})",
+        )
     if answer is True:
         return None
     if isinstance(answer, Deny):  # the service says why (e.g. nobody answered in time)

@@ -1,4 +1,17 @@
-"""Where sync tool bodies run, and who waits for bodies that outlive their call.
+"""Where tool bodies run, how they may end, and who waits for bodies that outlive their call.
+
+Every body runs in a task of its own (:func:`run_async`), so whatever it does cannot unwind
+the caller, the loop or the kernel:
+
+- **Any ending is an outcome.** A body's ``Exception`` is re-raised in the caller; any other
+  ``BaseException`` (``SystemExit`` from argparse, ``KeyboardInterrupt``, ``GeneratorExit``, a
+  custom subclass, a ``CancelledError`` the body raised itself) is re-raised as
+  :class:`BodyRaised`, an ``Exception``: it cannot stop the event loop nor pose as a
+  cancellation. Only cancelling the *caller* (an abort, a timeout, a teardown) cancels a body.
+- **Cancellation is bounded.** Cancelling the caller cancels the body's task and waits for it
+  up to the grace period (``ctx.tools.disposal_grace``); a body that ignores the cancellation
+  longer is *abandoned* with a warning on the ``agentloop_nb.tools`` logger (it keeps running
+  until it returns; the module keeps it referenced) and the caller's cancellation proceeds.
 
 A sync body cannot be interrupted: on abort or timeout its call returns at once and the body
 is *abandoned*, finishing in its thread. Two rules keep such bodies from holding anything up:
@@ -9,8 +22,9 @@ is *abandoned*, finishing in its thread. Two rules keep such bodies from holding
   it; disposing the agent waits for those bodies up to a grace period, then abandons the rest
   with a warning on the ``agentloop_nb.tools`` logger.
 
-The tracker of the running call reaches ``run_sync`` through a context variable the dispatch
-phase sets around the body, so tool definitions need no extra parameter.
+The tracker and the grace period of the running call reach ``run_sync`` and ``run_async``
+through a context variable the dispatch phase sets around the body, so tool definitions need no
+extra parameter.
 """
 
 from __future__ import annotations
@@ -21,17 +35,43 @@ import contextvars
 import logging
 import queue
 import threading
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Coroutine
+from typing import Any, Final
 
 import anyio
 
-__all__ = ["BodyTracker", "TrackerFactory", "Tracking", "run_sync"]
+__all__ = [
+    "DEFAULT_DISPOSAL_GRACE",
+    "BodyRaised",
+    "BodyTracker",
+    "TrackerFactory",
+    "Tracking",
+    "run_async",
+    "run_sync",
+]
 
 _log = logging.getLogger("agentloop_nb.tools")
 
 # A worker idle this long exits; a busy notebook reuses warm threads.
 _IDLE_SECONDS = 10.0
+
+#: Seconds a cancelled body (and an agent's disposal) waits before abandoning a body.
+DEFAULT_DISPOSAL_GRACE: Final = 10.0
+
+
+class BodyRaised(Exception):
+    """A tool body ended with a ``BaseException`` that is not an ``Exception`` (``SystemExit``,
+    ``KeyboardInterrupt``, ``GeneratorExit``, a stray ``CancelledError``, a custom subclass).
+
+    ``original`` is what the body raised (also the ``__cause__``)."""
+
+    def __init__(self, original: BaseException) -> None:
+        text = str(original)
+        name = type(original).__name__
+        super().__init__(f"{name}: {text}" if text else name)
+        self.original = original
+        self.__cause__ = original
+
 
 _Outcome = tuple[Any, BaseException | None]
 _Job = tuple[
@@ -89,21 +129,23 @@ class BodyTracker:
 
 
 TrackerFactory = Callable[[], "BodyTracker | None"]
+_Entry = tuple[TrackerFactory, str, Callable[[], float]]
 
-_current: contextvars.ContextVar[tuple[TrackerFactory, str] | None] = contextvars.ContextVar(
+_current: contextvars.ContextVar[_Entry | None] = contextvars.ContextVar(
     "agentloop_nb_tool_body", default=None
 )
 
 
 class Tracking:
-    """``with Tracking(tracker, name):`` makes ``run_sync`` calls in the block record their
-    thread (labelled ``name``) with the tracker ``tracker()`` returns; ``tracker`` is only
-    called when a sync body actually starts. (A class, not a generator: it wraps every call.)"""
+    """``with Tracking(tracker, name, grace):`` makes ``run_sync`` calls in the block record
+    their thread (labelled ``name``) with the tracker ``tracker()`` returns, and ``run_async``
+    calls wait ``grace()`` seconds for a cancelled body; ``tracker`` is only called when a sync
+    body actually starts. (A class, not a generator: it wraps every call.)"""
 
     __slots__ = ("_entry", "_token")
 
-    def __init__(self, tracker: TrackerFactory, name: str) -> None:
-        self._entry = (tracker, name)
+    def __init__(self, tracker: TrackerFactory, name: str, grace: Callable[[], float]) -> None:
+        self._entry = (tracker, name, grace)
 
     def __enter__(self) -> None:
         self._token = _current.set(self._entry)
@@ -117,7 +159,8 @@ async def run_sync(fn: Callable[[], Any]) -> Any:
     and return its value or raise its exception.
 
     Cancelling the caller abandons the thread: the call raises the cancellation at once and the
-    body finishes on its own (tracked, when a :class:`Tracking` block is active).
+    body finishes on its own (tracked, when a :class:`Tracking` block is active). A body ending
+    with a ``BaseException`` that is not an ``Exception`` raises :class:`BodyRaised`.
     """
     loop = asyncio.get_running_loop()
     done: asyncio.Future[_Outcome] = loop.create_future()
@@ -130,8 +173,79 @@ async def run_sync(fn: Callable[[], Any]) -> Any:
     # shield: cancelling this await must not resolve ``done``, which tracks the thread itself
     value, exc = await asyncio.shield(done)
     if exc is not None:
+        raise exc if isinstance(exc, Exception) else BodyRaised(exc)
+    return value
+
+
+# Bodies that ignored their cancellation past the grace period, referenced until they end.
+_abandoned: set[asyncio.Task[Any]] = set()
+
+
+async def run_async(body: Coroutine[Any, Any, Any]) -> Any:
+    """Run the coroutine ``body`` in a task of its own and return its value.
+
+    Raises the body's ``Exception``, or :class:`BodyRaised` for any other ``BaseException``
+    it ends with (a ``CancelledError`` included, unless this call cancelled it). Cancelling the
+    caller cancels the body (through an anyio cancel scope, so the body's shielded sections are
+    honoured) and waits for it up to the grace period of the active :class:`Tracking` block
+    (else :data:`DEFAULT_DISPOSAL_GRACE`): a body that still ends with a value or an exception
+    keeps that outcome (the call returns or raises it, as if the body had been awaited
+    directly); a body still running then is abandoned with a warning and the cancellation
+    proceeds.
+    """
+    scope = anyio.CancelScope()
+    task = asyncio.get_running_loop().create_task(_guarded(body, scope))
+    try:
+        outcome = await asyncio.shield(task)
+    except asyncio.CancelledError:
+        if not task.done():
+            scope.cancel()
+            await _bounded_wait(task)
+        if not task.done() or task.result() is None:
+            raise
+        # The body ended with an outcome although cancelled (it finished in the loop iteration
+        # that cancelled us, or it shielded its work): keep it, as an await in this task would
+        # have; an anyio scope re-delivers its cancellation at the caller's next await.
+        outcome = task.result()
+    assert outcome is not None, "only run_async cancels the body's scope, and then re-raises"
+    value, exc = outcome
+    if exc is not None:
         raise exc
     return value
+
+
+async def _guarded(body: Coroutine[Any, Any, Any], scope: anyio.CancelScope) -> _Outcome | None:
+    """``body``'s outcome, or ``None`` when ``scope`` (cancelled by :func:`run_async`) caught
+    the body's cancellation. Nothing the body raises escapes the task."""
+    try:
+        with scope:
+            return await body, None
+        return None
+    except Exception as exc:
+        return None, exc
+    except BaseException as exc:  # SystemExit, a CancelledError of its own & co.
+        return None, BodyRaised(exc)
+
+
+async def _bounded_wait(task: asyncio.Task[Any]) -> None:
+    """Wait for the cancelled ``task`` up to the grace period, shielded from the caller's own
+    cancellation; abandon it (logged, kept referenced) if it is still running then."""
+    current = _current.get()
+    grace = current[2]() if current is not None else DEFAULT_DISPOSAL_GRACE
+    name = current[1] if current is not None else "?"
+    try:
+        with anyio.CancelScope(shield=True):
+            await asyncio.wait((task,), timeout=grace)
+    finally:
+        if not task.done():
+            _log.warning(
+                "abandoning tool body %r: it ignored its cancellation for the %g s grace period "
+                "(ctx.tools.disposal_grace) and keeps running until it returns",
+                name,
+                grace,
+            )
+            _abandoned.add(task)
+            task.add_done_callback(_abandoned.discard)
 
 
 class _Worker(threading.Thread):

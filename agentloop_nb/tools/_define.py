@@ -17,10 +17,9 @@ from collections.abc import Callable, Mapping
 from functools import partial
 from typing import Any, overload
 
-import pydantic_core
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
-from ._bodies import run_sync
+from ._bodies import run_async, run_sync
 from ._decisions import ToolExecution, ToolResult
 
 __all__ = [
@@ -31,7 +30,6 @@ __all__ = [
     "as_tool",
     "call_execute",
     "format_validation_error",
-    "to_result",
     "tool",
 ]
 
@@ -78,6 +76,7 @@ class Tool:
         "_args_model",
         "_async_execute",
         "_fields",
+        "_threaded_execute",
         "concurrency_safe",
         "description",
         "execute",
@@ -127,6 +126,9 @@ class Tool:
         # The ``execute`` last seen to be a coroutine function (``execute`` may be reassigned):
         # spares ``inspect.iscoroutinefunction`` on every call.
         self._async_execute: Any = None
+        # The ``execute`` @tool built around a sync function: it only awaits ``run_sync``,
+        # which already isolates the body in a thread, so it needs no task of its own.
+        self._threaded_execute: Any = None
 
     def schema(self) -> dict[str, Any]:
         """``{"name", "description", "parameters"}`` as sent to providers (do not mutate)."""
@@ -204,7 +206,8 @@ def tool(
       abort/timeout).
     - ``concurrency_safe``, ``timeout`` and ``finalize_content``: see :class:`Tool`.
     - Return values: ``str`` as is, a ``ToolResult`` passes through, anything else is dumped as
-      JSON (pydantic models, dataclasses, lists, dicts, ...).
+      JSON (pydantic models, dataclasses, lists, dicts, ...) within the caps of
+      ``MAX_RESULT_CHARS``, ``MAX_RESULT_ITEMS`` and ``MAX_RESULT_DEPTH`` (no iterators).
 
     Raises ``TypeError`` for ``*args``/``**kwargs``/positional-only parameters or a type hint
     that cannot be resolved or turned into a schema.
@@ -317,6 +320,8 @@ def _build_tool(
         finalize_content=finalize_content,
     )
     built.fn = f
+    if not is_async:
+        built._threaded_execute = execute
     built._args_model = model
     built._fields = fields
     return built
@@ -348,26 +353,20 @@ def _strip_titles(schema: Any) -> Any:
     return schema
 
 
-def to_result(value: Any, call_id: str) -> ToolResult:
-    """Turn a body's return value into a ``ToolResult`` stamped with ``call_id``.
-
-    Raises ``TypeError`` when the value cannot be serialised as JSON.
-    """
-    if isinstance(value, ToolResult):
-        return value if value.call_id == call_id else value.model_copy(update={"call_id": call_id})
-    if isinstance(value, str):
-        return ToolResult(content=value, call_id=call_id)
-    if isinstance(value, BaseModel):
-        return ToolResult(content=value.model_dump_json(), call_id=call_id)
-    try:
-        content = pydantic_core.to_json(value).decode()
-    except pydantic_core.PydanticSerializationError as exc:
-        raise TypeError(f"tool returned a value that is not JSON serialisable: {exc}") from None
-    return ToolResult(content=content, call_id=call_id)
-
-
 async def call_execute(tool: Tool, args: dict[str, Any], execution: ToolExecution) -> Any:
-    """Run ``tool.execute``: awaited when it is async, in a daemon worker thread when it is sync."""
+    """Run ``tool.execute`` in a task of its own (see ``_bodies.run_async``): awaited when it
+    is async, in a daemon worker thread when it is sync.
+
+    Raises the body's ``Exception``, or ``BodyRaised`` wrapping any other ``BaseException``
+    it ended with; cancelling the caller cancels the body (abandoned after the grace period
+    when it ignores that)."""
+    execute = tool.execute
+    if execute is tool._threaded_execute:  # a sync @tool body: run_sync isolates it already
+        return await execute(args, execution)
+    return await run_async(_execute(tool, args, execution))
+
+
+async def _execute(tool: Tool, args: dict[str, Any], execution: ToolExecution) -> Any:
     execute = tool.execute
     if execute is tool._async_execute:
         return await execute(args, execution)

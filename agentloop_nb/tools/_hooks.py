@@ -1,13 +1,14 @@
-"""The tool hooks' names, their shared defaults and the "does anyone listen" check.
+"""The tool hooks' names and their shared defaults.
 
 Every phase dispatches through ``execution.ctx`` (the agent's context when there is an agent),
-so scope filtering applies. A hook nobody observes is skipped: its default is used directly,
-which keeps a call without plugins cheap.
+so scope filtering applies. Dispatching a hook nobody observes is cheap (the bus runs the
+default directly), and payloads that would have to be built are passed as ``Lazy`` so an
+unobserved hook never builds them.
 """
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import Final
 
 from .. import _hook_names
 from ._decisions import Accept, Allow
@@ -22,7 +23,6 @@ __all__ = [
     "SETTLED",
     "accept",
     "allow",
-    "observed",
 ]
 
 PRE_EXECUTE: Final = _hook_names.TOOLS_PRE_EXECUTE
@@ -42,10 +42,3 @@ def allow() -> Allow:
 
 def accept() -> Accept:
     return ACCEPT
-
-
-def observed(ctx: Any, name: str) -> bool:
-    """Whether dispatching ``name`` through ``ctx`` could reach a listener (a dispatcher
-    without ``has_listeners`` is assumed observed: the hook then always runs)."""
-    has = getattr(ctx, "has_listeners", None)
-    return True if has is None else bool(has(name))

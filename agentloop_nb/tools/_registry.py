@@ -13,7 +13,8 @@ from collections.abc import Callable, Iterator
 from typing import Any, Literal
 
 from .._disposer import Disposer
-from ._bodies import BodyTracker
+from .._scoped import ScopedRegistry
+from ._bodies import DEFAULT_DISPOSAL_GRACE, BodyTracker
 from ._decisions import ToolExecution
 from ._define import Tool
 
@@ -25,20 +26,15 @@ ExecutionMode = Literal["parallel", "exclusive"]
 #: ``guard(execution) -> None | str | Deny`` (sync or async): a reason denies, ``None`` passes.
 Guard = Callable[[ToolExecution], Any]
 
-#: Seconds disposal waits for sync bodies still running for the agent.
-DEFAULT_DISPOSAL_GRACE = 10.0
-
 
 class Registry:
     """Tools, guards and body trackers shared by a runtime and every view bound from it."""
 
-    __slots__ = ("disposal_grace", "global_tools", "guards", "scoped", "trackers")
+    __slots__ = ("disposal_grace", "guards", "tools", "trackers")
 
     def __init__(self) -> None:
-        # Dicts keep insertion order, which is the schema order.
-        self.global_tools: dict[str, Tool] = {}
-        # id(agent) -> (agent, tools); the agent reference keeps the id from being reused.
-        self.scoped: dict[int, tuple[Any, dict[str, Tool]]] = {}
+        # Global and agent-scoped definitions; an agent's own shadows a global namesake.
+        self.tools: ScopedRegistry[Tool] = ScopedRegistry("tool", unique=True)
         # Copy-on-write so a pipeline iterating guards never sees a half-updated list.
         self.guards: tuple[tuple[Guard, Any], ...] = ()
         # id(agent) -> (agent, tracker), created on an agent's first sync body.
@@ -49,63 +45,35 @@ class Registry:
 
     def check_free(self, name: str, agent: Any) -> None:
         """Raise ``ValueError`` when ``name`` is taken in ``agent``'s visibility scope."""
-        if agent is None:
-            if name in self.global_tools:
-                raise ValueError(
-                    f"tool {name!r} is already registered; dispose the existing registration "
-                    "first (or register it through an agent's ctx to shadow it for that agent)"
-                )
+        if not self.tools.taken(name, agent):
             return
-        entry = self.scoped.get(id(agent))
-        if entry is not None and name in entry[1]:
+        if agent is None:
             raise ValueError(
-                f"tool {name!r} is already registered for agent {getattr(agent, 'id', agent)!r}; "
-                "dispose the existing registration first"
+                f"tool {name!r} is already registered; dispose the existing registration "
+                "first (or register it through an agent's ctx to shadow it for that agent)"
             )
+        raise ValueError(
+            f"tool {name!r} is already registered for agent {getattr(agent, 'id', agent)!r}; "
+            "dispose the existing registration first"
+        )
 
     def add(self, definition: Tool, agent: Any) -> Disposer:
         """Register ``definition`` for ``agent`` (``None``: global); raises like :meth:`check_free`."""
         self.check_free(definition.name, agent)
-        if agent is None:
-            table = self.global_tools
-        else:
-            entry = self.scoped.get(id(agent))
-            if entry is None:
-                entry = self.scoped[id(agent)] = (agent, {})
-            table = entry[1]
-        table[definition.name] = definition
-
-        def remove() -> None:
-            if table.get(definition.name) is definition:
-                del table[definition.name]
-            if agent is not None and not table:
-                current = self.scoped.get(id(agent))
-                if current is not None and current[1] is table:
-                    del self.scoped[id(agent)]
-
-        return Disposer(remove)
+        return self.tools.add(definition.name, definition, agent)
 
     def lookup(self, name: str, agent: Any) -> Tool | None:
         """The definition ``agent`` would call for ``name`` (its own first, then global)."""
-        if agent is not None:
-            entry = self.scoped.get(id(agent))
-            if entry is not None:
-                found = entry[1].get(name)
-                if found is not None:
-                    return found
-        return self.global_tools.get(name)
+        return self.tools.lookup(name, agent)
 
     def definitions(self, agent: Any) -> list[Tool]:
         """Every definition visible to ``agent``, in registration order; a shadowing agent tool
         takes its global namesake's position, agent-only tools follow the global ones."""
-        globals_ = self.global_tools
-        entry = self.scoped.get(id(agent)) if agent is not None else None
-        if entry is None:
-            return list(globals_.values())
-        own = entry[1]
-        out = [own.get(name, definition) for name, definition in globals_.items()]
-        out.extend(definition for name, definition in own.items() if name not in globals_)
-        return out
+        return [definition for _, definition in self.tools.visible(agent)]
+
+    def count(self) -> int:
+        """How many global tools are registered."""
+        return len(self.tools.visible(None))
 
     # -- guards ----------------------------------------------------------------------------
 

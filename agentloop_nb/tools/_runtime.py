@@ -218,7 +218,9 @@ class ToolRuntime:
             assert refusal is not None
             return refusal
         registry, agent = self._registry, execution.agent
-        result = await dispatch(execution, lambda: registry.tracker(agent))
+        result = await dispatch(
+            execution, lambda: registry.tracker(agent), lambda: registry.disposal_grace
+        )
         announce_settled(execution, result)
         return result
 
@@ -238,4 +240,4 @@ class ToolRuntime:
 
     def __repr__(self) -> str:
         scope = "" if self._owner is None else f" bound agent={self._scope_agent()!r}"
-        return f"<ToolRuntime tools={len(self._registry.global_tools)}{scope}>"
+        return f"<ToolRuntime tools={self._registry.count()}{scope}>"

@@ -12,6 +12,7 @@ import inspect
 import logging
 from typing import Any
 
+from ..context import Lazy
 from ._decisions import (
     BLOCKED,
     TOOL_ERROR,
@@ -24,7 +25,7 @@ from ._decisions import (
     ToolSettledPayload,
     error_result,
 )
-from ._hooks import POST_EXECUTE, RESULT, SETTLED, accept, observed
+from ._hooks import ACCEPT, POST_EXECUTE, RESULT, SETTLED, accept
 
 __all__ = ["announce_settled", "apply_post_decision", "settle"]
 
@@ -33,9 +34,7 @@ _log = logging.getLogger("agentloop_nb.tools")
 
 def announce_settled(execution: ToolExecution, result: ToolResult) -> None:
     """Emit ``tools/settled{execution, result}`` (observe only; listener errors are contained)."""
-    ctx = execution.ctx
-    if observed(ctx, SETTLED):
-        ctx.emit(SETTLED, ToolSettledPayload(execution, result))
+    execution.ctx.emit(SETTLED, Lazy(ToolSettledPayload, execution, result))
 
 
 async def settle(execution: ToolExecution, result: ToolResult) -> ToolResult:
@@ -47,14 +46,16 @@ async def settle(execution: ToolExecution, result: ToolResult) -> ToolResult:
     anything but ``Accept``/``Block`` raises ``TypeError``.
     """
     ctx = execution.ctx
-    if observed(ctx, POST_EXECUTE):
-        decision = await ctx.waterfall(POST_EXECUTE, PostExecutePayload(execution, result), accept)
+    # No signal: post-execute listeners see every result, aborted calls' included.
+    decision = await ctx.waterfall(
+        POST_EXECUTE, Lazy(PostExecutePayload, execution, result), accept
+    )
+    if decision is not ACCEPT:
         result = apply_post_decision(result, decision)
     finalize = execution.tool.finalize_content if execution.tool is not None else None
     if finalize is not None and not result.is_error:
         result = await _finalize(execution, finalize, result)
-    if observed(ctx, RESULT):
-        ctx.emit(RESULT, ToolResultPayload(execution, result))
+    ctx.emit(RESULT, Lazy(ToolResultPayload, execution, result))
     return result
 
 
