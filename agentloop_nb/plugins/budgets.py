@@ -166,7 +166,7 @@ class BudgetPlugin:
                 if limit in budget.current and not await self._within(
                     agent, budget, limit, scope, payload.step
                 ):
-                    return Reject("budget")
+                    return Reject(reason="budget")
         return await next()
 
     async def _within(
