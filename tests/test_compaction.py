@@ -6,6 +6,7 @@ is loaded throughout (a compaction between steps restarts its prefix check)."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -246,3 +247,52 @@ async def test_the_summary_survives_a_resume(tmp_path: Path) -> None:
         assert reasons(handle.agent) == ["completed", "completed"]
     finally:
         await app2.aclose()
+
+
+# -- %agent compact NAME ------------------------------------------------------------------------
+
+
+@pytest.fixture
+async def shell(tmp_path: Path) -> AsyncIterator[Any]:
+    from IPython.core.interactiveshell import InteractiveShell
+    from traitlets.config import Config
+
+    import agentloop_nb.jupyter as J
+
+    config = Config()
+    config.HistoryManager.enabled = False
+    sh = InteractiveShell.instance(config=config)
+    J.configure(persistence_root=tmp_path / "sessions")
+    sh.run_line_magic("load_ext", "agentloop_nb.jupyter")
+    try:
+        yield sh
+    finally:
+        sh.run_line_magic("unload_ext", "agentloop_nb.jupyter")
+        await J.wait_closed()
+        J.configure()
+        sh.user_ns.pop("a", None)
+
+
+async def test_agent_compact_magic_forces_a_compaction(
+    shell: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from agentloop_nb.jupyter._state import state
+
+    ctx = shell.user_ns["ctx"]
+    ctx.llm.register_adapter(["scripted"], ScriptedModel([text("A1"), text("gist")]))
+    shell.run_line_magic("agent", "create a --provider scripted --model m")
+    agent = shell.user_ns["a"]
+    await run(agent, "one")
+    shell.run_line_magic("agent", "compact a")
+    assert "compaction is not enabled" in capsys.readouterr().err
+    ctx.plugin(CompactionPlugin)
+    shell.run_line_magic("agent", "compact a")
+    with anyio.fail_after(WAIT):
+        await state().drain()
+    [event] = events(agent, "compaction/summary")
+    assert event.data["reason"] == "forced"
+    assert "a: summarised messages 0..1" in capsys.readouterr().out
+    shell.run_line_magic("agent", "compact a")  # only the summary is left
+    with anyio.fail_after(WAIT):
+        await state().drain()
+    assert "a: nothing to compact" in capsys.readouterr().out

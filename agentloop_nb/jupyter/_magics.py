@@ -24,6 +24,7 @@ from IPython.display import display
 
 from ..loop import AgentOptions
 from ._cellplugin import run_plugin_cell
+from ._longrun_magics import add_longrun_parsers, cmd_compact
 from ._state import KernelState, UserError
 from ._sync import run_eagerly
 
@@ -111,6 +112,7 @@ def _build_parser() -> _Parser:
     sub.add_parser("sessions", help="list persisted sessions")
     d = sub.add_parser("dispose", help="dispose NAME (its turn ends 'disposed')")
     d.add_argument("name", metavar="NAME")
+    add_longrun_parsers(sub)
     return p
 
 
@@ -180,6 +182,8 @@ class AgentMagics(Magics):
           %agent show NAME            display the live view
           %agent sessions             persisted sessions (id, created, turns, last activity)
           %agent dispose NAME         dispose the agent
+          %agent compact NAME         summarise the earlier conversation now (needs the
+                                      compaction plugin)
 
         Cell magic::
 
@@ -371,6 +375,9 @@ class AgentMagics(Magics):
             return
         rows.sort(key=lambda r: r[3], reverse=True)
         _table([("SESSION", "CREATED", "TURNS", "LAST ACTIVITY"), *rows])
+
+    def _cmd_compact(self, args: argparse.Namespace) -> None:
+        cmd_compact(self.state, args)
 
     def _cmd_dispose(self, args: argparse.Namespace) -> None:
         st = self.state
