@@ -143,14 +143,17 @@ class BudgetPlugin:
         budget = self._budgets.get(_key(agent))
         return dict(budget.current) if budget is not None else {}
 
-    def used(self, agent: Any, limit: str, scope: Scope = "agent", step: int = 1) -> float | None:
+    def used(
+        self, agent: Any, limit: str, scope: Scope = "agent", step: int = 1
+    ) -> int | float | None:
         """How much of ``limit`` is used for ``agent`` in ``scope`` before step ``step`` of its
-        running turn (``None``: unknown, e.g. a cost without a price)."""
+        running turn: steps and tokens as ints, cost in USD (``None``: unknown, a cost
+        without a price)."""
         if limit == "max_steps_per_turn":
-            return float(max(0, step - 1))
+            return max(0, step - 1)
         usage = self._usage(agent, scope)
         if limit == "max_tokens":
-            return float(usage.total_tokens)
+            return usage.total_tokens
         return usage.cost_usd
 
     # -- the hook -----------------------------------------------------------------------------
