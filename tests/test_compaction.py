@@ -192,7 +192,7 @@ async def test_overflow_repair_runs_once_per_step_then_the_failure_stands() -> N
 
 async def test_forced_compaction_summarises_completed_turns_while_idle() -> None:
     app = make_app()
-    plugin_fiber = app.ctx.plugin(CompactionPlugin, {"keep_recent_turns": 1})
+    app.ctx.plugin(CompactionPlugin, {"keep_recent_turns": 1})
     try:
         agent, model = new_agent(app, text("A1"), text("A2"), text("gist"), text("A3"))
         assert await app.ctx.compaction.compact(agent) is None  # nothing to summarise yet
@@ -204,7 +204,6 @@ async def test_forced_compaction_summarises_completed_turns_while_idle() -> None
         assert (event.data["start"], event.data["end"]) == (0, 1)
         await run(agent, "three")
         assert texts(model.requests[3].messages)[1:] == ["two", "A2", "three"]
-        assert plugin_fiber is not None
     finally:
         await app.aclose()
 
@@ -296,3 +295,37 @@ async def test_agent_compact_magic_forces_a_compaction(
     with anyio.fail_after(WAIT):
         await state().drain()
     assert "a: nothing to compact" in capsys.readouterr().out
+
+
+async def test_applying_the_plugin_again_replaces_the_earlier_one() -> None:
+    app = make_app()
+    app.ctx.plugin(CompactionPlugin, {"context_window": 100_000})
+    app.ctx.plugin(CompactionPlugin, {"context_window": 1000, "keep_recent_turns": 0})
+    try:
+        agent, model = new_agent(app, answer("A1", 900), text("gist"), answer("A2", 10))
+        await run(agent, "one")
+        await run(agent, "two")
+        assert app.ctx.compaction.config.context_window == 1000
+        assert len(events(agent, "compaction/summary")) == 1  # one listener acted, not two
+        assert len(model.requests) == 3
+    finally:
+        await app.aclose()
+
+
+async def test_the_summary_call_counts_in_the_agent_usage() -> None:
+    app = make_app(models={"m": {"input": 1.0, "output": 1.0}})
+    app.ctx.plugin(CompactionPlugin, {"keep_recent_turns": 0})
+    try:
+        agent, _ = new_agent(app, answer("A1", 100), text("gist"))
+        await run(agent, "one")
+        before = agent.usage
+        with anyio.fail_after(WAIT):
+            event = await app.ctx.compaction.compact(agent)
+        assert event is not None and event.data["usage"] == {
+            "input_tokens": 10,
+            "output_tokens": 4,
+        }
+        assert agent.usage.input_tokens == before.input_tokens + 10
+        assert agent.usage.output_tokens == before.output_tokens + 4
+    finally:
+        await app.aclose()

@@ -96,6 +96,7 @@ class CompactionPlugin:
         self._repaired: dict[str, tuple[int, int]] = {}  # agent id -> (turn, step) repaired
         ctx.on("agent/pre-step", self._on_pre_step)
         ctx.on("agent/request-error", self._on_request_error)
+        ctx.on("agent/disposed", self._forget)
         ctx.provide("compaction", self)
 
     # -- public -------------------------------------------------------------------------------
@@ -166,6 +167,13 @@ class CompactionPlugin:
         if event is None:
             return await next()
         return Retry()
+
+    def _forget(self, payload: Any) -> None:
+        agent_id = payload.agent.id
+        self._repaired.pop(agent_id, None)
+        lock = self._locks.get(agent_id)
+        if lock is not None and not lock.locked():
+            del self._locks[agent_id]
 
     # -- the work -----------------------------------------------------------------------------
 
