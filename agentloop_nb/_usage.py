@@ -8,14 +8,15 @@ category with tokens has no price (an unknown model, or a table entry without th
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+import weakref
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from .events import ASSISTANT_MESSAGE, COMPACTION_SUMMARY, REQUEST_HEADER, TURN_START
 from .models import ModelTable, cost_usd
 
-__all__ = ["UsageTotals", "usage_from_events"]
+__all__ = ["UsageTotals", "session_usage", "usage_from_events"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,30 +78,62 @@ def usage_from_events(
     """``(total, by_turn)`` for a session's events: ``by_turn[i]`` is turn ``i + 1``'s usage
     (one entry per ``turn/start``; usage logged before the first turn counts in the total
     only). See the module docstring for what counts."""
-    total = ZERO
-    by_turn: list[UsageTotals] = []
+    ledger = _Ledger(table)
+    ledger.fold(list(events))
+    return ledger.total, list(ledger.by_turn)
+
+
+@dataclass(slots=True)
+class _Ledger:
+    """Running sums over a log's prefix: folding only the events appended since."""
+
+    table: ModelTable
+    position: int = 0
     model: str | None = None
-    for event in events:
+    total: UsageTotals = ZERO
+    by_turn: list[UsageTotals] = field(default_factory=list)
+
+    def fold(self, events: Sequence[Any]) -> None:
+        for index in range(self.position, len(events)):
+            self._add(events[index])
+        self.position = len(events)
+
+    def _add(self, event: Any) -> None:
         kind = event.type
         if kind == TURN_START:
-            by_turn.append(ZERO)
-            continue
+            self.by_turn.append(ZERO)
+            return
         if kind == REQUEST_HEADER:
             header = event.data.get("header")
             config = header.get("config", {}) if isinstance(header, Mapping) else {}
             model = config.get("model") if isinstance(config, Mapping) else None
-            continue
+            self.model = model if isinstance(model, str) else None
+            return
         if kind == ASSISTANT_MESSAGE:
-            priced_as = model
+            priced_as = self.model
         elif kind == COMPACTION_SUMMARY:
-            priced_as = event.data.get("model")
+            named = event.data.get("model")
+            priced_as = named if isinstance(named, str) else None
         else:
-            continue
+            return
         usage = event.data.get("usage")
         if not isinstance(usage, Mapping):
-            continue
-        part = UsageTotals.of(usage, table, priced_as if isinstance(priced_as, str) else None)
-        total = total + part
-        if by_turn:
-            by_turn[-1] = by_turn[-1] + part
-    return total, by_turn
+            return
+        part = UsageTotals.of(usage, self.table, priced_as)
+        self.total = self.total + part
+        if self.by_turn:
+            self.by_turn[-1] = self.by_turn[-1] + part
+
+
+# One ledger per session (append-only logs: a ledger never needs to look back).
+_LEDGERS: weakref.WeakKeyDictionary[Any, _Ledger] = weakref.WeakKeyDictionary()
+
+
+def session_usage(session: Any, table: ModelTable) -> tuple[UsageTotals, list[UsageTotals]]:
+    """Like :func:`usage_from_events` for ``session.events``, folding only the events appended
+    since the last call for the same session and table (O(new events))."""
+    ledger = _LEDGERS.get(session)
+    if ledger is None or ledger.table is not table or ledger.position > len(session.events):
+        ledger = _LEDGERS[session] = _Ledger(table)
+    ledger.fold(session.events)
+    return ledger.total, list(ledger.by_turn)

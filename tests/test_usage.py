@@ -131,3 +131,20 @@ async def test_usage_is_rebuilt_from_the_log_after_a_resume(tmp_path: Path) -> N
         assert len(handle.agent.usage_by_turn) == 1
     finally:
         await app2.aclose()
+
+
+async def test_usage_read_between_turns_follows_the_growing_log() -> None:
+    app = make_app(models=PRICES)
+    try:
+        agent, _ = new_agent(
+            app,
+            answer("a", Usage(input_tokens=10, output_tokens=1)),
+            answer("b", Usage(input_tokens=20, output_tokens=2)),
+        )
+        await run(agent, "one")
+        assert agent.usage.total_tokens == 11 and len(agent.usage_by_turn) == 1
+        await run(agent, "two")
+        assert agent.usage.total_tokens == 33
+        assert [t.total_tokens for t in agent.usage_by_turn] == [11, 22]
+    finally:
+        await app.aclose()
