@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ._usage import UsageTotals
 from .agents import AgentHandle, AgentRegistry
 from .app import App, AppConfig
 from .context import Context, Fiber, InactiveContextError
@@ -126,6 +127,7 @@ __all__ = [
     "ToolResultMessage",
     "ToolRuntime",
     "Usage",
+    "UsageTotals",
     "UserMessage",
     "__version__",
     "load_ipython_extension",

@@ -7,7 +7,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from pydantic import ConfigDict, Field, ValidationError
+from pydantic import ConfigDict, Field, ValidationError, field_validator
 
 from ._configfile import read_config_file
 from ._supervisor import Supervisor
@@ -15,6 +15,7 @@ from .agents import AgentRegistry
 from .context import Context
 from .llm import LlmRuntime
 from .loop import AgentLoop, AgentLoopConfig
+from .models import ModelTable
 from .prompt import SystemPrompt
 from .session import JsonlPersistence, SessionStore
 from .tools import ToolRuntime
@@ -31,6 +32,14 @@ class AppConfig(AgentLoopConfig):
     persistence_root: str | None = None
     retry: dict[str, Any] | bool = True
     invariants: bool = False
+    # Model-name prefix -> context window / prices overrides (see ``agentloop_nb.models``).
+    models: dict[str, dict[str, Any]] = Field(default_factory=dict)
+
+    @field_validator("models")
+    @classmethod
+    def _check_models(cls, value: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        ModelTable(value)  # raises ValueError naming the bad entry
+        return value
 
 
 class App:
@@ -50,6 +59,7 @@ class App:
         providers: Mapping[str, Mapping[str, Any]] | None = None,
         retry: Mapping[str, Any] | bool | None = None,
         invariants: bool | None = None,
+        models: Mapping[str, Mapping[str, Any]] | None = None,
     ) -> None:
         cfg = (
             config
@@ -63,6 +73,8 @@ class App:
             updates["retry"] = retry
         if invariants is not None:
             updates["invariants"] = invariants
+        if models is not None:
+            updates["models"] = {k: dict(v) for k, v in models.items()}
         if persistence_root is not None:
             updates["persistence_root"] = os.fspath(persistence_root)
         if updates:
@@ -82,6 +94,7 @@ class App:
         ctx.provide("tools", ToolRuntime(ctx))
         ctx.provide("system_prompt", SystemPrompt(ctx))
         ctx.provide("agents", AgentRegistry())
+        ctx.provide("models", ModelTable(cfg.models))
         self._register_providers(cfg.providers)
         loop_cfg = AgentLoopConfig(
             max_parallel_tool_calls=cfg.max_parallel_tool_calls, agents=cfg.agents

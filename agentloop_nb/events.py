@@ -24,6 +24,8 @@ __all__ = [
     "ASSISTANT_ATTEMPT",
     "ASSISTANT_CHUNK",
     "ASSISTANT_MESSAGE",
+    "BUDGET_REACHED",
+    "COMPACTION_SUMMARY",
     "EVENTS",
     "LLM_RETRY",
     "REQUEST_HEADER",
@@ -40,6 +42,8 @@ __all__ = [
     "AssistantAttemptData",
     "AssistantChunkData",
     "AssistantMessageData",
+    "BudgetReachedData",
+    "CompactionSummaryData",
     "CompletedReason",
     "DisposedReason",
     "ErrorReason",
@@ -77,6 +81,8 @@ ASSISTANT_ATTEMPT = "assistant/attempt"
 TOOL_CALL = "tool/call"
 TOOL_RESULT = "tool/result"
 LLM_RETRY = "llm/retry"
+COMPACTION_SUMMARY = "compaction/summary"
+BUDGET_REACHED = "budget/reached"
 
 # -- turn-end reasons ------------------------------------------------------------------------
 
@@ -282,6 +288,40 @@ class LlmRetryData(TypedDict):
     provider: NotRequired[str]
 
 
+class _CompactionSummaryRequired(TypedDict):
+    start: int
+    end: int
+    summary: str
+    tokens_before: int
+    tokens_after_estimate: int
+    model: str
+    message: dict[str, Any]
+
+
+class CompactionSummaryData(_CompactionSummaryRequired, total=False):
+    """Surface indices ``start..end`` (inclusive) were summarised into ``message`` (a user
+    message beginning ``Summary of the earlier conversation:``; ``summary`` is its text after
+    that line). ``tokens_*`` are estimates of the request size; ``model`` made the summary and
+    ``usage`` is that call's reported usage; ``reason`` is ``"pressure"``, ``"overflow"`` or
+    ``"forced"``."""
+
+    usage: dict[str, Any]
+    reason: str
+    turn: int
+    step: int
+
+
+class BudgetReachedData(TypedDict):
+    """A budget limit was reached at ``agent/pre-step``: ``limit`` is the setting's name (e.g.
+    ``"max_steps_per_turn"``), ``value`` its current value, ``used`` the amount used and
+    ``scope`` ``"agent"`` or ``"app"``."""
+
+    limit: str
+    value: float
+    used: float
+    scope: Literal["agent", "app"]
+
+
 # -- the catalogue ---------------------------------------------------------------------------
 
 Visibility = Literal["no", "yes", "non-empty"]
@@ -351,6 +391,20 @@ _CORE = (
         LlmRetryData,
         "The retry plugin is about to re-run a failed step after `delay` seconds.",
         writer="plugins.retry",
+    ),
+    _spec(
+        COMPACTION_SUMMARY,
+        CompactionSummaryData,
+        "The compaction plugin summarised surface messages `start..end`: logged with a replace "
+        "surface op whose node is the summary user message.",
+        "yes",
+        writer="plugins.compaction",
+    ),
+    _spec(
+        BUDGET_REACHED,
+        BudgetReachedData,
+        "A budget limit was reached; the agent pauses for approval before the step runs.",
+        writer="plugins.budgets",
     ),
 )
 

@@ -19,6 +19,8 @@ from agentloop_nb import AgentOptions, App, events, hooks
 from agentloop_nb._docgen import REGENERATE, render_events, render_hooks, stale_files
 from agentloop_nb.events import EVENTS, SURFACE_TYPES, TURN_END_REASONS
 from agentloop_nb.hooks import HOOKS, Reject
+from agentloop_nb.plugins.budgets import BudgetPlugin
+from agentloop_nb.plugins.compaction import CompactionPlugin
 from agentloop_nb.session import SessionStore, repair
 from agentloop_nb.testing import HANG, ScriptedModel, error, max_tokens, text, tool_call
 from agentloop_nb.tools import tool
@@ -86,7 +88,9 @@ def test_every_catalogue_entry_is_in_the_generated_docs() -> None:
 def test_surface_types_are_exactly_the_model_visible_events() -> None:
     from agentloop_nb.session import SURFACE_TYPES as SESSION_SURFACE
 
-    assert {"user/message", "assistant/message", "tool/result"} == SURFACE_TYPES
+    assert {"user/message", "assistant/message", "tool/result", "compaction/summary"} == (
+        SURFACE_TYPES
+    )
     assert SESSION_SURFACE is SURFACE_TYPES
 
 
@@ -333,6 +337,13 @@ async def test_a_run_writes_only_catalogued_events_in_their_catalogued_shapes() 
         agent.followup("rejected")
         await _wait_idle(agent)
         disposer()
+        app.ctx.plugin(CompactionPlugin, {"keep_recent_turns": 0})
+        with anyio.fail_after(WAIT):
+            assert await app.ctx.compaction.compact(agent) is not None  # compaction/summary
+        app.ctx.plugin(BudgetPlugin)
+        app.ctx.budgets.set(agent, max_tokens=1)
+        agent.followup("over budget")  # budget/reached, then rejected: nobody approves
+        await _wait_idle(agent)
     finally:
         await app.aclose()
 

@@ -94,19 +94,20 @@ async def test_a_one_shot_stream_outside_a_turn_is_never_checked() -> None:
 
 
 def _replace_between_steps(app: App, *, compaction: bool) -> None:
-    """Before step 2, swap the first surface message for another one (as a ``user/message``
-    replace), optionally with a ``compaction/summary`` replace logged alongside."""
+    """Before step 2, swap the first surface message for another one: as a
+    ``compaction/summary`` replace (whose node is ``data["message"]``) or, without
+    ``compaction``, as a plain ``user/message`` replace."""
 
     async def pre_step(payload: Any, next: Any) -> Any:
         if payload.step == 2:
             session = payload.agent.session
             span = {"op": "replace", "start": 0, "end": 0}
             summary = UserMessage(id="m-s", content=(TextBlock(text="Summary: hi"),))
-            session.append(
-                "user/message", {"message": summary.model_dump(mode="json")}, surface_op=span
-            )
+            node = {"message": summary.model_dump(mode="json")}
             if compaction:
-                session.append("compaction/summary", {"summary": "hi"}, surface_op=span)
+                session.append("compaction/summary", {"summary": "hi", **node}, surface_op=span)
+            else:
+                session.append("user/message", node, surface_op=span)
         return await next()
 
     app.ctx.on("agent/pre-step", pre_step)

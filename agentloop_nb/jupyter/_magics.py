@@ -31,6 +31,7 @@ from IPython.display import display
 from ..llm.offline import OfflineModel
 from ..loop import AgentOptions
 from ._cellplugin import run_plugin_cell
+from ._longrun_magics import add_longrun_parsers, cmd_compact
 from ._state import KernelState, UserError
 from ._sync import run_eagerly
 
@@ -125,6 +126,7 @@ def _build_parser() -> _Parser:
     sub.add_parser("sessions", help="list persisted sessions")
     d = sub.add_parser("dispose", help="dispose NAME (its turn ends 'disposed')")
     d.add_argument("name", metavar="NAME")
+    add_longrun_parsers(sub)
     return p
 
 
@@ -221,6 +223,8 @@ class AgentMagics(Magics):
           %agent sessions             persisted sessions (id, created, live name), listed
                                       off the event loop (the kernel never waits on disk)
           %agent dispose NAME         dispose the agent
+          %agent compact NAME         summarise the earlier conversation now (needs the
+                                      compaction plugin)
 
         Cell magic::
 
@@ -471,6 +475,9 @@ class AgentMagics(Magics):
                 print(text)
 
         self.state.spawn(listing())
+
+    def _cmd_compact(self, args: argparse.Namespace) -> None:
+        cmd_compact(self.state, args)
 
     def _cmd_dispose(self, args: argparse.Namespace) -> None:
         st = self.state

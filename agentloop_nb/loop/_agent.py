@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict, PositiveInt
 
 from .._supervisor import require_running_loop
+from .._usage import UsageTotals, session_usage
+from ..models import model_table
 from ._inbox import Inbox, Target, make_user_message
 from ._state import Status, TurnState
 
@@ -81,6 +83,16 @@ class Agent:
     def turn(self) -> int:
         """The number of the last turn opened (0 before the first)."""
         return self._state.turn
+
+    @property
+    def usage(self) -> UsageTotals:
+        """Token usage and cost summed from the log (see ``UsageTotals``)."""
+        return session_usage(self.session, model_table(self.ctx))[0]
+
+    @property
+    def usage_by_turn(self) -> list[UsageTotals]:
+        """Usage per turn, from the log: item ``i`` is turn ``i + 1``."""
+        return session_usage(self.session, model_table(self.ctx))[1]
 
     async def when_idle(self) -> None:
         """Return once the agent is idle (at once if it already is). Safe to cancel."""
