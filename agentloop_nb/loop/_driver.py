@@ -12,11 +12,23 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Coroutine
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import anyio
 
+from .._hook_names import (
+    AGENT_ERROR,
+    AGENT_INBOX_CLAIMED,
+    AGENT_INBOX_DISCARDED,
+    AGENT_INBOX_INSERTED,
+    AGENT_PRE_STEP,
+    AGENT_STATUS,
+    AGENT_TURN_STOPPING,
+)
 from ..agents import AgentRegistry
+from ..context import Lazy
+from ..events import STEP_END, STEP_START, TURN_END, TURN_START, USER_MESSAGE
 from ..hooks import (
     ClaimedPayload,
     Enter,
@@ -27,8 +39,7 @@ from ..hooks import (
     StatusPayload,
     TurnStoppingPayload,
 )
-from ..signals import AbortController
-from ._guard import TurnAborted, interruptible
+from ..signals import AbortController, AbortError
 from ._inbox import Inbox, InboxChange, make_user_message
 from ._scheduler import run_tool_calls
 from ._state import Status, TurnState
@@ -66,13 +77,14 @@ class Driver:
         if agent is None or not self.state.published:
             return
         if change == "claimed":
-            agent.ctx.emit("agent/inbox/claimed", ClaimedPayload(agent, message, turn))
+            agent.ctx.emit(AGENT_INBOX_CLAIMED, Lazy(ClaimedPayload, agent, message, turn))
         else:
-            agent.ctx.emit(f"agent/inbox/{change}", InboxPayload(agent, message))
+            name = AGENT_INBOX_INSERTED if change == "inserted" else AGENT_INBOX_DISCARDED
+            agent.ctx.emit(name, Lazy(InboxPayload, agent, message))
 
     def set_status(self, status: Status) -> None:
         if self.state.set_status(status) and self.agent is not None:
-            self.emit("agent/status", StatusPayload(self.agent, status))
+            self.emit(AGENT_STATUS, Lazy(StatusPayload, self.agent, status))
 
     def start(self) -> None:
         """Start the driver task if idle (status flips to running synchronously)."""
@@ -133,16 +145,15 @@ async def run_turn(agent: Agent, st: TurnState) -> dict[str, Any]:
     session = agent.session
     turn = st.open_turn()
     signal = st.controller.signal
-    session.append("turn/start", {"turn": turn})
+    session.append(TURN_START, {"turn": turn})
     reason: dict[str, Any]
     try:
-        if signal.aborted:
-            raise TurnAborted
+        signal.throw_if_aborted()
         await _run_steps(agent, st)
         reason = {"kind": "max-tokens" if st.max_tokens else st.end}
         if st.detail is not None:
             reason["reason"] = st.detail
-    except TurnAborted:
+    except AbortError:
         reason = _abort_reason(signal.reason)
     except anyio.get_cancelled_exc_class():
         # The supervisor is tearing the driver down (App.aclose): close the log, then obey.
@@ -158,7 +169,7 @@ async def run_turn(agent: Agent, st: TurnState) -> dict[str, Any]:
                 "code": getattr(exc, "code", "UNKNOWN"),
             }
             if st.published:
-                agent.ctx.emit("agent/error", ErrorPayload(agent, turn, st.step, exc))
+                agent.ctx.emit(AGENT_ERROR, ErrorPayload(agent, turn, st.step, exc))
     with anyio.CancelScope(shield=True):
         _close(agent, st, reason)
         await session.flush()
@@ -167,9 +178,9 @@ async def run_turn(agent: Agent, st: TurnState) -> dict[str, Any]:
 
 def _close(agent: Agent, st: TurnState, reason: dict[str, Any]) -> None:
     if st.step_open:
-        agent.session.append("step/end", {"turn": st.turn, "step": st.step})
+        agent.session.append(STEP_END, {"turn": st.turn, "step": st.step})
         st.step_open = False
-    agent.session.append("turn/end", {"turn": st.turn, "reason": reason})
+    agent.session.append(TURN_END, {"turn": st.turn, "reason": reason})
 
 
 def _abort_reason(cause: Any) -> dict[str, Any]:
@@ -185,17 +196,13 @@ async def _run_steps(agent: Agent, st: TurnState) -> None:
     signal = st.controller.signal
     turn = st.turn
     while True:
-        if signal.aborted:
-            raise TurnAborted
+        signal.throw_if_aborted()
         claimed = inbox.claim("next-step", None, turn)
         if st.step == 0:
             claimed += inbox.claim("next-turn", 1, turn)
         st.wake = False  # this claim serves every waking send so far: no empty extra turn
         step = st.step + 1
-        if ctx.has_listeners("system-prompt/assemble"):
-            assembly = await interruptible(signal, ctx.system_prompt.assemble(agent))
-        else:  # nothing can rewrite it: skip the waterfall and its cancel scope
-            assembly = ctx.system_prompt.collect(agent)
+        assembly = await ctx.system_prompt.assemble(agent, signal=signal)
         entered = await _pre_step(agent, signal, tuple(claimed), turn, step)
         if isinstance(entered, Reject):
             st.end, st.detail = "rejected", entered.reason
@@ -204,20 +211,18 @@ async def _run_steps(agent: Agent, st: TurnState) -> None:
             return  # nothing to say: the turn completes without a step
         st.step = step
         st.claimed.extend(entered)
-        agent.session.append("step/start", {"turn": turn, "step": step})
+        agent.session.append(STEP_START, {"turn": turn, "step": step})
         st.step_open = True
         for m in entered:
-            agent.session.append("user/message", {"message": m.model_dump(mode="json")})
+            agent.session.append(USER_MESSAGE, {"message": m.model_dump(mode="json")})
         had_tools = await _run_step(agent, st, assembly)
-        agent.session.append("step/end", {"turn": turn, "step": step})
+        agent.session.append(STEP_END, {"turn": turn, "step": step})
         st.step_open = False
         if had_tools or inbox.has_pending("next-step"):
             continue
-        if ctx.has_listeners("agent/turn-stopping"):
-            await interruptible(
-                signal,
-                ctx.serial("agent/turn-stopping", TurnStoppingPayload(agent, turn, signal)),
-            )
+        await ctx.serial(
+            AGENT_TURN_STOPPING, Lazy(TurnStoppingPayload, agent, turn, signal), signal=signal
+        )
         if not inbox.has_pending("next-step"):
             return
 
@@ -225,16 +230,11 @@ async def _run_steps(agent: Agent, st: TurnState) -> None:
 async def _pre_step(
     agent: Agent, signal: Any, claimed: tuple[UserMessage, ...], turn: int, step: int
 ) -> tuple[UserMessage, ...] | Reject:
-    ctx = agent.ctx
-    if not ctx.has_listeners("agent/pre-step"):
-        return claimed
-    decision = await interruptible(
-        signal,
-        ctx.waterfall(
-            "agent/pre-step",
-            PreStepPayload(agent, claimed, turn, step, signal),
-            lambda: Enter(messages=claimed),
-        ),
+    decision = await agent.ctx.waterfall(
+        AGENT_PRE_STEP,
+        Lazy(PreStepPayload, agent, claimed, turn, step, signal),
+        partial(_enter_claimed, claimed),
+        signal=signal,
     )
     if isinstance(decision, Reject):
         return decision
@@ -272,8 +272,14 @@ async def _run_step(agent: Agent, st: TurnState, assembly: Any) -> bool:
             for extra in result.additional_contexts:
                 agent.inbox.insert("next-step", _context_message(extra, call.id, call.name))
     if interrupted or signal.aborted:
-        raise TurnAborted
+        raise AbortError(signal.reason)
     return bool(calls)
+
+
+def _enter_claimed(claimed: tuple[UserMessage, ...]) -> Enter:
+    """The ``agent/pre-step`` default: enter the claimed input (already validated messages,
+    so the decision is built without validating them again)."""
+    return Enter.model_construct(messages=claimed)
 
 
 def _context_message(extra: Any, call_id: str, name: str) -> UserMessage:

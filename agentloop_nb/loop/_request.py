@@ -17,11 +17,14 @@ new ``agent.options`` object restarts the proposal from the options.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, Any, Protocol
 
+from .._hook_names import AGENT_REQUEST, AGENT_REQUEST_ERROR
+from ..context import Lazy
+from ..events import ASSISTANT_ATTEMPT, ASSISTANT_CHUNK, REQUEST_HEADER
 from ..hooks import RequestConfig, RequestErrorPayload, RequestPayload, Retry
 from ..llm import BlockAssembler, GenerateOptions, LlmError, PreparedCall, RequestFacts
-from ._guard import interruptible
 
 if TYPE_CHECKING:
     from ..context import Context
@@ -93,7 +96,7 @@ class RequestPath:
     :meth:`request` runs the attempt loop of one step (see the module docstring). It raises
     ``LlmError`` for a failure no ``agent/request-error`` listener retried, ``TypeError`` for
     a listener answering the wrong type, ``LlmError("BAD_REQUEST")`` for a config without
-    provider or model, ``TurnAborted`` when the turn's signal interrupts a hook, and whatever
+    provider or model, ``AbortError`` when the turn's signal interrupts a hook or the preparation, and whatever
     a listener or ``prepare_call`` raises. Cancellation: every hook and the preparation run
     under the turn's signal; the stream ends ``aborted`` on its own when the signal fires.
     """
@@ -150,23 +153,17 @@ class RequestPath:
         if self._proposal is None or self._options is not options:
             self._options, self._proposal = options, seed_config(options)
         proposal = self._proposal
-        ctx = agent.ctx
-        if ctx.has_listeners("agent/request"):
-            config = await interruptible(
-                signal,
-                ctx.waterfall(
-                    "agent/request",
-                    RequestPayload(_facade(agent), turn, step, proposal, signal),
-                    lambda: proposal,
-                ),
+        config = await agent.ctx.waterfall(
+            AGENT_REQUEST,
+            Lazy(RequestPayload, _facade(agent), turn, step, proposal, signal),
+            partial(_same, proposal),
+            signal=signal,
+        )
+        if not isinstance(config, RequestConfig):
+            raise TypeError(
+                f"an agent/request listener returned {config!r}; return a RequestConfig "
+                "(e.g. payload.config.model_copy(update={...}))"
             )
-            if not isinstance(config, RequestConfig):
-                raise TypeError(
-                    f"an agent/request listener returned {config!r}; return a RequestConfig "
-                    "(e.g. payload.config.model_copy(update={...}))"
-                )
-        else:
-            config = proposal
         if not config.provider or not config.model:
             raise LlmError(
                 "BAD_REQUEST",
@@ -205,7 +202,7 @@ class RequestPath:
             reason = "change"
         else:
             return
-        self._agent.session.append("request/header", {"header": header, "reason": reason})
+        self._agent.session.append(REQUEST_HEADER, {"header": header, "reason": reason})
         self._last_header = header
 
     async def _stream(
@@ -218,7 +215,7 @@ class RequestPath:
         async for chunk in agent.ctx.llm.stream(options, prepared=prepared):
             seqs.append(
                 append(
-                    "assistant/chunk", {"turn": turn, "step": step, "chunk": _chunk_data(chunk)}
+                    ASSISTANT_CHUNK, {"turn": turn, "step": step, "chunk": _chunk_data(chunk)}
                 ).seq
             )
             asm.feed(chunk)
@@ -239,7 +236,7 @@ class RequestPath:
         agent = self._agent
         failure: Any = reply.assembler.finish
         agent.session.append(
-            "assistant/attempt",
+            ASSISTANT_ATTEMPT,
             {
                 "turn": turn,
                 "step": step,
@@ -247,18 +244,44 @@ class RequestPath:
                 "failure": failure.model_dump(mode="json", exclude_none=True),
             },
         )
-        ctx = agent.ctx
-        decision = None
-        if ctx.has_listeners("agent/request-error"):
-            facts = RequestFacts.of(options.provider, options.model, failure)
-            payload = RequestErrorPayload(
-                _facade(agent), turn, step, failure, signal, attempt, prepared.retry_policy, facts
-            )
-            decision = await interruptible(
-                signal, ctx.waterfall("agent/request-error", payload, lambda: None)
-            )
+        decision = await agent.ctx.waterfall(
+            AGENT_REQUEST_ERROR,
+            Lazy(
+                _request_error_payload,
+                agent,
+                turn,
+                step,
+                failure,
+                signal,
+                attempt,
+                prepared,
+                options,
+            ),
+            None,
+            signal=signal,
+        )
         if not isinstance(decision, Retry):
             raise LlmError.from_finish(failure)
+
+
+def _same(value: Any) -> Any:
+    return value
+
+
+def _request_error_payload(
+    agent: _Agent,
+    turn: int,
+    step: int,
+    failure: Any,
+    signal: AbortSignal,
+    attempt: int,
+    prepared: PreparedCall[RequestConfig],
+    options: GenerateOptions,
+) -> RequestErrorPayload:
+    facts = RequestFacts.of(options.provider, options.model, failure)
+    return RequestErrorPayload(
+        _facade(agent), turn, step, failure, signal, attempt, prepared.retry_policy, facts
+    )
 
 
 def _facade(agent: _Agent) -> Any:
