@@ -28,7 +28,7 @@ from .._hook_names import (
 )
 from ..agents import AgentRegistry
 from ..context import Lazy
-from ..events import STEP_END, STEP_START, TURN_END, TURN_START, USER_MESSAGE
+from ..events import ASSISTANT_MESSAGE, STEP_END, STEP_START, TURN_END, TURN_START, USER_MESSAGE
 from ..hooks import (
     ClaimedPayload,
     Enter,
@@ -262,7 +262,7 @@ async def _run_step(agent: Agent, st: TurnState, assembly: Any) -> bool:
         data["usage"] = asm.usage.model_dump(exclude_none=True)
     if interrupted:
         data["interrupted"] = True
-    session.append("assistant/message", data, source_event_seqs=seqs)
+    session.append(ASSISTANT_MESSAGE, data, source_event_seqs=seqs)
     if kind == "max-tokens":
         st.max_tokens = True
     calls = message.tool_calls

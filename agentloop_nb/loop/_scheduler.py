@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
+from ..events import TOOL_CALL, TOOL_RESULT
 from ..messages import ToolCallBlock
 from ..tools import TOOL_ERROR, ToolExecution, ToolResult, aborted_before_dispatch, error_result
 
@@ -92,7 +93,7 @@ def _execution(st: _StepTools, i: int) -> ToolExecution:
 def _log_call(st: _StepTools, i: int) -> None:
     call = st.calls[i]
     st.agent.session.append(
-        "tool/call",
+        TOOL_CALL,
         {
             "turn": st.turn,
             "step": st.step,
@@ -246,7 +247,7 @@ def _commit(st: _StepTools, i: int, result: ToolResult) -> None:
         data["error"] = {"code": result.error.code, "message": result.error.message}
     if result.meta:
         data["meta"] = dict(result.meta)
-    st.agent.session.append("tool/result", data)
+    st.agent.session.append(TOOL_RESULT, data)
 
 
 def _log_synthetic(st: _StepTools, i: int) -> None:

@@ -17,7 +17,10 @@ from uuid import uuid4
 
 import anyio
 
+from .._hook_names import AGENT_CREATED, AGENT_DISPOSED, AGENT_SESSION_START
+from .._scoped import BoundView
 from ..agents import AgentHandle
+from ..events import TURN_START
 from ..hooks import AgentPayload, SessionStartPayload
 from ..session import repair
 from ..signals import AbortController
@@ -126,7 +129,7 @@ class AgentLoop:
             await agent.session.flush()
             await agent.ctx.fiber.aclose()
             life.leave()
-            self.ctx.emit("agent/disposed", AgentPayload(agent))
+            self.ctx.emit(AGENT_DISPOSED, AgentPayload(agent))
             self.ctx.sessions.detach(agent.session)
         finally:
             del self._lives[agent]
@@ -248,7 +251,7 @@ class _Creation:
         turn = 0
         if resumed:  # continue the turn numbering of the log
             turn = max(
-                (e.data.get("turn", 0) for e in session.events if e.type == "turn/start"),
+                (e.data.get("turn", 0) for e in session.events if e.type == TURN_START),
                 default=0,
             )
         self.state = state = TurnState(turn=turn, resumed=resumed)
@@ -303,8 +306,8 @@ class _Creation:
             entered_session = True
             state.published = True
             life = loop._lives[agent] = _Life(agent, self.driver, leave)
-            ctx.emit_strict("agent/created", AgentPayload(agent))
-            agent.ctx.emit("agent/session-start", SessionStartPayload(agent, source))  # type: ignore[arg-type]
+            ctx.emit_strict(AGENT_CREATED, AgentPayload(agent))
+            agent.ctx.emit(AGENT_SESSION_START, SessionStartPayload(agent, source))  # type: ignore[arg-type]
         except BaseException:
             state.published = False
             state.disposed = True
@@ -325,27 +328,20 @@ def _owned_teardown(loop: AgentLoop, agent: Agent) -> Awaitable[None] | None:
     return loop.dispose(agent) if life is not None and life.disposal is None else None
 
 
-class _OwnedAgentLoop:
+class _OwnedAgentLoop(BoundView["AgentLoop"]):
     """A view of the :class:`AgentLoop` bound to the context that resolved it: agents created
     through it are disposed when that context's scope is."""
 
-    __slots__ = ("_ctx", "_loop")
-
-    def __init__(self, loop: AgentLoop, ctx: Context) -> None:
-        self._loop = loop
-        self._ctx = ctx
+    __slots__ = ()
 
     def create(
         self, id: str, options: AgentOptions | None = None, meta: dict[str, Any] | None = None
     ) -> Agent:
         """:meth:`AgentLoop.create`, with the agent disposed when this context's scope is."""
-        return self._loop._create_now(id, options, meta, owner=self._ctx)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._loop, name)
+        return self.service._create_now(id, options, meta, owner=self.ctx)
 
     def __repr__(self) -> str:
-        return f"<AgentLoop view for {self._ctx!r}>"
+        return f"<AgentLoop view for {self.ctx!r}>"
 
 
 class _Factory:
