@@ -39,6 +39,7 @@ from ..hooks import (
     StatusPayload,
     TurnStoppingPayload,
 )
+from ..session import PersistenceError
 from ..signals import AbortController, AbortError
 from ._inbox import Inbox, InboxChange, make_user_message
 from ._scheduler import run_tool_calls
@@ -149,6 +150,8 @@ async def run_turn(agent: Agent, st: TurnState) -> dict[str, Any]:
     reason: dict[str, Any]
     try:
         signal.throw_if_aborted()
+        if st.failure is not None:  # the session cannot be written: refuse, call no model
+            raise _refusal(st.failure)
         await _run_steps(agent, st)
         reason = {"kind": "max-tokens" if st.max_tokens else st.end}
         if st.detail is not None:
@@ -163,17 +166,65 @@ async def run_turn(agent: Agent, st: TurnState) -> dict[str, Any]:
         if signal.aborted:
             reason = _abort_reason(signal.reason)
         else:
-            reason = {
-                "kind": "error",
-                "message": str(exc) or type(exc).__name__,
-                "code": getattr(exc, "code", "UNKNOWN"),
-            }
-            if st.published:
-                agent.ctx.emit(AGENT_ERROR, ErrorPayload(agent, turn, st.step, exc))
+            reason = _error_reason(exc)
+            _report(agent, st, exc)
     with anyio.CancelScope(shield=True):
+        # Flushed before and after turn/end: a write failure found by either ends this turn
+        # error PERSISTENCE (once) and refuses the later ones.
+        reason = await _flush_checked(agent, st, reason)
         _close(agent, st, reason)
-        await session.flush()
+        reason = await _flush_checked(agent, st, reason)
     return reason
+
+
+def _error_reason(exc: BaseException) -> dict[str, Any]:
+    return {
+        "kind": "error",
+        "message": str(exc) or type(exc).__name__,
+        "code": getattr(exc, "code", "UNKNOWN"),
+    }
+
+
+def _report(agent: Agent, st: TurnState, exc: Exception) -> None:
+    if st.published:
+        agent.ctx.emit(AGENT_ERROR, ErrorPayload(agent, st.turn, st.step, exc))
+
+
+async def _flush_checked(agent: Agent, st: TurnState, reason: dict[str, Any]) -> dict[str, Any]:
+    """Flush the session; the first ``PersistenceError`` of this agent becomes the turn's
+    reason (error ``PERSISTENCE``, reported once on ``agent/error``) and is kept on ``st`` so
+    every later turn is refused. Other flush failures propagate."""
+    failure: PersistenceError | None = None
+    try:
+        await agent.session.flush()
+    except* PersistenceError as group:
+        failure = _first(group)
+    if failure is None or st.failure is not None:
+        return reason  # written; or a failure already reported (the backend repeats it)
+    st.failure = error = _refusal(failure)
+    _report(agent, st, error)
+    return _error_reason(error)
+
+
+def _first(group: BaseExceptionGroup[PersistenceError]) -> PersistenceError:
+    leaf: BaseException = group
+    while isinstance(leaf, BaseExceptionGroup):
+        leaf = leaf.exceptions[0]
+    assert isinstance(leaf, PersistenceError)
+    return leaf
+
+
+def _refusal(failure: PersistenceError) -> PersistenceError:
+    """The error a persistence failure ends (and refuses) turns with: the backend's message
+    plus the rule that resolves it."""
+    note = (
+        " — this agent refuses further turns because its session can no longer be written; "
+        "dispose the agent and resume the session once the cause is fixed"
+    )
+    message = str(failure)
+    return PersistenceError(
+        message if message.endswith(note) else message + note, id=failure.id, path=failure.path
+    )
 
 
 def _close(agent: Agent, st: TurnState, reason: dict[str, Any]) -> None:

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 from uuid import uuid4
 
 import anyio
@@ -22,7 +23,7 @@ from .._scoped import BoundView
 from ..agents import AgentHandle
 from ..events import TURN_START
 from ..hooks import AgentPayload, SessionStartPayload
-from ..session import repair
+from ..session import PersistenceError, repair
 from ..signals import AbortController
 from ._agent import Agent, AgentOptions
 from ._config import AgentConfig, AgentLoopConfig, LoopSettings
@@ -38,6 +39,14 @@ if TYPE_CHECKING:
     from ..signals import AbortSignal
 
 Setup = Callable[["Context"], Awaitable[Any] | Any]
+
+_log = logging.getLogger("agentloop_nb")
+
+
+class Lease(Protocol):
+    """A persistence backend's writer reservation (``persistence.acquire(id)``)."""
+
+    def release(self) -> None: ...
 
 
 @dataclass(slots=True)
@@ -126,7 +135,7 @@ class AgentLoop:
         fut = life.disposal = asyncio.get_running_loop().create_future()
         try:
             await life.driver.dispose()
-            await agent.session.flush()
+            await _final_flush(agent)
             await agent.ctx.fiber.aclose()
             life.leave()
             self.ctx.emit(AGENT_DISPOSED, AgentPayload(agent))
@@ -205,12 +214,24 @@ class AgentLoop:
         return AgentHandle(agent, lambda: self.dispose(agent))
 
     def _load(self, session_id: str, agent_options: AgentOptions | None) -> _Creation:
+        """Reserve the session's writer lock (when the backend has one), then load it. The
+        lease is given back when anything fails before publication (here, in setup or in
+        publish); publication adopts it and disposal releases it."""
         persistence = self._persistence()
-        header, events = persistence.load(session_id)
-        session = self.ctx.sessions.prepare(header=header, events=events)
-        repair(session)
-        options = agent_options or _options_from_log(session)
-        return _Creation(self, session, options, resumed=True)
+        acquire = getattr(persistence, "acquire", None)
+        lease: Lease | None = None if acquire is None else acquire(session_id)
+        try:
+            header, events = persistence.load(session_id)
+            session = self.ctx.sessions.prepare(header=header, events=events)
+            repair(session)
+            options = agent_options or _options_from_log(session)
+            creation = _Creation(self, session, options, resumed=True)
+        except BaseException:
+            if lease is not None:
+                lease.release()
+            raise
+        creation.lease = lease
+        return creation
 
     def _persistence(self) -> Any:
         try:
@@ -248,6 +269,7 @@ class _Creation:
         self, loop: AgentLoop, session: Session, options: AgentOptions, *, resumed: bool = False
     ) -> None:
         self.loop = loop
+        self.lease: Lease | None = None  # a resume's writer reservation, until publication
         turn = 0
         if resumed:  # continue the turn numbering of the log
             turn = max(
@@ -288,8 +310,15 @@ class _Creation:
             signal.throw_if_aborted()
         except BaseException:
             self.state.disposed = True
+            self.release_lease()
             await agent.ctx.fiber.aclose()
             raise
+
+    def release_lease(self) -> None:
+        """Give back a resume's writer reservation (a no-op once the session is attached)."""
+        lease, self.lease = self.lease, None
+        if lease is not None:
+            lease.release()
 
     def publish(self, source: str, owner: Context | None) -> Agent:
         """Enter both registries and announce (``session/created``, ``agent/created``,
@@ -315,8 +344,10 @@ class _Creation:
             leave()
             if entered_session:
                 sessions.detach(agent.session)
+            self.release_lease()
             agent.ctx.fiber.dispose()
             raise
+        self.lease = None  # adopted by the attached session; its disposal releases the lock
         if owner is not None:
             life.owner = owner.effect(lambda: lambda: _owned_teardown(loop, agent))
         return agent
@@ -358,6 +389,16 @@ class _Factory:
 
     async def resume(self, **kw: Any) -> AgentHandle:
         return await self._loop._resume(**kw)
+
+
+async def _final_flush(agent: Agent) -> None:
+    """The disposal flush. A ``PersistenceError`` is logged, never raised: the turn that met
+    it already ended ``error`` and reported it, and disposal must still unwind the agent and
+    detach its session (which gives the session's writer lock back)."""
+    try:
+        await agent.session.flush()
+    except* PersistenceError as group:
+        _log.warning("agent %r: its session could not be written: %s", agent.id, group)
 
 
 def _check(signal: AbortSignal | None) -> None:
