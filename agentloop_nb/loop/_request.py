@@ -5,7 +5,9 @@ adapter's defaults, its retry policy and the exact adapter object) → ``request
 changed → stream through ``ctx.llm.stream(..., prepared=...)``, logging one ``assistant/chunk``
 per chunk. A terminal error finish logs ``assistant/attempt`` and runs the
 ``agent/request-error`` waterfall; ``Retry()`` starts another attempt of the same step, any
-other answer raises the failure as an :class:`LlmError`.
+other answer raises the failure as an :class:`LlmError`. The system prompt is rendered once the
+attempt's config is prepared, so the loop's ``provider``/``model`` variables name the request
+actually sent (see :func:`effective_assembly`).
 
 Between requests the path remembers the proposal: the config the last ``agent/request``
 waterfall returned, so explicit settings persist from step to step and across route changes.
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import partial
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .._hook_names import AGENT_REQUEST, AGENT_REQUEST_ERROR
@@ -28,6 +31,7 @@ from ..llm import BlockAssembler, GenerateOptions, LlmError, PreparedCall, Reque
 
 if TYPE_CHECKING:
     from ..context import Context
+    from ..prompt import Assembly
     from ..session import Session
     from ..signals import AbortSignal
 
@@ -67,6 +71,41 @@ class Reply:
     assembler: BlockAssembler
     kind: str | None
     chunk_seqs: list[int]
+
+
+def configured_provider(agent: Any) -> str:
+    """The loop's ``provider`` prompt variable at assembly time: the agent's option."""
+    return getattr(agent.options, "provider", None) or "unset"
+
+
+def configured_model(agent: Any) -> str:
+    """The loop's ``model`` prompt variable at assembly time: the agent's option."""
+    return getattr(agent.options, "model", None) or "unset"
+
+
+_PROMPT_VARIABLES = (
+    ("provider", configured_provider, "provider"),
+    ("model", configured_model, "model"),
+)
+
+
+def effective_assembly(assembly: Assembly, agent: Any, config: RequestConfig) -> Assembly:
+    """``assembly`` with the loop's ``provider``/``model`` variables naming the request that
+    is actually sent (``config``: after ``agent/request`` and the adapter's defaults), not the
+    agent's options. The assembly is built before the step's ``agent/request`` runs, so a
+    variable still holding what the loop's own variable gave at assembly time is replaced; a
+    value that differs from it (a plugin's own variable of that name, or an assemble listener's
+    edit) is kept."""
+    variables = assembly.variables
+    updates: dict[str, str | None] = {}
+    for name, configured, field in _PROMPT_VARIABLES:
+        value = variables.get(name)
+        wanted = getattr(config, field, None)
+        if wanted and value != wanted and value == configured(agent):
+            updates[name] = wanted
+    if not updates:
+        return assembly
+    return assembly.replace(variables=MappingProxyType({**variables, **updates}))
 
 
 def seed_config(options: _Options) -> RequestConfig:
@@ -126,7 +165,7 @@ class RequestPath:
             prepared: PreparedCall[RequestConfig] = await ctx.llm.prepare_call(
                 config, signal=signal
             )
-            system = ctx.system_prompt.render(assembly)
+            system = ctx.system_prompt.render(effective_assembly(assembly, agent, prepared.config))
             tools = list(assembly.tools)
             self._log_header(prepared, system, tools)
             effective = prepared.config

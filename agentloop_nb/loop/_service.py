@@ -29,7 +29,7 @@ from ._agent import Agent, AgentOptions
 from ._config import AgentConfig, AgentLoopConfig, LoopSettings
 from ._driver import Driver, Spawn
 from ._inbox import Inbox
-from ._request import RequestPath, explicit_config
+from ._request import RequestPath, configured_model, configured_provider, explicit_config
 from ._state import TurnState
 
 if TYPE_CHECKING:
@@ -80,8 +80,9 @@ class AgentLoop:
         self._directory = ctx.agents  # kept: it outlives the root's services at App teardown
         self._directory.set_factory(_Factory(self))
         sp = ctx.system_prompt
-        sp.variable("provider", lambda agent: getattr(agent.options, "provider", None) or "unset")
-        sp.variable("model", lambda agent: getattr(agent.options, "model", None) or "unset")
+        # Rendered per request from the effective config (see ``effective_assembly``).
+        sp.variable("provider", configured_provider)
+        sp.variable("model", configured_model)
         sp.variable("cwd", lambda agent: agent.session.header.cwd or ".")
 
     def __bind__(self, ctx: Context) -> AgentLoop | _OwnedAgentLoop:
