@@ -16,15 +16,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 from uuid import uuid4
 
-import anyio
-
 from .._hook_names import AGENT_CREATED, AGENT_DISPOSED, AGENT_SESSION_START
 from .._scoped import BoundView
 from ..agents import AgentHandle
 from ..events import TURN_START
 from ..hooks import AgentPayload, SessionStartPayload
 from ..session import PersistenceError, repair
-from ..signals import AbortController
+from ..signals import AbortController, AbortScope
 from ._agent import Agent, AgentOptions
 from ._config import AgentConfig, AgentLoopConfig, LoopSettings
 from ._driver import Driver, Spawn
@@ -300,14 +298,10 @@ class _Creation:
         agent = self.agent
         try:
             if setup is not None:
-                with anyio.CancelScope() as scope:
-                    off = signal.add_callback(lambda _reason: scope.cancel())
-                    try:
-                        result = setup(agent.ctx)
-                        if inspect.isawaitable(result):
-                            await result
-                    finally:
-                        off()
+                with AbortScope(signal):
+                    result = setup(agent.ctx)
+                    if inspect.isawaitable(result):
+                        await result
             signal.throw_if_aborted()
         except BaseException:
             self.state.disposed = True
