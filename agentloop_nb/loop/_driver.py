@@ -327,9 +327,15 @@ async def _run_step(agent: Agent, st: TurnState, assembly: Any) -> bool:
     return bool(calls)
 
 
+_ENTER_NOTHING = Enter()  # decisions are frozen: one instance serves every empty claim
+
+
 def _enter_claimed(claimed: tuple[UserMessage, ...]) -> Enter:
-    """The ``agent/pre-step`` default: enter the claimed input (already validated messages,
-    so the decision is built without validating them again)."""
+    """The ``agent/pre-step`` default: enter the claimed input. Built without validating the
+    (already validated) messages, and shared when nothing was claimed (most steps after the
+    first): building a decision costs more than the unobserved dispatch itself."""
+    if not claimed:
+        return _ENTER_NOTHING
     return Enter.model_construct(messages=claimed)
 
 
