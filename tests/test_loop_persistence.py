@@ -77,6 +77,7 @@ async def test_a_deleted_session_file_ends_the_turn_persistence_and_refuses_late
     third = data(agent, "turn/end")[-1]["reason"]
     assert third["kind"] == "error" and third["code"] == "PERSISTENCE"
     assert "three" in [m.content[0].text for m in agent.inbox.next_turn]  # kept, not claimed
+    assert len(errors) == 2 and errors[1].turn == 3  # every error end is reported, once
     assert not (tmp_path / "s1.jsonl").exists()  # never recreated
     await app.aclose()
 
