@@ -96,6 +96,9 @@ def effective_assembly(assembly: Assembly, agent: Any, config: RequestConfig) ->
     variable still holding what the loop's own variable gave at assembly time is replaced; a
     value that differs from it (a plugin's own variable of that name, or an assemble listener's
     edit) is kept."""
+    options = agent.options
+    if config.provider == options.provider and config.model == options.model:
+        return assembly  # the common case: the request is what the agent is configured for
     variables = assembly.variables
     updates: dict[str, str | None] = {}
     for name, configured, field in _PROMPT_VARIABLES:
