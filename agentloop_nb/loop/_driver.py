@@ -6,6 +6,11 @@ Idle/wake rule: a waking send while idle starts the driver, and the turn boundar
 always opens, even when a ``cancel`` lands before the driver first runs (the turn then logs
 ``turn/start`` and ends ``aborted``). A cancel governs exactly one turn; queued input then waits,
 and only a waking send latched after the abort runs without a further send.
+
+Persistence rule: every turn flushes its session before and after ``turn/end``. The first
+``PersistenceError`` ends that turn ``error`` (code ``PERSISTENCE``) and is kept on the
+:class:`TurnState`; every later turn ends the same way at once, calling no model, until the
+agent is disposed and its session resumed.
 """
 
 from __future__ import annotations
@@ -142,7 +147,9 @@ class Driver:
 
 
 async def run_turn(agent: Agent, st: TurnState) -> dict[str, Any]:
-    """One turn, errors contained: returns the logged ``turn/end`` reason."""
+    """One turn, errors contained: returns the logged ``turn/end`` reason (refused at once
+    when the session could not be written, see the module docstring). Cancelling the task
+    closes the turn ``disposed`` and propagates."""
     session = agent.session
     turn = st.open_turn()
     signal = st.controller.signal
