@@ -23,6 +23,7 @@ from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
 from ._disposer import Disposer
+from ._scoped import BoundView
 
 if TYPE_CHECKING:
     from .context import Context
@@ -189,45 +190,38 @@ class AgentRegistry:
             _INITIATOR.reset(token)
 
 
-class _ScopedAgents:
+class _ScopedAgents(BoundView[AgentRegistry]):
     """``ctx.agents`` seen from a non-root context: ``create`` / ``resume`` hand back a handle
     whose agent is disposed when that context's scope is (unless disposed first, which also
     releases the scope's teardown). Everything else is the registry's."""
 
-    __slots__ = ("_ctx", "_registry")
-
-    def __init__(self, registry: AgentRegistry, ctx: Context) -> None:
-        self._registry = registry
-        self._ctx = ctx
+    __slots__ = ()
 
     async def create(self, **kwargs: Any) -> AgentHandle:
         """:meth:`AgentRegistry.create`, owned by this context's scope."""
-        return await self._own(await self._registry.create(**kwargs))
+        return await self._owned(await self.service.create(**kwargs))
 
     async def resume(self, **kwargs: Any) -> AgentHandle:
         """:meth:`AgentRegistry.resume`, owned by this context's scope."""
-        return await self._own(await self._registry.resume(**kwargs))
+        return await self._owned(await self.service.resume(**kwargs))
 
-    async def _own(self, handle: AgentHandle) -> AgentHandle:
+    async def _owned(self, handle: AgentHandle) -> AgentHandle:
         try:
-            release = self._ctx.effect(lambda: handle.dispose)
+            release = self.own(lambda: handle.dispose)
         except BaseException:
             # The scope died while the agent was being created: nobody may own it any more.
             await handle.dispose()
             raise
         return AgentHandle(handle.agent, release)
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._registry, name)
-
     def __contains__(self, agent_id: object) -> bool:
-        return agent_id in self._registry
+        return agent_id in self.service
 
     def __len__(self) -> int:
-        return len(self._registry)
+        return len(self.service)
 
     def __repr__(self) -> str:
-        return f"<AgentRegistry view for {self._ctx!r}>"
+        return f"<AgentRegistry view for {self.ctx!r}>"
 
 
 def current_initiator() -> Any | None:

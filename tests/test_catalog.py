@@ -461,3 +461,34 @@ def test_docs_readme_and_docstrings_cite_nothing_outside_the_repository() -> Non
         if pattern.search(line) and str(path.relative_to(ROOT)) not in KNOWN_ELSEWHERE
     ]
     assert not offenders, "cite the docs in this repository instead:\n" + "\n".join(offenders)
+
+
+def _name_literals(tree: ast.Module) -> Iterator[tuple[int, str]]:
+    """(line, value) of every string literal naming a catalogued event type or hook, docstrings
+    left out."""
+    docstrings = {
+        id(node.value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
+    }
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Constant)
+            and isinstance(node.value, str)
+            and id(node) not in docstrings
+            and (node.value in EVENTS or node.value in HOOKS)
+        ):
+            yield node.lineno, node.value
+
+
+def test_the_loop_and_the_builtin_plugins_name_events_and_hooks_by_their_constants() -> None:
+    scanned = [
+        *sorted((PACKAGE / "loop").glob("*.py")),
+        *sorted((PACKAGE / "plugins").glob("*.py")),
+    ]
+    literals = [
+        f"{path.relative_to(ROOT)}:{line}: {value!r}"
+        for path in scanned
+        for line, value in _name_literals(ast.parse(path.read_text(encoding="utf-8")))
+    ]
+    assert not literals, "use the agentloop_nb.events / hooks constants:\n" + "\n".join(literals)

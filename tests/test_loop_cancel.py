@@ -28,7 +28,7 @@ from _loop_helpers import (
 )
 
 from agentloop_nb.app import App
-from agentloop_nb.testing import HANG, combine, hang_after, text, tool_call
+from agentloop_nb.testing import HANG, combine, error, hang_after, text, tool_call
 
 pytestmark = pytest.mark.anyio
 
@@ -141,6 +141,37 @@ async def test_a_hook_that_ignores_the_signal_cannot_hold_the_turn_open(app: App
     await idle(agent)
     assert reasons(agent) == ["aborted"]
     assert types(agent)[-2:] == ["step/end", "turn/end"]
+
+
+@pytest.mark.parametrize(
+    "hook",
+    [
+        "system-prompt/assemble",
+        "agent/pre-step",
+        "agent/request",
+        "agent/request-error",
+        "agent/turn-stopping",
+    ],
+)
+async def test_every_loop_hook_is_interrupted_by_cancel_even_when_it_ignores_the_signal(
+    app: App, hook: str
+) -> None:
+    first = error("OVERLOADED", "busy") if hook == "agent/request-error" else text("done")
+    agent, _ = new_agent(app, first, text("never"))
+    entered = anyio.Event()
+
+    async def stubborn(*_args: Any) -> Any:
+        entered.set()
+        await anyio.Event().wait()  # never returns on its own
+
+    app.ctx.on(hook, stubborn, prepend=True)  # ahead of the retry plugin
+    agent.followup("hi")
+    with anyio.fail_after(5):
+        await entered.wait()
+    agent.cancel()
+    await idle(agent)
+    assert end_reason(agent) == {"kind": "aborted", "cause": {"kind": "user"}}
+    assert types(agent)[-1] == "turn/end"
 
 
 async def test_the_signal_reaches_tool_bodies_and_unstarted_calls_get_synthetic_pairs(

@@ -368,3 +368,46 @@ async def test_an_unprepared_route_has_no_policy_but_still_its_facts() -> None:
     assert payload.facts == RequestFacts("ghost", "g", "SERVER", 503, 0.5)
     assert reasons(agent) == ["error"]
     await app.aclose()
+
+
+# -- the system prompt names the effective request ----------------------------------------------
+
+
+async def test_the_system_prompt_names_the_provider_and_model_an_agent_request_listener_chose() -> (
+    None
+):
+    first = ScriptedModel([tool_call("c1", "echo", {"text": "x"})])
+    other = ScriptedModel([text("done")])
+    app = app_with(first)
+    app.ctx.llm.register_adapter(["other"], other)
+    register(app, echo)
+
+    def reroute(payload: Any, next: Any) -> Any:
+        if payload.step == 1:
+            return payload.config.model_copy(update={"model": "m-large"})
+        return payload.config.model_copy(update={"provider": "other", "model": "o-1"})
+
+    app.ctx.on("agent/request", reroute)
+    agent = app.ctx.agent_loop.create("a", OPTIONS)
+    await run(agent)
+    (sent_first,) = first.requests
+    (sent_other,) = other.requests
+    assert "Provider: scripted. Model: m-large." in sent_first.system
+    assert "Provider: other. Model: o-1." in sent_other.system
+    assert [h["system"] for h in headers(agent)] == [sent_first.system, sent_other.system]
+    assert reasons(agent) == ["completed"]
+    await app.aclose()
+
+
+async def test_a_plugins_own_model_variable_is_not_overridden_by_the_request() -> None:
+    model = ScriptedModel([text("done")])
+    app = app_with(model)
+    app.ctx.system_prompt.variable("model", lambda agent: "my-label")
+    app.ctx.on(
+        "agent/request", lambda payload, next: payload.config.model_copy(update={"model": "m2"})
+    )
+    agent = app.ctx.agent_loop.create("a", OPTIONS)
+    await run(agent)
+    (sent,) = model.requests
+    assert sent.model == "m2" and "Model: my-label." in sent.system
+    await app.aclose()

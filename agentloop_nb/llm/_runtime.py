@@ -7,6 +7,13 @@ raising, a truncated stream, an abort) become terminal finish chunks, so the loo
 run its request-error recovery. An exception raised by an ``llm/stream`` *listener* while the
 waterfall runs is a plugin bug and propagates (a raising plugin ends the turn), except
 ``LlmError``, which by definition describes a failed model call and becomes an error finish.
+
+Cancellation: awaits that run once per call (an awaitable adapter ``defaults``) use the
+package's abort idiom (``signal.run``). The per-chunk stream guard is the one documented
+exception: an :class:`~agentloop_nb.signals.AbortScope` per streamed chunk costs about 20 µs
+(an anyio cancel scope entered and left per token, far more than the rest of a chunk's
+ingest), so the guard instead registers one callback per stream (``_AbortWatch``) that cancels
+only the task parked in the adapter's ``__anext__`` await, and only while it is parked there.
 """
 
 from __future__ import annotations
@@ -18,9 +25,10 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mappin
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-import anyio
-
 from .._disposer import Disposer
+from .._hook_names import LLM_STREAM
+from .._scoped import BoundView
+from ..context import Lazy
 from ..signals import AbortError
 from ._chunks import Aborted, ErrorFinish, Finish, GenerateOptions, StreamChunk
 from ._errors import LlmError
@@ -56,22 +64,6 @@ class _Registration:
         self.last: tuple[Any, dict[str, Any], PreparedCall[Any]] | None = None
 
 
-async def _bounded(awaitable: Awaitable[Any], signal: AbortSignal | None) -> Any:
-    """Await ``awaitable``; an abort of ``signal`` cancels it and raises ``AbortError``."""
-    if signal is None:
-        return await awaitable
-    result: Any = None
-    with anyio.CancelScope() as scope:
-        remove = signal.add_callback(lambda _reason: scope.cancel())
-        try:
-            result = await awaitable
-        finally:
-            remove()
-    if signal.aborted:
-        raise AbortError(signal.reason)
-    return result
-
-
 class _Dispatcher(Protocol):
     """The slice of ``Context`` this service uses."""
 
@@ -87,7 +79,6 @@ class LlmStreamPayload:
 
 
 _ABORTED = Finish(reason=Aborted())
-_LLM_STREAM = "llm/stream"
 
 
 def _error_finish(code: str, message: str) -> Finish:
@@ -246,10 +237,6 @@ class _Stream:
             return _single(_ABORTED)
         runtime = self._runtime
         adapter = self._adapter
-        has = getattr(self._ctx, "has_listeners", None)
-        if has is not None and not has(_LLM_STREAM):
-            # unobserved: the waterfall's default, directly
-            return runtime._dispatch(options, adapter)
         produced: list[AsyncIterator[StreamChunk]] = []
 
         async def default() -> AsyncIterator[StreamChunk]:
@@ -258,7 +245,7 @@ class _Stream:
             return guarded
 
         try:
-            source = await self._ctx.waterfall(_LLM_STREAM, LlmStreamPayload(options), default)
+            source = await self._ctx.waterfall(LLM_STREAM, Lazy(LlmStreamPayload, options), default)
             if inspect.isawaitable(source):  # a dispatcher that hands back default's coroutine
                 source = await source
         except LlmError as exc:
@@ -391,7 +378,7 @@ class LlmRuntime:
                 raise AbortError(signal.reason)
             proposed = defaults(config)
             if inspect.isawaitable(proposed):
-                proposed = await _bounded(proposed, signal)
+                proposed = await (proposed if signal is None else signal.run(proposed))
             update = restrict_defaults(registration.adapter, config, proposed)
         last = registration.last
         if last is not None and last[0] is config and last[1] == update:
@@ -451,20 +438,16 @@ class LlmRuntime:
         return _guard(source, options.signal)
 
 
-class BoundLlmRuntime:
+class BoundLlmRuntime(BoundView["LlmRuntime"]):
     """``ctx.llm`` seen from one context: adapters registered here are disposed with that
     context's scope, and ``stream`` dispatches ``llm/stream`` through that context (so an
     agent's own listeners apply when the loop streams through ``agent.ctx.llm``)."""
 
-    __slots__ = ("_ctx", "_runtime")
-
-    def __init__(self, runtime: LlmRuntime, ctx: Any) -> None:
-        self._runtime = runtime
-        self._ctx = ctx
+    __slots__ = ()
 
     @property
     def runtime(self) -> LlmRuntime:
-        return self._runtime
+        return self.service
 
     def register_adapter(
         self,
@@ -473,28 +456,25 @@ class BoundLlmRuntime:
         *,
         retry_policy: RetryPolicy | Mapping[str, Any] | None = None,
     ) -> Disposer:
-        runtime = self._runtime
+        runtime = self.service
         names = [providers] if isinstance(providers, str) else list(providers)
-        disposer: Disposer = self._ctx.effect(
-            lambda: runtime.register_adapter(names, adapter, retry_policy=retry_policy)
-        )
-        return disposer
+        return self.own(lambda: runtime.register_adapter(names, adapter, retry_policy=retry_policy))
 
     def providers(self) -> list[str]:
-        return self._runtime.providers()
+        return self.service.providers()
 
     def adapter_for(self, provider: str) -> Any | None:
-        return self._runtime.adapter_for(provider)
+        return self.service.adapter_for(provider)
 
     async def prepare_call(
         self, config: C, *, signal: AbortSignal | None = None
     ) -> PreparedCall[C]:
-        return await self._runtime.prepare_call(config, signal=signal)
+        return await self.service.prepare_call(config, signal=signal)
 
     def stream(
         self, options: GenerateOptions, *, prepared: PreparedCall[Any] | None = None
     ) -> AsyncIterator[StreamChunk]:
-        return self._runtime._stream_via(self._ctx, options, prepared)
+        return self.service._stream_via(self.ctx, options, prepared)
 
     def __repr__(self) -> str:
-        return f"<LlmRuntime providers={self._runtime.providers()}>"
+        return f"<LlmRuntime providers={self.service.providers()}>"

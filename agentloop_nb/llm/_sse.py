@@ -9,8 +9,8 @@ Contract of :func:`stream_sse` (an async generator):
   ``signal`` aborts, or an ``ErrorFinish`` (HTTP status, transport failure, read timeout,
   truncated or malformed stream; see :mod:`._http`);
 - cancellation: an abort of ``signal`` cancels the pending network operation at once (each
-  await on the network runs in its own cancel scope that the signal's callback cancels; no
-  scope is held across a ``yield``, so the consumer's own awaits are never hit), the response
+  await on the network runs in its own :class:`~agentloop_nb.signals.AbortScope`; no scope is
+  held across a ``yield``, so the consumer's own awaits are never hit), the response
   is closed and ``Finish(Aborted())`` is yielded. Cancelling the consuming task, or closing the
   generator, closes the response too;
 - it stops reading as soon as the parser reports the stream done (``[DONE]``,
@@ -34,7 +34,7 @@ import anyio
 import httpx
 from httpx_sse import EventSource
 
-from ..signals import AbortSignal
+from ..signals import AbortError, AbortScope, AbortSignal
 from ._chunks import Aborted, ErrorFinish, Finish, GenerateOptions, StreamChunk
 from ._http import (
     HttpClientOwner,
@@ -94,18 +94,18 @@ _ABORTED = _Aborted()
 async def _until_abort(
     signal: AbortSignal | None, fn: Callable[..., Awaitable[_T]], *args: Any
 ) -> _T | _Aborted:
-    """``await fn(*args)`` unless ``signal`` aborts first (then the await is cancelled)."""
+    """``await fn(*args)`` under an :class:`AbortScope` of ``signal``: ``_ABORTED`` when the
+    signal aborts before or during the await (which is cancelled), or when ``fn`` fails after
+    the abort (the abort wins over the error it caused)."""
     if signal is None:
         return await fn(*args)
-    if signal.aborted:
-        return _ABORTED
-    with anyio.CancelScope() as scope:
-        dispose = signal.add_callback(lambda _reason: scope.cancel())
-        try:
+    try:
+        # Not strict: an event that arrived just as the abort landed is still delivered; the
+        # next read sees the abort on entry.
+        with AbortScope(signal, strict=False):
             return await fn(*args)
-        finally:
-            dispose()
-    return _ABORTED
+    except AbortError:
+        return _ABORTED
 
 
 async def _read_limited(response: httpx.Response, limit: int = MAX_ERROR_BODY) -> bytes:

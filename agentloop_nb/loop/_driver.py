@@ -6,17 +6,34 @@ Idle/wake rule: a waking send while idle starts the driver, and the turn boundar
 always opens, even when a ``cancel`` lands before the driver first runs (the turn then logs
 ``turn/start`` and ends ``aborted``). A cancel governs exactly one turn; queued input then waits,
 and only a waking send latched after the abort runs without a further send.
+
+Persistence rule: every turn flushes its session before and after ``turn/end``. The first
+``PersistenceError`` ends that turn ``error`` (code ``PERSISTENCE``) and is kept on the
+:class:`TurnState`; every later turn ends the same way at once, calling no model, until the
+agent is disposed and its session resumed.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Coroutine
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import anyio
 
+from .._hook_names import (
+    AGENT_ERROR,
+    AGENT_INBOX_CLAIMED,
+    AGENT_INBOX_DISCARDED,
+    AGENT_INBOX_INSERTED,
+    AGENT_PRE_STEP,
+    AGENT_STATUS,
+    AGENT_TURN_STOPPING,
+)
 from ..agents import AgentRegistry
+from ..context import Lazy
+from ..events import ASSISTANT_MESSAGE, STEP_END, STEP_START, TURN_END, TURN_START, USER_MESSAGE
 from ..hooks import (
     ClaimedPayload,
     Enter,
@@ -27,8 +44,8 @@ from ..hooks import (
     StatusPayload,
     TurnStoppingPayload,
 )
-from ..signals import AbortController
-from ._guard import TurnAborted, interruptible
+from ..session import PersistenceError
+from ..signals import AbortController, AbortError
 from ._inbox import Inbox, InboxChange, make_user_message
 from ._scheduler import run_tool_calls
 from ._state import Status, TurnState
@@ -66,13 +83,14 @@ class Driver:
         if agent is None or not self.state.published:
             return
         if change == "claimed":
-            agent.ctx.emit("agent/inbox/claimed", ClaimedPayload(agent, message, turn))
+            agent.ctx.emit(AGENT_INBOX_CLAIMED, Lazy(ClaimedPayload, agent, message, turn))
         else:
-            agent.ctx.emit(f"agent/inbox/{change}", InboxPayload(agent, message))
+            name = AGENT_INBOX_INSERTED if change == "inserted" else AGENT_INBOX_DISCARDED
+            agent.ctx.emit(name, Lazy(InboxPayload, agent, message))
 
     def set_status(self, status: Status) -> None:
         if self.state.set_status(status) and self.agent is not None:
-            self.emit("agent/status", StatusPayload(self.agent, status))
+            self.emit(AGENT_STATUS, Lazy(StatusPayload, self.agent, status))
 
     def start(self) -> None:
         """Start the driver task if idle (status flips to running synchronously)."""
@@ -129,20 +147,23 @@ class Driver:
 
 
 async def run_turn(agent: Agent, st: TurnState) -> dict[str, Any]:
-    """One turn, errors contained: returns the logged ``turn/end`` reason."""
+    """One turn, errors contained: returns the logged ``turn/end`` reason (refused at once
+    when the session could not be written, see the module docstring). Cancelling the task
+    closes the turn ``disposed`` and propagates."""
     session = agent.session
     turn = st.open_turn()
     signal = st.controller.signal
-    session.append("turn/start", {"turn": turn})
+    session.append(TURN_START, {"turn": turn})
     reason: dict[str, Any]
     try:
-        if signal.aborted:
-            raise TurnAborted
+        signal.throw_if_aborted()
+        if st.failure is not None:  # the session cannot be written: refuse, call no model
+            raise _refusal(st.failure)
         await _run_steps(agent, st)
         reason = {"kind": "max-tokens" if st.max_tokens else st.end}
         if st.detail is not None:
             reason["reason"] = st.detail
-    except TurnAborted:
+    except AbortError:
         reason = _abort_reason(signal.reason)
     except anyio.get_cancelled_exc_class():
         # The supervisor is tearing the driver down (App.aclose): close the log, then obey.
@@ -152,24 +173,72 @@ async def run_turn(agent: Agent, st: TurnState) -> dict[str, Any]:
         if signal.aborted:
             reason = _abort_reason(signal.reason)
         else:
-            reason = {
-                "kind": "error",
-                "message": str(exc) or type(exc).__name__,
-                "code": getattr(exc, "code", "UNKNOWN"),
-            }
-            if st.published:
-                agent.ctx.emit("agent/error", ErrorPayload(agent, turn, st.step, exc))
+            reason = _error_reason(exc)
+            _report(agent, st, exc)
     with anyio.CancelScope(shield=True):
+        # Flushed before and after turn/end: a write failure found by either ends this turn
+        # error PERSISTENCE (once) and refuses the later ones.
+        reason = await _flush_checked(agent, st, reason)
         _close(agent, st, reason)
-        await session.flush()
+        reason = await _flush_checked(agent, st, reason)
     return reason
+
+
+def _error_reason(exc: BaseException) -> dict[str, Any]:
+    return {
+        "kind": "error",
+        "message": str(exc) or type(exc).__name__,
+        "code": getattr(exc, "code", "UNKNOWN"),
+    }
+
+
+def _report(agent: Agent, st: TurnState, exc: Exception) -> None:
+    if st.published:
+        agent.ctx.emit(AGENT_ERROR, ErrorPayload(agent, st.turn, st.step, exc))
+
+
+async def _flush_checked(agent: Agent, st: TurnState, reason: dict[str, Any]) -> dict[str, Any]:
+    """Flush the session; the first ``PersistenceError`` of this agent becomes the turn's
+    reason (error ``PERSISTENCE``, reported once on ``agent/error``) and is kept on ``st`` so
+    every later turn is refused. Other flush failures propagate."""
+    failure: PersistenceError | None = None
+    try:
+        await agent.session.flush()
+    except* PersistenceError as group:
+        failure = _first(group)
+    if failure is None or st.failure is not None:
+        return reason  # written; or a failure already reported (the backend repeats it)
+    st.failure = error = _refusal(failure)
+    _report(agent, st, error)
+    return _error_reason(error)
+
+
+def _first(group: BaseExceptionGroup[PersistenceError]) -> PersistenceError:
+    leaf: BaseException = group
+    while isinstance(leaf, BaseExceptionGroup):
+        leaf = leaf.exceptions[0]
+    assert isinstance(leaf, PersistenceError)
+    return leaf
+
+
+def _refusal(failure: PersistenceError) -> PersistenceError:
+    """The error a persistence failure ends (and refuses) turns with: the backend's message
+    plus the rule that resolves it."""
+    note = (
+        " — this agent refuses further turns because its session can no longer be written; "
+        "dispose the agent and resume the session once the cause is fixed"
+    )
+    message = str(failure)
+    return PersistenceError(
+        message if message.endswith(note) else message + note, id=failure.id, path=failure.path
+    )
 
 
 def _close(agent: Agent, st: TurnState, reason: dict[str, Any]) -> None:
     if st.step_open:
-        agent.session.append("step/end", {"turn": st.turn, "step": st.step})
+        agent.session.append(STEP_END, {"turn": st.turn, "step": st.step})
         st.step_open = False
-    agent.session.append("turn/end", {"turn": st.turn, "reason": reason})
+    agent.session.append(TURN_END, {"turn": st.turn, "reason": reason})
 
 
 def _abort_reason(cause: Any) -> dict[str, Any]:
@@ -185,17 +254,13 @@ async def _run_steps(agent: Agent, st: TurnState) -> None:
     signal = st.controller.signal
     turn = st.turn
     while True:
-        if signal.aborted:
-            raise TurnAborted
+        signal.throw_if_aborted()
         claimed = inbox.claim("next-step", None, turn)
         if st.step == 0:
             claimed += inbox.claim("next-turn", 1, turn)
         st.wake = False  # this claim serves every waking send so far: no empty extra turn
         step = st.step + 1
-        if ctx.has_listeners("system-prompt/assemble"):
-            assembly = await interruptible(signal, ctx.system_prompt.assemble(agent))
-        else:  # nothing can rewrite it: skip the waterfall and its cancel scope
-            assembly = ctx.system_prompt.collect(agent)
+        assembly = await ctx.system_prompt.assemble(agent, signal=signal)
         entered = await _pre_step(agent, signal, tuple(claimed), turn, step)
         if isinstance(entered, Reject):
             st.end, st.detail = "rejected", entered.reason
@@ -204,20 +269,18 @@ async def _run_steps(agent: Agent, st: TurnState) -> None:
             return  # nothing to say: the turn completes without a step
         st.step = step
         st.claimed.extend(entered)
-        agent.session.append("step/start", {"turn": turn, "step": step})
+        agent.session.append(STEP_START, {"turn": turn, "step": step})
         st.step_open = True
         for m in entered:
-            agent.session.append("user/message", {"message": m.model_dump(mode="json")})
+            agent.session.append(USER_MESSAGE, {"message": m.model_dump(mode="json")})
         had_tools = await _run_step(agent, st, assembly)
-        agent.session.append("step/end", {"turn": turn, "step": step})
+        agent.session.append(STEP_END, {"turn": turn, "step": step})
         st.step_open = False
         if had_tools or inbox.has_pending("next-step"):
             continue
-        if ctx.has_listeners("agent/turn-stopping"):
-            await interruptible(
-                signal,
-                ctx.serial("agent/turn-stopping", TurnStoppingPayload(agent, turn, signal)),
-            )
+        await ctx.serial(
+            AGENT_TURN_STOPPING, Lazy(TurnStoppingPayload, agent, turn, signal), signal=signal
+        )
         if not inbox.has_pending("next-step"):
             return
 
@@ -225,16 +288,11 @@ async def _run_steps(agent: Agent, st: TurnState) -> None:
 async def _pre_step(
     agent: Agent, signal: Any, claimed: tuple[UserMessage, ...], turn: int, step: int
 ) -> tuple[UserMessage, ...] | Reject:
-    ctx = agent.ctx
-    if not ctx.has_listeners("agent/pre-step"):
-        return claimed
-    decision = await interruptible(
-        signal,
-        ctx.waterfall(
-            "agent/pre-step",
-            PreStepPayload(agent, claimed, turn, step, signal),
-            lambda: Enter(messages=claimed),
-        ),
+    decision = await agent.ctx.waterfall(
+        AGENT_PRE_STEP,
+        Lazy(PreStepPayload, agent, claimed, turn, step, signal),
+        partial(_enter_claimed, claimed),
+        signal=signal,
     )
     if isinstance(decision, Reject):
         return decision
@@ -262,7 +320,7 @@ async def _run_step(agent: Agent, st: TurnState, assembly: Any) -> bool:
         data["usage"] = asm.usage.model_dump(exclude_none=True)
     if interrupted:
         data["interrupted"] = True
-    session.append("assistant/message", data, source_event_seqs=seqs)
+    session.append(ASSISTANT_MESSAGE, data, source_event_seqs=seqs)
     if kind == "max-tokens":
         st.max_tokens = True
     calls = message.tool_calls
@@ -272,8 +330,20 @@ async def _run_step(agent: Agent, st: TurnState, assembly: Any) -> bool:
             for extra in result.additional_contexts:
                 agent.inbox.insert("next-step", _context_message(extra, call.id, call.name))
     if interrupted or signal.aborted:
-        raise TurnAborted
+        raise AbortError(signal.reason)
     return bool(calls)
+
+
+_ENTER_NOTHING = Enter()  # decisions are frozen: one instance serves every empty claim
+
+
+def _enter_claimed(claimed: tuple[UserMessage, ...]) -> Enter:
+    """The ``agent/pre-step`` default: enter the claimed input. Built without validating the
+    (already validated) messages, and shared when nothing was claimed (most steps after the
+    first): building a decision costs more than the unobserved dispatch itself."""
+    if not claimed:
+        return _ENTER_NOTHING
+    return Enter.model_construct(messages=claimed)
 
 
 def _context_message(extra: Any, call_id: str, name: str) -> UserMessage:

@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 from uuid import uuid4
 
+from ..events import AGENT_INBOX_SPLICED
 from ..messages import CONTENT_ADAPTER, TextBlock, UserMessage
 
 if TYPE_CHECKING:
@@ -161,7 +162,7 @@ class Inbox:
         """Rebuild the pending lists from logged splice events (resume). Emits nothing."""
         lists: dict[str, list[UserMessage]] = {"next-turn": [], "next-step": []}
         for ev in events:
-            if ev.type != "agent/inbox/spliced":
+            if ev.type != AGENT_INBOX_SPLICED:
                 continue
             d = ev.data
             new = [UserMessage.model_validate(m) for m in d["inserted"]]
@@ -185,5 +186,5 @@ class Inbox:
         }
         if outcome is not None:
             data["outcome"] = outcome
-        self._session.append("agent/inbox/spliced", data)  # durable first
+        self._session.append(AGENT_INBOX_SPLICED, data)  # durable first
         self._lists[target][start : start + removed] = list(inserted)

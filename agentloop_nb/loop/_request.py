@@ -5,7 +5,9 @@ adapter's defaults, its retry policy and the exact adapter object) → ``request
 changed → stream through ``ctx.llm.stream(..., prepared=...)``, logging one ``assistant/chunk``
 per chunk. A terminal error finish logs ``assistant/attempt`` and runs the
 ``agent/request-error`` waterfall; ``Retry()`` starts another attempt of the same step, any
-other answer raises the failure as an :class:`LlmError`.
+other answer raises the failure as an :class:`LlmError`. The system prompt is rendered once the
+attempt's config is prepared, so the loop's ``provider``/``model`` variables name the request
+actually sent (see :func:`effective_assembly`).
 
 Between requests the path remembers the proposal: the config the last ``agent/request``
 waterfall returned, so explicit settings persist from step to step and across route changes.
@@ -17,14 +19,19 @@ new ``agent.options`` object restarts the proposal from the options.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Protocol
 
+from .._hook_names import AGENT_REQUEST, AGENT_REQUEST_ERROR
+from ..context import Lazy
+from ..events import ASSISTANT_ATTEMPT, ASSISTANT_CHUNK, REQUEST_HEADER
 from ..hooks import RequestConfig, RequestErrorPayload, RequestPayload, Retry
 from ..llm import BlockAssembler, GenerateOptions, LlmError, PreparedCall, RequestFacts
-from ._guard import interruptible
 
 if TYPE_CHECKING:
     from ..context import Context
+    from ..prompt import Assembly
     from ..session import Session
     from ..signals import AbortSignal
 
@@ -66,6 +73,44 @@ class Reply:
     chunk_seqs: list[int]
 
 
+def configured_provider(agent: Any) -> str:
+    """The loop's ``provider`` prompt variable at assembly time: the agent's option."""
+    return getattr(agent.options, "provider", None) or "unset"
+
+
+def configured_model(agent: Any) -> str:
+    """The loop's ``model`` prompt variable at assembly time: the agent's option."""
+    return getattr(agent.options, "model", None) or "unset"
+
+
+_PROMPT_VARIABLES = (
+    ("provider", configured_provider, "provider"),
+    ("model", configured_model, "model"),
+)
+
+
+def effective_assembly(assembly: Assembly, agent: Any, config: RequestConfig) -> Assembly:
+    """``assembly`` with the loop's ``provider``/``model`` variables naming the request that
+    is actually sent (``config``: after ``agent/request`` and the adapter's defaults), not the
+    agent's options. The assembly is built before the step's ``agent/request`` runs, so a
+    variable still holding what the loop's own variable gave at assembly time is replaced; a
+    value that differs from it (a plugin's own variable of that name, or an assemble listener's
+    edit) is kept."""
+    options = agent.options
+    if config.provider == options.provider and config.model == options.model:
+        return assembly  # the common case: the request is what the agent is configured for
+    variables = assembly.variables
+    updates: dict[str, str | None] = {}
+    for name, configured, field in _PROMPT_VARIABLES:
+        value = variables.get(name)
+        wanted = getattr(config, field, None)
+        if wanted and value != wanted and value == configured(agent):
+            updates[name] = wanted
+    if not updates:
+        return assembly
+    return assembly.replace(variables=MappingProxyType({**variables, **updates}))
+
+
 def seed_config(options: _Options) -> RequestConfig:
     """The first proposal of an agent: its options as a request config."""
     return RequestConfig(
@@ -93,7 +138,7 @@ class RequestPath:
     :meth:`request` runs the attempt loop of one step (see the module docstring). It raises
     ``LlmError`` for a failure no ``agent/request-error`` listener retried, ``TypeError`` for
     a listener answering the wrong type, ``LlmError("BAD_REQUEST")`` for a config without
-    provider or model, ``TurnAborted`` when the turn's signal interrupts a hook, and whatever
+    provider or model, ``AbortError`` when the turn's signal interrupts a hook or the preparation, and whatever
     a listener or ``prepare_call`` raises. Cancellation: every hook and the preparation run
     under the turn's signal; the stream ends ``aborted`` on its own when the signal fires.
     """
@@ -123,7 +168,7 @@ class RequestPath:
             prepared: PreparedCall[RequestConfig] = await ctx.llm.prepare_call(
                 config, signal=signal
             )
-            system = ctx.system_prompt.render(assembly)
+            system = ctx.system_prompt.render(effective_assembly(assembly, agent, prepared.config))
             tools = list(assembly.tools)
             self._log_header(prepared, system, tools)
             effective = prepared.config
@@ -150,23 +195,17 @@ class RequestPath:
         if self._proposal is None or self._options is not options:
             self._options, self._proposal = options, seed_config(options)
         proposal = self._proposal
-        ctx = agent.ctx
-        if ctx.has_listeners("agent/request"):
-            config = await interruptible(
-                signal,
-                ctx.waterfall(
-                    "agent/request",
-                    RequestPayload(_facade(agent), turn, step, proposal, signal),
-                    lambda: proposal,
-                ),
+        config = await agent.ctx.waterfall(
+            AGENT_REQUEST,
+            Lazy(RequestPayload, _facade(agent), turn, step, proposal, signal),
+            partial(_same, proposal),
+            signal=signal,
+        )
+        if not isinstance(config, RequestConfig):
+            raise TypeError(
+                f"an agent/request listener returned {config!r}; return a RequestConfig "
+                "(e.g. payload.config.model_copy(update={...}))"
             )
-            if not isinstance(config, RequestConfig):
-                raise TypeError(
-                    f"an agent/request listener returned {config!r}; return a RequestConfig "
-                    "(e.g. payload.config.model_copy(update={...}))"
-                )
-        else:
-            config = proposal
         if not config.provider or not config.model:
             raise LlmError(
                 "BAD_REQUEST",
@@ -205,7 +244,7 @@ class RequestPath:
             reason = "change"
         else:
             return
-        self._agent.session.append("request/header", {"header": header, "reason": reason})
+        self._agent.session.append(REQUEST_HEADER, {"header": header, "reason": reason})
         self._last_header = header
 
     async def _stream(
@@ -218,7 +257,7 @@ class RequestPath:
         async for chunk in agent.ctx.llm.stream(options, prepared=prepared):
             seqs.append(
                 append(
-                    "assistant/chunk", {"turn": turn, "step": step, "chunk": _chunk_data(chunk)}
+                    ASSISTANT_CHUNK, {"turn": turn, "step": step, "chunk": _chunk_data(chunk)}
                 ).seq
             )
             asm.feed(chunk)
@@ -239,7 +278,7 @@ class RequestPath:
         agent = self._agent
         failure: Any = reply.assembler.finish
         agent.session.append(
-            "assistant/attempt",
+            ASSISTANT_ATTEMPT,
             {
                 "turn": turn,
                 "step": step,
@@ -247,18 +286,44 @@ class RequestPath:
                 "failure": failure.model_dump(mode="json", exclude_none=True),
             },
         )
-        ctx = agent.ctx
-        decision = None
-        if ctx.has_listeners("agent/request-error"):
-            facts = RequestFacts.of(options.provider, options.model, failure)
-            payload = RequestErrorPayload(
-                _facade(agent), turn, step, failure, signal, attempt, prepared.retry_policy, facts
-            )
-            decision = await interruptible(
-                signal, ctx.waterfall("agent/request-error", payload, lambda: None)
-            )
+        decision = await agent.ctx.waterfall(
+            AGENT_REQUEST_ERROR,
+            Lazy(
+                _request_error_payload,
+                agent,
+                turn,
+                step,
+                failure,
+                signal,
+                attempt,
+                prepared,
+                options,
+            ),
+            None,
+            signal=signal,
+        )
         if not isinstance(decision, Retry):
             raise LlmError.from_finish(failure)
+
+
+def _same(value: Any) -> Any:
+    return value
+
+
+def _request_error_payload(
+    agent: _Agent,
+    turn: int,
+    step: int,
+    failure: Any,
+    signal: AbortSignal,
+    attempt: int,
+    prepared: PreparedCall[RequestConfig],
+    options: GenerateOptions,
+) -> RequestErrorPayload:
+    facts = RequestFacts.of(options.provider, options.model, failure)
+    return RequestErrorPayload(
+        _facade(agent), turn, step, failure, signal, attempt, prepared.retry_policy, facts
+    )
 
 
 def _facade(agent: _Agent) -> Any:

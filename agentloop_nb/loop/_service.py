@@ -10,22 +10,24 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 from uuid import uuid4
 
-import anyio
-
+from .._hook_names import AGENT_CREATED, AGENT_DISPOSED, AGENT_SESSION_START
+from .._scoped import BoundView
 from ..agents import AgentHandle
+from ..events import TURN_START
 from ..hooks import AgentPayload, SessionStartPayload
-from ..session import repair
-from ..signals import AbortController
+from ..session import PersistenceError, repair
+from ..signals import AbortController, AbortScope
 from ._agent import Agent, AgentOptions
 from ._config import AgentConfig, AgentLoopConfig, LoopSettings
 from ._driver import Driver, Spawn
 from ._inbox import Inbox
-from ._request import RequestPath, explicit_config
+from ._request import RequestPath, configured_model, configured_provider, explicit_config
 from ._state import TurnState
 
 if TYPE_CHECKING:
@@ -35,6 +37,14 @@ if TYPE_CHECKING:
     from ..signals import AbortSignal
 
 Setup = Callable[["Context"], Awaitable[Any] | Any]
+
+_log = logging.getLogger("agentloop_nb")
+
+
+class Lease(Protocol):
+    """A persistence backend's writer reservation (``persistence.acquire(id)``)."""
+
+    def release(self) -> None: ...
 
 
 @dataclass(slots=True)
@@ -68,8 +78,9 @@ class AgentLoop:
         self._directory = ctx.agents  # kept: it outlives the root's services at App teardown
         self._directory.set_factory(_Factory(self))
         sp = ctx.system_prompt
-        sp.variable("provider", lambda agent: getattr(agent.options, "provider", None) or "unset")
-        sp.variable("model", lambda agent: getattr(agent.options, "model", None) or "unset")
+        # Rendered per request from the effective config (see ``effective_assembly``).
+        sp.variable("provider", configured_provider)
+        sp.variable("model", configured_model)
         sp.variable("cwd", lambda agent: agent.session.header.cwd or ".")
 
     def __bind__(self, ctx: Context) -> AgentLoop | _OwnedAgentLoop:
@@ -123,10 +134,10 @@ class AgentLoop:
         fut = life.disposal = asyncio.get_running_loop().create_future()
         try:
             await life.driver.dispose()
-            await agent.session.flush()
+            await _final_flush(agent)
             await agent.ctx.fiber.aclose()
             life.leave()
-            self.ctx.emit("agent/disposed", AgentPayload(agent))
+            self.ctx.emit(AGENT_DISPOSED, AgentPayload(agent))
             self.ctx.sessions.detach(agent.session)
         finally:
             del self._lives[agent]
@@ -202,12 +213,24 @@ class AgentLoop:
         return AgentHandle(agent, lambda: self.dispose(agent))
 
     def _load(self, session_id: str, agent_options: AgentOptions | None) -> _Creation:
+        """Reserve the session's writer lock (when the backend has one), then load it. The
+        lease is given back when anything fails before publication (here, in setup or in
+        publish); publication adopts it and disposal releases it."""
         persistence = self._persistence()
-        header, events = persistence.load(session_id)
-        session = self.ctx.sessions.prepare(header=header, events=events)
-        repair(session)
-        options = agent_options or _options_from_log(session)
-        return _Creation(self, session, options, resumed=True)
+        acquire = getattr(persistence, "acquire", None)
+        lease: Lease | None = None if acquire is None else acquire(session_id)
+        try:
+            header, events = persistence.load(session_id)
+            session = self.ctx.sessions.prepare(header=header, events=events)
+            repair(session)
+            options = agent_options or _options_from_log(session)
+            creation = _Creation(self, session, options, resumed=True)
+        except BaseException:
+            if lease is not None:
+                lease.release()
+            raise
+        creation.lease = lease
+        return creation
 
     def _persistence(self) -> Any:
         try:
@@ -245,10 +268,11 @@ class _Creation:
         self, loop: AgentLoop, session: Session, options: AgentOptions, *, resumed: bool = False
     ) -> None:
         self.loop = loop
+        self.lease: Lease | None = None  # a resume's writer reservation, until publication
         turn = 0
         if resumed:  # continue the turn numbering of the log
             turn = max(
-                (e.data.get("turn", 0) for e in session.events if e.type == "turn/start"),
+                (e.data.get("turn", 0) for e in session.events if e.type == TURN_START),
                 default=0,
             )
         self.state = state = TurnState(turn=turn, resumed=resumed)
@@ -274,19 +298,22 @@ class _Creation:
         agent = self.agent
         try:
             if setup is not None:
-                with anyio.CancelScope() as scope:
-                    off = signal.add_callback(lambda _reason: scope.cancel())
-                    try:
-                        result = setup(agent.ctx)
-                        if inspect.isawaitable(result):
-                            await result
-                    finally:
-                        off()
+                with AbortScope(signal):
+                    result = setup(agent.ctx)
+                    if inspect.isawaitable(result):
+                        await result
             signal.throw_if_aborted()
         except BaseException:
             self.state.disposed = True
+            self.release_lease()
             await agent.ctx.fiber.aclose()
             raise
+
+    def release_lease(self) -> None:
+        """Give back a resume's writer reservation (a no-op once the session is attached)."""
+        lease, self.lease = self.lease, None
+        if lease is not None:
+            lease.release()
 
     def publish(self, source: str, owner: Context | None) -> Agent:
         """Enter both registries and announce (``session/created``, ``agent/created``,
@@ -303,8 +330,8 @@ class _Creation:
             entered_session = True
             state.published = True
             life = loop._lives[agent] = _Life(agent, self.driver, leave)
-            ctx.emit_strict("agent/created", AgentPayload(agent))
-            agent.ctx.emit("agent/session-start", SessionStartPayload(agent, source))  # type: ignore[arg-type]
+            ctx.emit_strict(AGENT_CREATED, AgentPayload(agent))
+            agent.ctx.emit(AGENT_SESSION_START, SessionStartPayload(agent, source))  # type: ignore[arg-type]
         except BaseException:
             state.published = False
             state.disposed = True
@@ -312,8 +339,10 @@ class _Creation:
             leave()
             if entered_session:
                 sessions.detach(agent.session)
+            self.release_lease()
             agent.ctx.fiber.dispose()
             raise
+        self.lease = None  # adopted by the attached session; its disposal releases the lock
         if owner is not None:
             life.owner = owner.effect(lambda: lambda: _owned_teardown(loop, agent))
         return agent
@@ -325,27 +354,20 @@ def _owned_teardown(loop: AgentLoop, agent: Agent) -> Awaitable[None] | None:
     return loop.dispose(agent) if life is not None and life.disposal is None else None
 
 
-class _OwnedAgentLoop:
+class _OwnedAgentLoop(BoundView["AgentLoop"]):
     """A view of the :class:`AgentLoop` bound to the context that resolved it: agents created
     through it are disposed when that context's scope is."""
 
-    __slots__ = ("_ctx", "_loop")
-
-    def __init__(self, loop: AgentLoop, ctx: Context) -> None:
-        self._loop = loop
-        self._ctx = ctx
+    __slots__ = ()
 
     def create(
         self, id: str, options: AgentOptions | None = None, meta: dict[str, Any] | None = None
     ) -> Agent:
         """:meth:`AgentLoop.create`, with the agent disposed when this context's scope is."""
-        return self._loop._create_now(id, options, meta, owner=self._ctx)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._loop, name)
+        return self.service._create_now(id, options, meta, owner=self.ctx)
 
     def __repr__(self) -> str:
-        return f"<AgentLoop view for {self._ctx!r}>"
+        return f"<AgentLoop view for {self.ctx!r}>"
 
 
 class _Factory:
@@ -362,6 +384,16 @@ class _Factory:
 
     async def resume(self, **kw: Any) -> AgentHandle:
         return await self._loop._resume(**kw)
+
+
+async def _final_flush(agent: Agent) -> None:
+    """The disposal flush. A ``PersistenceError`` is logged, never raised: the turn that met
+    it already ended ``error`` and reported it, and disposal must still unwind the agent and
+    detach its session (which gives the session's writer lock back)."""
+    try:
+        await agent.session.flush()
+    except* PersistenceError as group:
+        _log.warning("agent %r: its session could not be written: %s", agent.id, group)
 
 
 def _check(signal: AbortSignal | None) -> None:

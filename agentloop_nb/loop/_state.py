@@ -15,6 +15,7 @@ from ..signals import AbortController
 
 if TYPE_CHECKING:
     from ..messages import UserMessage
+    from ..session import PersistenceError
     from ._request import RequestPath
 
 Status = Literal["idle", "running"]
@@ -30,6 +31,9 @@ class TurnState:
     entered in this turn), ``max_tokens``, ``end``/``detail`` (a non-error end decided by a
     hook). ``requests``: the agent's :class:`RequestPath` (its request proposal and last
     logged header), set once the agent exists; ``resumed``: the session continues a log.
+    ``failure``: the ``PersistenceError`` a flush of the agent's session raised; once set,
+    every later turn is refused (the session can no longer be written: dispose the agent and
+    resume the session once the cause is fixed).
     """
 
     __slots__ = (
@@ -38,6 +42,7 @@ class TurnState:
         "detail",
         "disposed",
         "end",
+        "failure",
         "idle_waiters",
         "max_tokens",
         "published",
@@ -68,6 +73,7 @@ class TurnState:
         self.detail: str | None = None
         self.resumed = resumed
         self.requests: RequestPath | None = None
+        self.failure: PersistenceError | None = None
 
     def open_turn(self) -> int:
         """Start the next turn's bookkeeping; return its number."""

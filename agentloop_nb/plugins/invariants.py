@@ -25,6 +25,15 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from .._hook_names import LLM_STREAM
+from ..events import (
+    ASSISTANT_ATTEMPT,
+    ASSISTANT_MESSAGE,
+    STEP_END,
+    STEP_START,
+    TURN_END,
+    TURN_START,
+)
 from ..llm import ErrorFinish, Finish
 from ..messages import Message
 from ..session import SURFACE_TYPES, Session, parse_node
@@ -88,11 +97,11 @@ def _loop_request(events: Sequence[Any]) -> _Where | None:
     for i in range(len(events) - 1, -1, -1):
         event = events[i]
         kind = event.type
-        if kind == "step/start":
+        if kind == STEP_START:
             return _Where(int(event.data["turn"]), int(event.data["step"]), attempts)
-        if kind == "assistant/attempt":
+        if kind == ASSISTANT_ATTEMPT:
             attempts += 1
-        elif kind in ("assistant/message", "step/end", "turn/end", "turn/start"):
+        elif kind in (ASSISTANT_MESSAGE, STEP_END, TURN_END, TURN_START):
             return None
     return None
 
@@ -195,7 +204,7 @@ async def _refuse(message: str) -> AsyncIterator[Any]:
 def invariants(ctx: Context, config: Any = None) -> None:
     """Plugin: ``ctx.plugin(invariants)`` or ``App(invariants=True)``."""
     checker = _Checker(ctx)
-    ctx.on("llm/stream", checker.on_stream, prepend=True)
+    ctx.on(LLM_STREAM, checker.on_stream, prepend=True)
 
 
 invariants.name = "invariants"  # type: ignore[attr-defined]

@@ -28,11 +28,14 @@ from typing import TYPE_CHECKING, Any, Protocol
 import anyio
 from pydantic import Field, ValidationInfo, field_validator
 
+from .._hook_names import AGENT_REQUEST_ERROR
+from ..events import LLM_RETRY
 from ..llm import DEFAULT_RETRY_CODES, ErrorFinish, RequestFacts, RetryPolicy
 from ..loop import Retry
 
 if TYPE_CHECKING:
     from ..context import Context
+    from ..signals import AbortSignal
 
 DEFAULT_CODES = DEFAULT_RETRY_CODES
 
@@ -82,6 +85,8 @@ class RequestError(Protocol):
     @property
     def attempt(self) -> int: ...
     @property
+    def signal(self) -> AbortSignal: ...
+    @property
     def policy(self) -> RetryPolicy | None: ...
     @property
     def facts(self) -> RequestFacts | None: ...
@@ -93,7 +98,8 @@ class RetryPlugin:
     Applying it provides the instance as the ``retry`` service (``ctx.retry``); re-applying
     the named plugin through the same context replaces the instance and the service.
     Attributes: ``config``, ``random`` (the jitter source; seed it for reproducible delays),
-    ``sleep`` (an ``async (seconds) -> None``; cancelled with the turn)."""
+    ``sleep`` (an ``async (seconds) -> None``; an abort of the turn's signal cancels it and
+    the hook raises ``AbortError``)."""
 
     name = "retry"
     Config = RetryConfig
@@ -103,7 +109,7 @@ class RetryPlugin:
         self._default = config.default_policy
         self.random = random.Random()
         self.sleep: Callable[[float], Awaitable[Any]] = anyio.sleep
-        ctx.on("agent/request-error", self.on_request_error)
+        ctx.on(AGENT_REQUEST_ERROR, self.on_request_error)
         # The public handle on the live instance (App keeps no reference to its plugins).
         ctx.provide("retry", self)
 
@@ -149,8 +155,9 @@ class RetryPlugin:
         }
         if provider is not None:
             record["provider"] = provider
-        payload.agent.session.append("llm/retry", record)
-        await self.sleep(delay)  # the loop runs this hook under the turn's signal: cancel ends it
+        payload.agent.session.append(LLM_RETRY, record)
+        # An abort ends the wait at once with AbortError (the turn ends aborted, no retry).
+        await payload.signal.run(self.sleep(delay))
         return Retry()
 
 

@@ -441,10 +441,19 @@ class JsonlPersistence:
         await future
 
     def _on_disposed(self, payload: SessionPayload) -> None:
+        session = payload.session
+        # Nothing left to write (all durable, or writing failed for good): give the lock back
+        # now, so a disposal is followed by a free session at once. The worker's close then
+        # only forgets the session (its release finds another owner, or none).
+        settled = session in self._errors or (
+            session.header_durable and session.durable_seq >= len(session.events) - 1
+        )
+        if settled:
+            self._release(session)
         if self._running:
-            self._put(_Close(payload.session))  # released after its queued writes
+            self._put(_Close(session))  # otherwise released after its queued writes
         else:
-            self._release(payload.session)
+            self._release(session)
 
     def _put(self, item: Any) -> None:
         self._queue.put(item)
