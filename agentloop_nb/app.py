@@ -14,6 +14,7 @@ from ._supervisor import Supervisor
 from .agents import AgentRegistry
 from .context import Context
 from .llm import LlmRuntime
+from .mcp import MCPService
 from .loop import AgentLoop, AgentLoopConfig
 from .prompt import SystemPrompt
 from .session import JsonlPersistence, SessionStore
@@ -82,6 +83,7 @@ class App:
         ctx.provide("tools", ToolRuntime(ctx))
         ctx.provide("system_prompt", SystemPrompt(ctx))
         ctx.provide("agents", AgentRegistry())
+        ctx.provide("mcp", MCPService())
         self._register_providers(cfg.providers)
         loop_cfg = AgentLoopConfig(
             max_parallel_tool_calls=cfg.max_parallel_tool_calls, agents=cfg.agents
