@@ -104,6 +104,7 @@ class MCPConnection:
         self._startup: anyio.CancelScope | None = None
         self._garbage: str | None = None
         self._stderr: IO[str] | None = None
+        self._installed = asyncio.Event()  # replaced at every install: wakes wait_for_tools
         self.task: asyncio.Task[None] | None = None
         #: Closes the connection (set by the service: an effect of the owning scope).
         self.disposer = Disposer(self.close)
@@ -116,6 +117,20 @@ class MCPConnection:
         task.add_done_callback(self._finished)
         self.task = task
         return task
+
+    async def wait_for_tools(self, predicate: Callable[[tuple[str, ...]], Any]) -> tuple[str, ...]:
+        """Wait until ``predicate(self.tools)`` is true (checked now and after every tool
+        listing, e.g. the refresh a ``tools/list_changed`` triggers); returns the tools.
+        Raises :class:`MCPConnectError` when the connection ends first."""
+        while not predicate(self.tools):
+            if self._closed.done() or self.state == "failed":
+                raise MCPConnectError(self.server.name, self.error or "the connection is closed")
+            waiter = asyncio.ensure_future(self._installed.wait())
+            try:
+                await asyncio.wait([waiter, self._closed], return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                waiter.cancel()
+        return self.tools
 
     async def ready(self) -> None:
         """Wait until the tools are registered. Raises :class:`MCPConnectError` when the server
@@ -298,6 +313,8 @@ class MCPConnection:
                 continue
             names.append(definition.name)
         self.tools = tuple(names)
+        installed, self._installed = self._installed, asyncio.Event()
+        installed.set()
 
     def _unregister(self) -> None:
         registered, self._registered = self._registered, []

@@ -121,7 +121,8 @@ class MCPService:
         if agent is None:
             return getattr(owner, "agent", None), owner
         if isinstance(agent, str):
-            found = owner.agents.get(agent)
+            # The loop knows an agent from ``create`` on; the directory once it is entered.
+            found = owner.agent_loop.get(agent) or owner.agents.get(agent)
             if found is None:
                 raise ValueError(f"no agent with id {agent!r}")
             agent = found

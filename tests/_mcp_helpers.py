@@ -1,0 +1,39 @@
+"""Helpers for the MCP tests: the test server's command, process liveness, file waits."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import anyio
+
+SERVER = str(Path(__file__).resolve().parent / "_mcp_server.py")
+WAIT = 15.0  # seconds: a guard against a hang (a server process starts in ~1 s)
+
+
+def command(mode: str = "stdio", *args: str) -> list[str]:
+    """The test server started as ``mode`` (``stdio``, ``http PORT``, ``garbage``, ``die``)."""
+    return [sys.executable, SERVER, mode, *args]
+
+
+def alive(pid: int) -> bool:
+    """Whether ``pid`` is a live process (a zombie counts as dead: it has exited)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return True
+    return state != "Z"
+
+
+async def wait_file(path: Path) -> str:
+    """The text of ``path`` once another process wrote it. Polled: a file written by a
+    separate process has no event this process could wait on."""
+    with anyio.fail_after(WAIT):
+        while not path.exists():
+            await anyio.sleep(0.02)
+    return path.read_text()
