@@ -160,7 +160,7 @@ async def test_tools_for_one_agent_are_invisible_to_others() -> None:
     async with App() as app:
         agent, _ = new_agent(app, text("x"), id="a")
         other = app.ctx.agent_loop.create("b", agent.options)
-        await app.ctx.mcp.connect(server(), agent="a")
+        await app.ctx.mcp.connect(server(), agent=agent.id)
         assert app.ctx.tools.lookup("t__add", agent) is not None
         assert app.ctx.tools.lookup("t__add", other) is None
         assert app.ctx.tools.lookup("t__add") is None
