@@ -37,3 +37,22 @@ async def wait_file(path: Path) -> str:
         while not path.exists():
             await anyio.sleep(0.02)
     return path.read_text()
+
+
+PEERS = Path(__file__).resolve().parent / "peers"
+EVERYTHING = PEERS / "node_modules" / "@modelcontextprotocol" / "server-everything" / "dist" / "index.js"
+
+
+def everything_command() -> list[str]:
+    """The npm reference server ``@modelcontextprotocol/server-everything`` over stdio (skips
+    the test when node or the package is missing, like the other npm peers)."""
+    import shutil
+
+    import pytest
+
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("the npm MCP reference server needs Node.js: `node` is not on PATH")
+    if not EVERYTHING.exists():
+        pytest.skip(f"{EVERYTHING} is missing: run `npm ci --prefix tests/peers`")
+    return [node, str(EVERYTHING), "stdio"]
