@@ -24,6 +24,7 @@ from IPython.display import display
 
 from ..loop import AgentOptions
 from ._cellplugin import run_plugin_cell
+from ._mcp_magics import add_mcp_parser, run_mcp_command
 from ._state import KernelState, UserError
 from ._sync import run_eagerly
 
@@ -111,6 +112,7 @@ def _build_parser() -> _Parser:
     sub.add_parser("sessions", help="list persisted sessions")
     d = sub.add_parser("dispose", help="dispose NAME (its turn ends 'disposed')")
     d.add_argument("name", metavar="NAME")
+    add_mcp_parser(sub)
     return p
 
 
@@ -180,6 +182,9 @@ class AgentMagics(Magics):
           %agent show NAME            display the live view
           %agent sessions             persisted sessions (id, created, turns, last activity)
           %agent dispose NAME         dispose the agent
+          %agent mcp add NAME [--agent A] -- CMD ARG...  |  %agent mcp add NAME --url URL
+          %agent mcp list  |  %agent mcp remove NAME
+                                      MCP tool servers (tools appear as NAME__TOOL)
 
         Cell magic::
 
@@ -371,6 +376,9 @@ class AgentMagics(Magics):
             return
         rows.sort(key=lambda r: r[3], reverse=True)
         _table([("SESSION", "CREATED", "TURNS", "LAST ACTIVITY"), *rows])
+
+    def _cmd_mcp(self, args: argparse.Namespace) -> None:
+        run_mcp_command(self.state, args)
 
     def _cmd_dispose(self, args: argparse.Namespace) -> None:
         st = self.state
