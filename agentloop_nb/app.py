@@ -14,8 +14,8 @@ from ._supervisor import Supervisor
 from .agents import AgentRegistry
 from .context import Context
 from .llm import LlmRuntime
-from .mcp import MCPService
 from .loop import AgentLoop, AgentLoopConfig
+from .mcp import MCPService
 from .prompt import SystemPrompt
 from .session import JsonlPersistence, SessionStore
 from .tools import ToolRuntime

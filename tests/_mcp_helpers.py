@@ -33,14 +33,17 @@ def alive(pid: int) -> bool:
 async def wait_file(path: Path) -> str:
     """The text of ``path`` once another process wrote it. Polled: a file written by a
     separate process has no event this process could wait on."""
+    target = anyio.Path(path)
     with anyio.fail_after(WAIT):
-        while not path.exists():
+        while not await target.exists():
             await anyio.sleep(0.02)
-    return path.read_text()
+    return await target.read_text()
 
 
 PEERS = Path(__file__).resolve().parent / "peers"
-EVERYTHING = PEERS / "node_modules" / "@modelcontextprotocol" / "server-everything" / "dist" / "index.js"
+EVERYTHING = (
+    PEERS / "node_modules" / "@modelcontextprotocol" / "server-everything" / "dist" / "index.js"
+)
 
 
 def everything_command() -> list[str]:
@@ -56,3 +59,11 @@ def everything_command() -> list[str]:
     if not EVERYTHING.exists():
         pytest.skip(f"{EVERYTHING} is missing: run `npm ci --prefix tests/peers`")
     return [node, str(EVERYTHING), "stdio"]
+
+
+async def wait_dead(pid: int) -> None:
+    """Wait until process ``pid`` has exited (for teardowns that finish in the background;
+    another process's exit has no event here, so it is polled under a deadline)."""
+    with anyio.fail_after(WAIT):
+        while alive(pid):
+            await anyio.sleep(0.02)

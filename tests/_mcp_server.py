@@ -67,11 +67,12 @@ def crash() -> str:
 @server.tool()
 async def wait(marker: str) -> str:
     """Block until cancelled."""
-    Path(marker + ".started").write_text(str(os.getpid()))
+    await anyio.Path(marker + ".started").write_text(str(os.getpid()))
     try:
         await anyio.sleep_forever()
     except anyio.get_cancelled_exc_class():
-        Path(marker + ".cancelled").write_text("cancelled")
+        # Synchronous on purpose: nothing may be awaited in a cancelled scope.
+        Path(marker + ".cancelled").write_text("cancelled")  # noqa: ASYNC240
         raise
     return "unreachable"
 

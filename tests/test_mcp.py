@@ -9,9 +9,9 @@ from typing import Any
 
 import anyio
 import pytest
+from _loop_helpers import data, new_agent, run
+from _mcp_helpers import WAIT, alive, command, wait_dead, wait_file
 
-from _loop_helpers import data, new_agent, run, wait_for
-from _mcp_helpers import WAIT, alive, command, wait_file
 from agentloop_nb.app import App
 from agentloop_nb.mcp import MCPConnectError, MCPServer
 from agentloop_nb.testing import combine, text, tool_call
@@ -90,9 +90,7 @@ async def test_disposing_the_scope_or_rerunning_the_plugin_closes_the_server() -
             connection = app.ctx.mcp.get("cell")
             await connection.ready()
             pids.append(int((await connection.call("pid", {})).content))
-        with anyio.fail_after(WAIT):
-            while alive(pids[0]):  # the old scope's async teardown runs in the background
-                await anyio.sleep(0.02)
+        await wait_dead(pids[0])  # the old scope's async teardown runs in the background
         assert alive(pids[1])
         await fiber.aclose()
         assert not alive(pids[1])
@@ -146,7 +144,10 @@ async def test_tools_list_changed_refreshes_the_tools() -> None:
         connection = app.ctx.mcp.get("t")
         assert "t__bonus" not in connection.tools
         agent, _ = new_agent(
-            app, tool_call("c1", "t__grow", {}), text("grown"), tool_call("c2", "t__bonus", {}),
+            app,
+            tool_call("c1", "t__grow", {}),
+            text("grown"),
+            tool_call("c2", "t__bonus", {}),
             text("ok"),
         )
         await run(agent)

@@ -10,9 +10,9 @@ from collections.abc import Iterator
 
 import anyio
 import pytest
-
 from _loop_helpers import data, new_agent, run
 from _mcp_helpers import WAIT, command, everything_command
+
 from agentloop_nb.app import App
 from agentloop_nb.mcp import MCPServer
 from agentloop_nb.testing import combine, text, tool_call
@@ -57,12 +57,12 @@ async def _wait_port(port: int, proc: subprocess.Popen[bytes]) -> None:
 @pytest.mark.anyio
 async def test_agent_calls_tools_over_streamable_http(http_url: str) -> None:
     async with App() as app:
-        dispose = await app.ctx.mcp.connect(
-            MCPServer("web", url=http_url, headers={"X-Test": "1"})
-        )
+        dispose = await app.ctx.mcp.connect(MCPServer("web", url=http_url, headers={"X-Test": "1"}))
         agent, _ = new_agent(
             app,
-            combine(tool_call("c1", "web__echo", {"text": "hi"}), tool_call("c2", "web__image", {})),
+            combine(
+                tool_call("c1", "web__echo", {"text": "hi"}), tool_call("c2", "web__image", {})
+            ),
             text("done"),
         )
         await run(agent)

@@ -41,9 +41,7 @@ def add_mcp_parser(sub: Any) -> None:
     a.add_argument("--agent", metavar="A", default=None, help="only agent A sees the tools")
     a.add_argument("--url", metavar="URL", default=None, help="a streamable HTTP endpoint")
     # REMAINDER: a nested subparser does not honour "--" itself; _split_rest parses the rest.
-    a.add_argument(
-        "server_command", metavar="-- CMD", nargs=argparse.REMAINDER, help="the command"
-    )
+    a.add_argument("server_command", metavar="-- CMD", nargs=argparse.REMAINDER, help="the command")
     msub.add_parser("list", help="list MCP servers")
     r = msub.add_parser("remove", help="close a server (its process ends, its tools go)")
     r.add_argument("name", metavar="NAME")

@@ -2,9 +2,9 @@
 
 The official SDK's client (``mcp.ClientSession`` over ``stdio_client`` or
 ``streamable_http_client``) runs anyio task groups and cancel scopes. They are entered and left
-by one runner task, created by :meth:`MCPConnection.start` and tracked by the owning scope's
-fiber, never by the cell or the tool call that happens to use the session: tool calls only send
-requests through it, so no cancel scope is ever crossed between tasks.
+by one runner task, created by :meth:`MCPConnection.start` for the owning scope (whose teardown
+asks it to leave and awaits it), never by the cell or the tool call that happens to use the
+session: tool calls only send requests through it, so no cancel scope is crossed between tasks.
 
 Lifecycle: ``connecting`` → ``ready`` (tools registered) → ``closed``; or ``failed`` (could not
 start, or the connection broke: the error names the server). :meth:`close` unregisters the tools
@@ -46,13 +46,14 @@ class MCPConnectError(RuntimeError):
     def __init__(self, server: str, message: str) -> None:
         super().__init__(f"MCP server {server!r}: {message}")
         self.server = server
+        self.reason = message
 
 
 def require_sdk() -> Any:
     """The ``mcp`` SDK module; ``ImportError`` saying which extra to install when absent."""
     try:
         import mcp
-        import mcp.client.streamable_http  # noqa: F401 - submodules used below
+        import mcp.client.streamable_http
     except ImportError as exc:
         raise ImportError(
             "MCP servers need the official 'mcp' SDK: pip install 'agentloop_nb[mcp]'"
@@ -112,7 +113,8 @@ class MCPConnection:
     # -- lifecycle -------------------------------------------------------------------------
 
     def start(self) -> asyncio.Task[None]:
-        """Create the runner task (the caller makes its scope own it)."""
+        """Create the runner task. The owning scope ends it through :meth:`close` (an effect
+        whose returned future the scope awaits); the caller keeps a strong reference."""
         task = asyncio.get_running_loop().create_task(self._run(), name=f"mcp:{self.server.name}")
         task.add_done_callback(self._finished)
         self.task = task
@@ -125,7 +127,7 @@ class MCPConnection:
         while not predicate(self.tools):
             if self._closed.done() or self.state == "failed":
                 raise MCPConnectError(self.server.name, self.error or "the connection is closed")
-            waiter = asyncio.ensure_future(self._installed.wait())
+            waiter: asyncio.Future[Any] = asyncio.ensure_future(self._installed.wait())
             try:
                 await asyncio.wait([waiter, self._closed], return_when=asyncio.FIRST_COMPLETED)
             finally:
@@ -144,15 +146,19 @@ class MCPConnection:
         self._closing = True
         self._unregister()
         self._wake.set()
-        if self.task is not None and not self.task.done() and self._session is None:
-            self.task.cancel()  # still starting: nothing to leave gracefully
+        if self._startup is not None:
+            # Still in the handshake: end it, then the runner leaves the transport normally
+            # (cancelling the task itself could land inside the SDK's process spawn).
+            self._startup.cancel()
         if self.task is None and not self._closed.done():
             self._closed.set_result(None)
         return self._closed
 
     def _finished(self, task: asyncio.Task[None]) -> None:
         if not self._ready.done():
-            self._ready.set_exception(MCPConnectError(self.server.name, "closed before it was ready"))
+            self._ready.set_exception(
+                MCPConnectError(self.server.name, "closed before it was ready")
+            )
             self._ready.exception()  # mark retrieved: nobody may be waiting
         if self.state != "failed":
             self.state = "closed"
@@ -166,11 +172,13 @@ class MCPConnection:
         except asyncio.CancelledError:
             raise
         except BaseException as exc:
-            message = exc.args[0] if isinstance(exc, MCPConnectError) else self._failure(exc)
-            self._fail(message)
-            if isinstance(exc, MCPConnectError):
-                return
-            _log.warning("%s", message)
+            if self._closing:
+                return  # closed on purpose; whatever the shutdown raised is not news
+            known = [e for e in _leaves(exc) if isinstance(e, MCPConnectError)]
+            was_ready = self._ready.done()
+            self._fail(known[0].reason if known else self._failure(exc))
+            if was_ready:  # nobody awaits the outcome any more: say it somewhere
+                _log.warning("MCP server %r: %s", self.server.name, self.error)
         finally:
             self._session = None
             if self._stderr is not None:
@@ -210,7 +218,8 @@ class MCPConnection:
 
             # A real file: the kernel's sys.stderr has no descriptor for the child to inherit;
             # its tail explains a server that dies at startup.
-            self._stderr = tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")
+            # Closed by _run after a failure message has read its tail.
+            self._stderr = tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")  # noqa: SIM115
             params = StdioServerParameters(
                 command=server.command[0],
                 args=list(server.command[1:]),
@@ -243,14 +252,16 @@ class MCPConnection:
             )
             with anyio.CancelScope() as startup:
                 self._startup = startup
+                if self._closing:
+                    startup.cancel()
                 with anyio.fail_after(self.server.startup_timeout):
                     await session.initialize()
                     listing = await self._list_tools(session)
             self._startup = None
+            if self._closing:
+                raise MCPConnectError(self.server.name, "closed before it was ready")
             if startup.cancelled_caught:
-                raise MCPConnectError(
-                    self.server.name, f"does not speak MCP (bad output: {self._garbage})"
-                )
+                raise MCPConnectError(self.server.name, f"does not speak MCP: {self._garbage}")
             self._session = session
             self._install(listing)
             self.state = "ready"
@@ -266,7 +277,9 @@ class MCPConnection:
                 try:
                     self._install(await self._list_tools(session))
                 except Exception as exc:  # keep the old tools: calls report their own errors
-                    _log.warning("MCP server %r: refreshing tools failed: %s", self.server.name, exc)
+                    _log.warning(
+                        "MCP server %r: refreshing tools failed: %s", self.server.name, exc
+                    )
 
     async def _list_tools(self, session: Any) -> list[Any]:
         tools: list[Any] = []
@@ -286,10 +299,10 @@ class MCPConnection:
     async def _on_message(self, message: Any) -> None:
         """The session's message handler (runs in the session's own tasks)."""
         if isinstance(message, Exception):
-            self._garbage = " ".join(str(message).split())[:300]
+            self._garbage = _bad_output(message)
             if self._startup is not None:
                 self._startup.cancel()  # fail the handshake now instead of at the timeout
-            else:
+            elif self.state == "ready":
                 _log.warning("MCP server %r sent bad output: %s", self.server.name, self._garbage)
             return
         if getattr(message, "method", None) == "notifications/tools/list_changed":
@@ -309,7 +322,9 @@ class MCPConnection:
             try:
                 self._registered.append(self._register(definition))
             except ValueError as exc:  # a name clash: report it, keep the other tools
-                _log.warning("MCP server %r: tool %r not registered: %s", self.server.name, spec.name, exc)
+                _log.warning(
+                    "MCP server %r: tool %r not registered: %s", self.server.name, spec.name, exc
+                )
                 continue
             names.append(definition.name)
         self.tools = tuple(names)
@@ -361,6 +376,18 @@ class MCPConnection:
                 TOOL_ERROR, f"MCP server {name!r} failed on {tool!r}: {_describe(exc)}"
             )
         return to_tool_result(name, tool, result)
+
+
+def _bad_output(exc: Exception) -> str:
+    """What a server wrote that is not JSON-RPC, briefly (the SDK reports a parse error)."""
+    errors = getattr(exc, "errors", None)
+    if callable(errors):
+        try:
+            first = errors()[0]
+            return f"it wrote {str(first.get('input'))[:120]!r} ({first.get('msg')})"
+        except Exception:
+            pass
+    return " ".join(str(exc).split())[:200]
 
 
 def _is_closed(exc: Exception) -> bool:

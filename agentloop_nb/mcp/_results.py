@@ -31,9 +31,9 @@ def _part(item: Any) -> tuple[str, dict[str, Any] | None]:
         return f"[audio: {item.mime_type}]", None
     if kind == "resource":
         resource = item.resource
-        text = getattr(resource, "text", None)
-        if isinstance(text, str):
-            return text, TextBlock(text=text).model_dump(mode="json")
+        embedded = getattr(resource, "text", None)
+        if isinstance(embedded, str):
+            return embedded, TextBlock(text=embedded).model_dump(mode="json")
         return f"[resource: {resource.uri}]", None
     if kind == "resource_link":
         return f"[resource link: {item.uri}]", None

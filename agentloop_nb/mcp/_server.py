@@ -57,8 +57,10 @@ class MCPServer:
         if (command is None) == (url is None):
             raise ValueError(f"MCP server {name!r}: give exactly one of command=[...] or url=...")
         if command is not None:
-            if isinstance(command, str) or not command or not all(
-                isinstance(part, str) for part in command
+            if (
+                isinstance(command, str)
+                or not command
+                or not all(isinstance(part, str) for part in command)
             ):
                 raise ValueError(
                     f"MCP server {name!r}: command must be a non-empty list of strings, "

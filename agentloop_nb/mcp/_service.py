@@ -1,7 +1,7 @@
 """``MCPService``: the ``ctx.mcp`` service (connect MCP servers, list and remove them).
 
-Ownership: a connection made through a context belongs to that context's scope. Its runner task
-is tracked by the scope's fiber and its teardown is one of the scope's effects, so disposing the
+Ownership: a connection made through a context belongs to that context's scope: its teardown is
+one of the scope's effects, returning a future the scope's ``aclose()`` awaits, so disposing the
 scope (re-running the plugin cell that connected, ``app.aclose()``) closes the session and ends
 the server process. The tools register through the same context (or through the agent's
 context with ``agent=``), so they disappear with the connection.
@@ -25,15 +25,19 @@ class MCPService:
     ``ctx``'s scope. Server names are unique across the directory (they prefix tool names).
     """
 
-    __slots__ = ("_connections", "_owner")
+    __slots__ = ("_connections", "_owner", "_runners")
 
     def __init__(self, ctx: Any = None) -> None:
         self._connections: dict[str, MCPConnection] = {}
+        # Strong references to the runner tasks (the loop keeps weak ones) until they end,
+        # also after their connection left the directory and is still shutting down.
+        self._runners: set[asyncio.Task[None]] = set()
         self._owner: Any = None
 
     def __bind__(self, ctx: Any) -> MCPService:
         view = object.__new__(MCPService)
         view._connections = self._connections
+        view._runners = self._runners
         view._owner = ctx
         return view
 
@@ -87,7 +91,11 @@ class MCPService:
         disposer = owner.effect(lambda: teardown)
         connections[server.name] = connection
         connection.disposer = disposer
-        owner.fiber.track(connection.start())
+        # Not fiber.track: disposal would cancel the runner at any await, possibly inside the
+        # SDK's process spawn; the teardown above asks it to leave and the scope awaits that.
+        runner = connection.start()
+        self._runners.add(runner)
+        runner.add_done_callback(self._runners.discard)
         if target is not None and register_ctx is not owner:
             register_ctx.effect(lambda: disposer)  # disposing the agent closes it too
         return connection
