@@ -13,7 +13,11 @@ from _loop_helpers import data, new_agent, run
 from _mcp_helpers import WAIT, alive, command, wait_dead, wait_file
 
 from agentloop_nb.app import App
+from agentloop_nb.llm import GenerateOptions
+from agentloop_nb.llm.offline import OfflineModel
+from agentloop_nb.loop import AgentOptions
 from agentloop_nb.mcp import MCPConnectError, MCPServer
+from agentloop_nb.messages import TextBlock, UserMessage
 from agentloop_nb.testing import combine, text, tool_call
 
 pytestmark = pytest.mark.anyio
@@ -204,3 +208,30 @@ def test_server_descriptions_are_validated() -> None:
     remote = MCPServer("r", url="http://127.0.0.1:1/mcp", headers={"Authorization": "secret"})
     assert "secret" not in repr(remote) and remote.transport == "http"
     assert json.loads(json.dumps(list(server().command or ())))[-1] == "stdio"
+
+
+async def test_the_offline_model_calls_an_mcp_tool_with_use() -> None:
+    async with App() as app:
+        await app.ctx.mcp.connect(server())
+        agent = app.ctx.agent_loop.create("demo", AgentOptions(provider="offline", model="demo"))
+        await run(agent, 'use t__add {"a": 2, "b": 40}')
+        (result,) = results(agent)
+        assert result["content"] == "42" and not result["is_error"]
+        assert "42" in agent.session.derive_messages()[-1].text
+
+
+def test_the_offline_use_phrase_explains_unknown_tools_and_bad_arguments() -> None:
+    model = OfflineModel(token_delay=0)
+    tools = ({"name": "t__add", "description": "", "parameters": {"type": "object"}},)
+
+    def answer(said: str) -> tuple[str, Any]:
+        message = UserMessage(id="u", content=(TextBlock(text=said),))
+        options = GenerateOptions(
+            provider="offline", model="demo", messages=(message,), tools=tools
+        )
+        return model.respond(options)
+
+    assert answer("use t__add")[1][1:] == ("t__add", {})
+    assert "no tool named 'nope'" in answer("use nope {}")[0]
+    assert "not JSON" in answer("use t__add {a: 1}")[0]
+    assert answer("use t__add {a: 1}")[1] is None
