@@ -4,6 +4,8 @@ class, tests/_mcp_server.py) driven through full agent turns with the ScriptedMo
 from __future__ import annotations
 
 import json
+import os
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -235,3 +237,24 @@ def test_the_offline_use_phrase_explains_unknown_tools_and_bad_arguments() -> No
     assert "no tool named 'nope'" in answer("use nope {}")[0]
     assert "not JSON" in answer("use t__add {a: 1}")[0]
     assert answer("use t__add {a: 1}")[1] is None
+
+
+async def test_killing_the_server_process_mid_call_gives_an_error_result(tmp_path: Path) -> None:
+    marker = str(tmp_path / "wait")
+    async with App() as app:
+        dispose = await app.ctx.mcp.connect(server())
+        agent, _ = new_agent(
+            app, tool_call("c1", "t__wait", {"marker": marker}), text("noted"), text("fine")
+        )
+        agent.followup("go")
+        pid = int(await wait_file(Path(marker + ".started")))
+        os.kill(pid, signal.SIGKILL)
+        with anyio.fail_after(WAIT):
+            await agent.when_idle()
+        (result,) = results(agent)
+        assert result["is_error"] and "MCP server 't'" in result["content"]
+        await run(agent, "and now?")
+        assert agent.session.derive_messages()[-1].text == "fine"
+        assert "not connected" in (await app.ctx.mcp.get("t").call("add", {})).content
+        await dispose()
+        assert not alive(pid)

@@ -162,7 +162,8 @@ class MCPConnection:
             self._ready.exception()  # mark retrieved: nobody may be waiting
         if self.state != "failed":
             self.state = "closed"
-        self._unregister()
+        # A failed connection keeps its tools until it is closed, so the model reads "not
+        # connected (why)" instead of an unknown tool.
         if not self._closed.done():
             self._closed.set_result(None)
 
@@ -269,7 +270,9 @@ class MCPConnection:
             await self._until_closed(session)
 
     async def _until_closed(self, session: Any) -> None:
-        while not self._closing:
+        # A lost connection (state "failed") ends the loop too: the SDK's shutdown then reaps
+        # what is left of the transport.
+        while not self._closing and self.state == "ready":
             await self._wake.wait()
             self._wake.clear()
             if self._refresh and not self._closing:
