@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -258,3 +259,11 @@ async def test_killing_the_server_process_mid_call_gives_an_error_result(tmp_pat
         assert "not connected" in (await app.ctx.mcp.get("t").call("add", {})).content
         await dispose()
         assert not alive(pid)
+
+
+async def test_without_the_sdk_connect_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "mcp", None)  # as if the extra were not installed
+    async with App() as app:
+        with pytest.raises(ImportError, match=r"agentloop_nb\[mcp\]"):
+            await app.ctx.mcp.connect(server())
+        assert app.ctx.mcp.list() == []
