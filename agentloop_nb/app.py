@@ -15,6 +15,7 @@ from .agents import AgentRegistry
 from .context import Context
 from .llm import LlmRuntime
 from .loop import AgentLoop, AgentLoopConfig
+from .mcp import MCPService
 from .models import ModelTable
 from .prompt import SystemPrompt
 from .session import JsonlPersistence, SessionStore
@@ -95,6 +96,7 @@ class App:
         ctx.provide("system_prompt", SystemPrompt(ctx))
         ctx.provide("agents", AgentRegistry())
         ctx.provide("models", ModelTable(cfg.models))
+        ctx.provide("mcp", MCPService())
         self._register_providers(cfg.providers)
         loop_cfg = AgentLoopConfig(
             max_parallel_tool_calls=cfg.max_parallel_tool_calls, agents=cfg.agents

@@ -24,6 +24,7 @@ EXPECTED = [
     "04-sessions-and-resume.ipynb",
     "05-real-models.ipynb",
     "07-long-sessions.ipynb",
+    "09-mcp.ipynb",
 ]
 # Shapes of real provider keys (OpenAI/DeepSeek "sk-...", Anthropic "sk-ant-..."): long runs
 # after the prefix. Demo strings such as "sk-abc123" are far shorter.

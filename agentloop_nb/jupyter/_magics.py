@@ -32,6 +32,7 @@ from ..llm.offline import OfflineModel
 from ..loop import AgentOptions
 from ._cellplugin import run_plugin_cell
 from ._longrun_magics import add_longrun_parsers, cmd_compact
+from ._mcp_magics import add_mcp_parser, run_mcp_command
 from ._state import KernelState, UserError
 from ._sync import run_eagerly
 
@@ -127,6 +128,7 @@ def _build_parser() -> _Parser:
     d = sub.add_parser("dispose", help="dispose NAME (its turn ends 'disposed')")
     d.add_argument("name", metavar="NAME")
     add_longrun_parsers(sub)
+    add_mcp_parser(sub)
     return p
 
 
@@ -225,6 +227,9 @@ class AgentMagics(Magics):
           %agent dispose NAME         dispose the agent
           %agent compact NAME         summarise the earlier conversation now (needs the
                                       compaction plugin)
+          %agent mcp add NAME [--agent A] -- CMD ARG...  |  %agent mcp add NAME --url URL
+          %agent mcp list  |  %agent mcp remove NAME
+                                      MCP tool servers (tools appear as NAME__TOOL)
 
         Cell magic::
 
@@ -478,6 +483,9 @@ class AgentMagics(Magics):
 
     def _cmd_compact(self, args: argparse.Namespace) -> None:
         cmd_compact(self.state, args)
+
+    def _cmd_mcp(self, args: argparse.Namespace) -> None:
+        run_mcp_command(self.state, args)
 
     def _cmd_dispose(self, args: argparse.Namespace) -> None:
         st = self.state

@@ -22,6 +22,10 @@ Grammar (matched on the last user message, case-insensitive; tools are matched b
   ``list_directory``/``listdir``; ``read FILE`` → ``read_file``/``read``/``cat``/``open_file``.
 - **echo** — ``echo TEXT`` → an ``echo`` tool call with TEXT (case preserved), or TEXT itself
   without the tool.
+- **use** — ``use TOOL`` or ``use TOOL {"json": "arguments"}`` → a call to the offered tool
+  named exactly TOOL (any tool, e.g. an MCP server's ``files__read``) with that JSON object
+  (``{}`` when omitted); an unknown TOOL or arguments that are not a JSON object get an
+  explanation instead.
 - anything else → an explanation of what it can do.
 
 A tool call's arguments follow the tool's JSON schema: the value goes to the first ``string``
@@ -67,7 +71,8 @@ from ._chunks import (
 INTRO = "I'm the offline demo model: a tiny deterministic stand-in for a real LLM (no network, no API key)."
 HELP = (
     "I understand: 'hello', arithmetic such as 'what is 2+3*4', 'what time is it', "
-    "'list files', 'read FILE' and 'echo TEXT'; with tools offered I call the matching tool. "
+    "'list files', 'read FILE', 'echo TEXT' and 'use TOOL {json}'; with tools offered I call "
+    "the matching tool. "
     "Configure a real provider (e.g. OPENAI_API_KEY or ANTHROPIC_API_KEY) for real answers."
 )
 
@@ -106,6 +111,7 @@ _READ = re.compile(
 )
 _ECHO = re.compile(r"^\s*echo\s+(.+?)\s*$", re.I | re.S)
 _WORD = re.compile(r"\S+\s*|\s+")
+_USE = re.compile(r"^\s*use\s+([A-Za-z0-9_-]{1,64})(?:\s+(\{.*\}))?\s*[.!]*\s*$", re.I | re.S)
 
 _BINOPS: dict[type[ast.operator], Callable[[Any, Any], Any]] = {
     ast.Add: operator.add,
@@ -251,6 +257,10 @@ class OfflineModel:
                 return "", (call_id, tool["name"], _args_for(tool, echo.group(1)))
             return echo.group(1), None
 
+        use = _USE.match(said)
+        if use:
+            return _use(tools, use.group(1), use.group(2), call_id)
+
         if not said:
             return f"{INTRO} {HELP}", None
         return f"{INTRO} I don't understand {said[:80]!r}. {HELP}", None
@@ -297,6 +307,22 @@ class OfflineModel:
 
 
 # -- helpers ----------------------------------------------------------------------------------
+
+
+def _use(
+    tools: Mapping[str, Mapping[str, Any]], name: str, raw: str | None, call_id: str
+) -> tuple[str, tuple[str, str, dict[str, Any]] | None]:
+    """``use TOOL {json}``: call exactly that tool with that JSON object."""
+    if name not in tools:
+        offered = ", ".join(sorted(tools)) or "none"
+        return f"I have no tool named {name!r} (offered: {offered}).", None
+    try:
+        args = json.loads(raw) if raw else {}
+    except json.JSONDecodeError as exc:
+        return f"Those arguments are not JSON ({exc.msg}); write them as a JSON object.", None
+    if not isinstance(args, dict):
+        return 'The arguments must be a JSON object, like {"path": "README.md"}.', None
+    return "", (call_id, name, args)
 
 
 def _trailing_results(messages: Sequence[Message]) -> list[ToolResultMessage]:

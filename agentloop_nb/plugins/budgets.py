@@ -33,7 +33,7 @@ from pydantic import BaseModel, ConfigDict, NonNegativeFloat, PositiveInt
 
 from .._usage import UsageTotals
 from ..events import BUDGET_REACHED
-from ..hooks import Reject
+from ..hooks import AGENT_PRE_STEP, Reject
 
 if TYPE_CHECKING:
     from ..context import Context
@@ -112,7 +112,7 @@ class BudgetPlugin:
         app = config.model_dump(exclude_none=True)
         if app:
             self._budgets[None] = _Budget(dict(app), dict(app))
-        ctx.on("agent/pre-step", self._on_pre_step)
+        ctx.on(AGENT_PRE_STEP, self._on_pre_step)
         ctx.provide("budgets", self)
 
     # -- public -------------------------------------------------------------------------------

@@ -38,6 +38,7 @@ import anyio
 from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, PositiveInt
 
 from ..events import ASSISTANT_MESSAGE, COMPACTION_SUMMARY, SURFACE_TYPES, TURN_START
+from ..hooks import AGENT_DISPOSED, AGENT_PRE_STEP, AGENT_REQUEST_ERROR
 from ..llm import BlockAssembler, GenerateOptions, LlmError
 from ..loop import Retry
 from ..messages import AssistantMessage, Message, TextBlock, ToolResultMessage, UserMessage
@@ -94,9 +95,9 @@ class CompactionPlugin:
         self.config = config
         self._locks: dict[str, anyio.Lock] = {}
         self._repaired: dict[str, tuple[int, int]] = {}  # agent id -> (turn, step) repaired
-        ctx.on("agent/pre-step", self._on_pre_step)
-        ctx.on("agent/request-error", self._on_request_error)
-        ctx.on("agent/disposed", self._forget)
+        ctx.on(AGENT_PRE_STEP, self._on_pre_step)
+        ctx.on(AGENT_REQUEST_ERROR, self._on_request_error)
+        ctx.on(AGENT_DISPOSED, self._forget)
         ctx.provide("compaction", self)
 
     # -- public -------------------------------------------------------------------------------

@@ -29,6 +29,7 @@ from .._hook_names import LLM_STREAM
 from ..events import (
     ASSISTANT_ATTEMPT,
     ASSISTANT_MESSAGE,
+    COMPACTION_SUMMARY,
     STEP_END,
     STEP_START,
     TURN_END,
@@ -192,7 +193,7 @@ def _compacted(events: Sequence[Any], since: int) -> bool:
     """Whether a compaction replace was logged at or after index ``since``."""
     for i in range(since, len(events)):
         event = events[i]
-        if event.type == "compaction/summary" and isinstance(event.surface_op, dict):
+        if event.type == COMPACTION_SUMMARY and isinstance(event.surface_op, dict):
             return True
     return False
 
