@@ -13,12 +13,16 @@ Public surface:
   ``WidgetApproval`` — the ``ctx.approval`` service their Approve/Deny buttons answer.
 - ``plugin(name)`` — a named plugin scope (context manager or decorator), like ``%%plugin``.
 - ``run_sync(agent, prompt)`` — opt-in blocking helper (applies ``nest_asyncio`` lazily).
+- ``kernel_tools(agent, *, run="ask", max_chars=4000)`` — the agent's tools over this kernel:
+  ``list_variables``, ``inspect_variable``, ``run_python``, ``notebook_history``;
+  ``kernel_tools.describe(type, fn)`` registers a summary for a type.
 """
 
 from __future__ import annotations
 
 from ._approval import PendingApproval, WidgetApproval
 from ._cellplugin import plugin
+from ._kernel_tools import kernel_tools
 from ._extension import load_ipython_extension, unload_ipython_extension
 from ._state import app, configure, view, wait_closed
 from ._sync import run_sync
@@ -37,6 +41,7 @@ __all__ = [
     "WidgetApproval",
     "app",
     "configure",
+    "kernel_tools",
     "load_ipython_extension",
     "plugin",
     "run_sync",
