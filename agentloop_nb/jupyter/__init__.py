@@ -22,8 +22,8 @@ from __future__ import annotations
 
 from ._approval import PendingApproval, WidgetApproval
 from ._cellplugin import plugin
-from ._kernel_tools import kernel_tools
 from ._extension import load_ipython_extension, unload_ipython_extension
+from ._kernel_tools import kernel_tools
 from ._state import app, configure, view, wait_closed
 from ._sync import run_sync
 from ._throttle import Throttle

@@ -136,7 +136,8 @@ def describe(obj: Any, max_chars: int) -> str:
     for cls in type(obj).__mro__:
         fn = _describers.get(cls)
         if fn is not None:
-            return truncate(_safe(lambda: str(fn(obj, max_chars)), "describer"), max_chars)
+            described = _safe(lambda f=fn: str(f(obj, max_chars)), "describer")  # type: ignore[misc]
+            return truncate(described, max_chars)
     return truncate(_builtin(obj, max_chars), max_chars)
 
 

@@ -93,9 +93,9 @@ def code_html(code: str) -> str:
     """``code`` as highlighted HTML (pygments, which IPython ships with) for approval views;
     plain escaped ``<pre>`` when pygments is missing."""
     try:
-        from pygments import highlight
-        from pygments.formatters import HtmlFormatter
-        from pygments.lexers import PythonLexer
+        from pygments import highlight  # type: ignore[import-untyped]
+        from pygments.formatters import HtmlFormatter  # type: ignore[import-untyped]
+        from pygments.lexers import PythonLexer  # type: ignore[import-untyped]
     except ImportError:  # pragma: no cover - IPython depends on pygments
         return f"<pre>{html.escape(code)}</pre>"
     return highlight(code, PythonLexer(), HtmlFormatter(noclasses=True, nowrap=False))
@@ -214,9 +214,9 @@ def _plain(value: Any) -> str:
 
 def _definitions(tools: _Tools, run: RunMode) -> list[Tool]:
     defs = [
-        tool(tools.list_variables, concurrency_safe=True),
-        tool(tools.inspect_variable, concurrency_safe=True),
-        tool(tools.notebook_history, concurrency_safe=True),
+        tool(concurrency_safe=True)(tools.list_variables),
+        tool(concurrency_safe=True)(tools.inspect_variable),
+        tool(concurrency_safe=True)(tools.notebook_history),
     ]
     if run != "never":
         defs.append(tool(tools.run_python))

@@ -24,6 +24,15 @@ from IPython.display import display
 
 from ..loop import AgentOptions
 from ._cellplugin import run_plugin_cell
+from ._kernel_magics import (
+    add_create_flags,
+    add_tool_command,
+    after_create,
+    check_create_flags,
+    prompt_with,
+    register_tool,
+    split_cell_line,
+)
 from ._state import KernelState, UserError
 from ._sync import run_eagerly
 
@@ -76,6 +85,7 @@ def _build_parser() -> _Parser:
         help=f"model name (default with the offline provider: {DEFAULT_MODEL})",
     )
     c.add_argument("--max-tokens", metavar="N", type=int, default=None, dest="max_tokens")
+    add_create_flags(c)
     for name, what in (
         ("steer", "steer the running turn (wakes an idle agent)"),
         ("inject", "add context for the next step (does not wake)"),
@@ -111,6 +121,7 @@ def _build_parser() -> _Parser:
     sub.add_parser("sessions", help="list persisted sessions")
     d = sub.add_parser("dispose", help="dispose NAME (its turn ends 'disposed')")
     d.add_argument("name", metavar="NAME")
+    add_tool_command(sub)
     return p
 
 
@@ -164,6 +175,9 @@ class AgentMagics(Magics):
 
           %agent create NAME [--provider P] [--model M] [--max-tokens N]
               create an agent and bind it to NAME (default provider: offline, model: demo)
+              --kernel [--run ask|always|never]: give it this kernel's tools
+          %agent tool FUNC [--agent NAME]
+                                      a notebook function becomes a tool (re-run replaces)
           %agent steer NAME TEXT      steer the running turn (wakes an idle agent)
           %agent inject NAME TEXT     add context for the next step (does not wake)
               TEXT is the raw rest of the line (quotes are kept). A trailing "?" is kept
@@ -183,10 +197,11 @@ class AgentMagics(Magics):
 
         Cell magic::
 
-          %%agent NAME
+          %%agent NAME [--with a,b]
           prompt text...
 
-        displays NAME's live view and queues the cell body as a follow-up. Every command
+        displays NAME's live view and queues the cell body as a follow-up (``--with`` puts
+        a summary of each named variable before it). Every command
         returns at once; ``await NAME.when_idle()`` in a later cell waits for the agent.
         Bad arguments print one ``UsageError`` line. ``%agent --help`` prints argparse help.
         """
@@ -256,16 +271,12 @@ class AgentMagics(Magics):
         getattr(self, f"_cmd_{args.command}")(args)
 
     def _cell(self, line: str, cell: str) -> None:
-        words = line.split()
-        if len(words) != 1:
-            raise UserError(
-                "%%agent: expected exactly one NAME — usage: %%agent NAME (the cell "
-                "body is the prompt)"
-            )
-        agent = self.state.agent(words[0])
+        name, attach = split_cell_line(line)
+        agent = self.state.agent(name)
         prompt = cell.strip()
         if prompt:
-            agent.followup(prompt)  # first, so the view shows the agent running
+            content = prompt_with(self.shell, attach, prompt) if attach else prompt
+            agent.followup(content)  # first, so the view shows the agent running
         display(self.state.view(agent))
 
     # -- commands ---------------------------------------------------------------------------
@@ -279,17 +290,23 @@ class AgentMagics(Magics):
             raise UserError(f"%agent create: --model is required with --provider {provider}")
         if args.max_tokens is not None and args.max_tokens <= 0:
             raise UserError("%agent create: --max-tokens must be a positive integer")
+        check_create_flags(args)
         options = AgentOptions(provider=provider, model=model, max_tokens=args.max_tokens)
         try:
             agent = self.state.app.agent_loop.create(name, options)
         except Exception as exc:
             raise UserError(f"%agent create: {exc}") from None
         self.state.bind(name, agent)
-        print(f"agent {name!r} ready ({provider}/{model}); session {agent.session.id}")
+        note = after_create(agent, args)
+        print(f"agent {name!r} ready ({provider}/{model}){note}; session {agent.session.id}")
 
     def _check_free(self, name: str) -> None:
         if name in self.state.names:
             raise UserError(f"an agent named {name!r} exists; %agent dispose {name} first")
+
+    def _cmd_tool(self, args: argparse.Namespace) -> None:
+        agent = None if args.agent is None else self.state.agent(args.agent)
+        print(register_tool(self.shell, self.state.app.ctx, agent, args.func))
 
     def _cmd_steer(self, args: argparse.Namespace) -> None:
         self.state.agent(args.name).steer(args.text)

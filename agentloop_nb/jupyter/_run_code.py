@@ -165,9 +165,7 @@ def run_code(shell: Any, code: str) -> RunOutcome:
         elif "text/plain" in data:
             out.displays.append(str(data["text/plain"]))
     after = _fingerprint(ns)
-    out.names = sorted(
-        k for k, i in after.items() if not k.startswith("_") and before.get(k) != i
-    )
+    out.names = sorted(k for k, i in after.items() if not k.startswith("_") and before.get(k) != i)
     if value is not None and type(value).__name__ == "Figure" and hasattr(value, "savefig"):
         value = None  # the figure itself is among the images
     out.images.extend(_new_figure_pngs(figures))
