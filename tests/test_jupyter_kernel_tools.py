@@ -251,7 +251,7 @@ def test_stop_button_interrupts_run_python_and_the_turn_ends_aborted(tmp_path: P
         reply, _ = run(
             SETUP
             + "%agent create a --kernel --run always --provider quick --model m\n"
-            + "a.followup('run: import time\\nopen(\"started\", \"w\").close()\\n"
+            + 'a.followup(\'run: import time\\nopen("started", "w").close()\\n'
             + "while True: time.sleep(0.01)')\n"
         )
         assert reply["status"] == "ok", reply

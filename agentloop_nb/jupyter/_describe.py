@@ -83,9 +83,11 @@ def close_matches(name: str, names: Iterable[str]) -> list[str]:
     """Up to five names close to ``name`` (case-insensitive), best first."""
     pool = list(names)
     lowered = {n.lower(): n for n in pool}
-    hits = difflib.get_close_matches(name.lower(), list(lowered), n=5, cutoff=0.5)
-    prefix = [n for n in pool if n.lower().startswith(name.lower()) and n.lower() not in hits]
-    return [lowered[h] for h in hits] + prefix[: max(0, 5 - len(hits))]
+    key = name.lower()
+    prefix = sorted(n for n in lowered if n.startswith(key) or key.startswith(n))
+    hits = difflib.get_close_matches(key, list(lowered), n=5, cutoff=0.5)
+    ordered = prefix + [h for h in hits if h not in prefix]
+    return [lowered[h] for h in ordered[:5]]
 
 
 def _kind(obj: Any) -> str:
@@ -183,6 +185,10 @@ def _bounded_repr(obj: Any, max_chars: int) -> str:
 
 def _signature(obj: Any) -> str:
     name = getattr(obj, "__name__", type(obj).__name__)
+    try:
+        return f"{name}{inspect.signature(obj, eval_str=True)}"
+    except Exception:  # unresolvable string annotations: show them as written
+        pass
     try:
         return f"{name}{inspect.signature(obj)}"
     except (TypeError, ValueError):
