@@ -143,7 +143,8 @@ class _Tools:
         return truncate(_mask(text, _secret_values(ns)), self.max_chars)
 
     def notebook_history(self, n: int = 10) -> str:
-        """The last n executed notebook cells (In) with their text outputs (Out), truncated."""
+        """The last n executed notebook cells (In) with their text outputs (Out), truncated.
+        A cell still running (e.g. one awaiting the agent) is the last one listed."""
         if n < 1:
             return "Nothing asked for (n must be at least 1)."
         ns = self.shell.user_ns
@@ -160,8 +161,11 @@ class _Tools:
             parts.append(part)
         if not parts:
             return "No cells have been executed yet."
-        text = _mask("\n\n".join(parts), _secret_values(ns))
-        return truncate(text, self.max_chars)
+        secrets = _secret_values(ns)
+        parts = [_mask(p, secrets) for p in parts]
+        while len(parts) > 1 and sum(len(p) + 2 for p in parts) > self.max_chars:
+            parts.pop(0)  # over budget: the oldest cells go first
+        return truncate("\n\n".join(parts), self.max_chars)
 
     async def run_python(self, code: str, execution: ToolExecution) -> ToolResult:
         """Run Python code in the user's notebook namespace as a cell would (the last
