@@ -163,3 +163,12 @@ def test_offline_model_quotes_the_first_line_of_a_result() -> None:
     )
     text, _ = OfflineModel(token_delay=0).respond(options)
     assert text == "The result is a: int — 1 (and 2 more lines)"
+
+
+def test_approval_view_detail_is_the_highlighted_code_of_run_python_only() -> None:
+    from agentloop_nb.jupyter._kernel_tools import approval_detail_html
+
+    html = approval_detail_html("run_python", json.dumps({"code": "x = 1  # <b>"}))
+    assert html is not None and "<span" in html and "&lt;b&gt;" in html
+    assert approval_detail_html("save_note", json.dumps({"code": "x"})) is None
+    assert approval_detail_html("run_python", "not json") is None

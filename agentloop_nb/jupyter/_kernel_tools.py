@@ -17,6 +17,7 @@ Where ``run_python``'s code runs and how its output is kept out of other cells: 
 from __future__ import annotations
 
 import html
+import json
 import types
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any, Literal
@@ -34,7 +35,14 @@ from ._describe import (
 )
 from ._run_code import RunOutcome, run_code
 
-__all__ = ["MASK", "KernelTools", "code_html", "kernel_tools", "user_variables"]
+__all__ = [
+    "MASK",
+    "KernelTools",
+    "approval_detail_html",
+    "code_html",
+    "kernel_tools",
+    "user_variables",
+]
 
 RunMode = Literal["ask", "always", "never"]
 #: What a secret's value is replaced with in tool output.
@@ -99,6 +107,18 @@ def code_html(code: str) -> str:
     except ImportError:  # pragma: no cover - IPython depends on pygments
         return f"<pre>{html.escape(code)}</pre>"
     return highlight(code, PythonLexer(), HtmlFormatter(noclasses=True, nowrap=False))
+
+
+def approval_detail_html(name: str, arguments: str) -> str | None:
+    """What an approval view shows under a pending call: ``run_python``'s code, highlighted
+    (``None`` for any other tool, or arguments that are not a JSON object with ``code``)."""
+    if name != "run_python":
+        return None
+    try:
+        code = json.loads(arguments).get("code")
+    except (ValueError, AttributeError):
+        return None
+    return code_html(code) if isinstance(code, str) else None
 
 
 class _Tools:
