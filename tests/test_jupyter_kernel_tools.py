@@ -121,8 +121,10 @@ def test_run_python_approved_creates_names_captures_output_and_a_plot(tmp_path: 
                    "import matplotlib.pyplot as plt\\nplt.plot(df.x)\\ntotal * 10")
         await asyncio.wait_for(a.when_idle(), 20)
         r = results(a)[-1]
-        print(json.dumps(r["content"]))
-        print(r["is_error"], len(r["meta"]["images"]), r["meta"]["images"][0]["media_type"])
+        text_block, *images = r["content"]
+        print(json.dumps(text_block["text"]))
+        print(r["is_error"], len(images), images[0]["media_type"], images[0]["type"])
+        print(a.session.derive_messages()[-2].images[0].data[:8])
         print(asked[0].splitlines()[0])
         print(answer(a))
         """,
@@ -140,9 +142,10 @@ def test_run_python_approved_creates_names_captures_output_and_a_plot(tmp_path: 
     assert "stdout:\nsum is 6 [secret]" in content
     assert "names: plt, total" in content
     assert "tok-hidden" not in out[1]
-    assert out[1].splitlines()[1] == "False 1 image/png"
-    assert out[1].splitlines()[2] == "total = df.x.sum()"
-    assert out[1].splitlines()[3].startswith("The result is value:")
+    assert out[1].splitlines()[1] == "False 1 image/png image"
+    assert out[1].splitlines()[2] == "iVBORw0K"  # a PNG, base64
+    assert out[1].splitlines()[3] == "total = df.x.sum()"
+    assert out[1].splitlines()[4].startswith("The result is value:")
     assert out[2].strip() == "next cell sees 6"  # and the run's print did not land here
     assert "sum is" not in "".join(out[2:])
     error_lines = out[3].splitlines()

@@ -23,6 +23,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any, Literal
 
 from .._disposer import Disposer
+from ..messages import ImageBlock, TextBlock
 from ..tools import TOOL_ERROR, Ask, Tool, ToolExecution, ToolResult, error_result, tool
 from ._describe import (
     Describer,
@@ -200,12 +201,14 @@ class _Tools:
         secrets = _secret_values(self.shell.user_ns)
         text = _mask(self._report(outcome), secrets)
         meta: dict[str, Any] = {"names": outcome.names}
-        if outcome.images:
-            meta["images"] = [{"media_type": "image/png", "data": png} for png in outcome.images]
         if outcome.error is not None:
             result = error_result(TOOL_ERROR, text, meta=meta)
             return result.model_copy(update={"content": text})
-        return ToolResult(content=text, meta=meta)
+        if not outcome.images:
+            return ToolResult(content=text, meta=meta)
+        # Images make the content a list of blocks: the text, then one image block each.
+        images = [ImageBlock(media_type="image/png", data=png) for png in outcome.images]
+        return ToolResult(content=(TextBlock(text=text), *images), meta=meta)
 
     def _report(self, o: RunOutcome) -> str:
         budget = self.max_chars

@@ -257,7 +257,7 @@ class Transcript:
         code = (data.get("error") or {}).get("code")
         d = item.data
         self._finish(item, code, bool(data.get("is_error")), d.get("settled", time))
-        d.update(result=str(data.get("content", "")), code=code)
+        d.update(result=content_text(data.get("content")), code=code)
         self._touch(item)
 
     def settle(self, call_id: str, at: float, *, is_error: bool, code: str | None) -> bool:

@@ -55,7 +55,7 @@ from typing import Any
 
 import anyio
 
-from ..messages import AssistantMessage, Message, TextBlock, ToolResultMessage, UserMessage
+from ..messages import Message, TextBlock, ToolResultMessage, UserMessage
 from ._chunks import (
     Aborted,
     BlockEnd,
@@ -355,7 +355,7 @@ def _trailing_results(messages: Sequence[Message]) -> list[ToolResultMessage]:
 def _answer_from_results(results: list[ToolResultMessage]) -> str:
     def first_line(r: ToolResultMessage) -> str:
         # One line: the first one, saying how many more there were.
-        lines = r.content.strip().splitlines()
+        lines = r.text.strip().splitlines()
         if not lines:
             return ""
         more = len(lines) - 1
@@ -435,10 +435,7 @@ def _args_for_pair(tool: Mapping[str, Any], a: str, b: str) -> dict[str, Any]:
 def _count_words(options: GenerateOptions) -> int:
     total = len((options.system or "").split())
     for m in options.messages:
-        if isinstance(m, UserMessage | AssistantMessage):
-            total += len(m.text.split())
-        elif isinstance(m, ToolResultMessage):
-            total += len(m.content.split())
+        total += len(m.text.split())
     return max(1, total)
 
 
