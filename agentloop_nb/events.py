@@ -270,7 +270,9 @@ class _ToolResultRequired(TypedDict):
 
 
 class ToolResultData(_ToolResultRequired, total=False):
-    """``error`` is present on error results; ``meta`` is the tool's extra data."""
+    """``error`` is present on error results; ``meta`` is the tool's extra data. ``content``
+    is a string, or a list of blocks (``{"type": "text", "text"}``, ``{"type": "image",
+    "media_type", "data"}`` with base64 data) when the tool returned images."""
 
     name: str
     error: ToolErrorData

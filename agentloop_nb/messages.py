@@ -88,14 +88,34 @@ class AssistantMessage(_Frozen):
         return tuple(b for b in self.content if isinstance(b, ToolCallBlock))
 
 
+#: A block of a tool result's content: text or an image.
+ToolResultBlock = Annotated[TextBlock | ImageBlock, Field(discriminator="type")]
+
+
 class ToolResultMessage(_Frozen):
-    """The result of one tool call, paired with the assistant's call by ``call_id``."""
+    """The result of one tool call, paired with the assistant's call by ``call_id``.
+
+    ``content`` is a string, or blocks (text and images) when the tool returned images."""
 
     role: Literal["tool"] = "tool"
     call_id: str
     name: str | None = None
-    content: str
+    content: str | tuple[ToolResultBlock, ...]
     is_error: bool = False
+
+    @property
+    def text(self) -> str:
+        """The content's text (the string itself, or the text blocks joined)."""
+        if isinstance(self.content, str):
+            return self.content
+        return "".join(b.text for b in self.content if isinstance(b, TextBlock))
+
+    @property
+    def images(self) -> tuple[ImageBlock, ...]:
+        """The content's image blocks (none for a string content)."""
+        if isinstance(self.content, str):
+            return ()
+        return tuple(b for b in self.content if isinstance(b, ImageBlock))
 
 
 Message = Annotated[UserMessage | AssistantMessage | ToolResultMessage, Field(discriminator="role")]
@@ -113,6 +133,7 @@ __all__ = [
     "ReasoningBlock",
     "TextBlock",
     "ToolCallBlock",
+    "ToolResultBlock",
     "ToolResultMessage",
     "UserMessage",
 ]

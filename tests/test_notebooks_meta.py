@@ -23,6 +23,7 @@ EXPECTED = [
     "03-plugins-as-cells.ipynb",
     "04-sessions-and-resume.ipynb",
     "05-real-models.ipynb",
+    "06-the-agent-in-your-kernel.ipynb",
     "07-long-sessions.ipynb",
     "09-mcp.ipynb",
 ]
@@ -51,7 +52,7 @@ def _cell_magic_body(source: str) -> str | None:
     return rest if first.startswith("%%plugin") else None
 
 
-def test_the_five_tutorial_notebooks_are_present_and_nothing_else() -> None:
+def test_the_tutorial_notebooks_are_present_and_nothing_else() -> None:
     assert [p.name for p in _paths()] == EXPECTED
 
 

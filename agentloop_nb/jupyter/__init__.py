@@ -15,6 +15,9 @@ Public surface:
   their Approve/Deny buttons answer.
 - ``plugin(name)`` — a named plugin scope (context manager or decorator), like ``%%plugin``.
 - ``run_sync(agent, prompt)`` — opt-in blocking helper (applies ``nest_asyncio`` lazily).
+- ``kernel_tools(agent, *, run="ask", max_chars=4000)`` — the agent's tools over this kernel:
+  ``list_variables``, ``inspect_variable``, ``run_python``, ``notebook_history``;
+  ``kernel_tools.describe(type, fn)`` registers a summary for a type.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from ._cellplugin import plugin
 from ._extension import load_ipython_extension, unload_ipython_extension
 from ._feed import SessionFeed
 from ._inboxview import InboxView
+from ._kernel_tools import kernel_tools
 from ._pool import ToolPoolView
 from ._prompt import PromptBox
 from ._sessionview import SessionView
@@ -46,6 +50,7 @@ __all__ = [
     "WidgetApproval",
     "app",
     "configure",
+    "kernel_tools",
     "load_ipython_extension",
     "plugin",
     "run_sync",

@@ -31,6 +31,15 @@ from IPython.display import display
 from ..llm.offline import OfflineModel
 from ..loop import AgentOptions
 from ._cellplugin import run_plugin_cell
+from ._kernel_magics import (
+    add_create_flags,
+    add_tool_command,
+    after_create,
+    check_create_flags,
+    prompt_with,
+    register_tool,
+    split_cell_line,
+)
 from ._longrun_magics import add_longrun_parsers, cmd_compact
 from ._mcp_magics import add_mcp_parser, run_mcp_command
 from ._state import KernelState, UserError
@@ -92,6 +101,7 @@ def _build_parser() -> _Parser:
         default=None,
         help="offline provider only: stream this many words per second (slow enough to steer)",
     )
+    add_create_flags(c)
     for name, what in (
         ("steer", "steer the running turn (wakes an idle agent)"),
         ("inject", "add context for the next step (does not wake)"),
@@ -129,6 +139,7 @@ def _build_parser() -> _Parser:
     d.add_argument("name", metavar="NAME")
     add_longrun_parsers(sub)
     add_mcp_parser(sub)
+    add_tool_command(sub)
     return p
 
 
@@ -207,7 +218,10 @@ class AgentMagics(Magics):
           %agent create NAME [--provider P] [--model M] [--max-tokens N] [--pace WPS]
               create an agent and bind it to NAME (default provider: offline, model: demo);
               an unknown provider is refused (with the known ones and a close match);
-              --pace WPS makes the offline model stream WPS words per second
+              --pace WPS makes the offline model stream WPS words per second;
+              --kernel [--run ask|always|never]: give it this kernel's tools
+          %agent tool FUNC [--agent NAME]
+                                      a notebook function becomes a tool (re-run replaces)
           %agent steer NAME TEXT      steer the running turn (wakes an idle agent)
           %agent inject NAME TEXT     add context for the next step (does not wake)
               TEXT is the raw rest of the line (quotes are kept). A trailing "?" is kept
@@ -233,11 +247,12 @@ class AgentMagics(Magics):
 
         Cell magic::
 
-          %%agent NAME
+          %%agent NAME [--with a,b]
           prompt text...
 
         queues the cell body as a follow-up and displays a view of the turns this cell
-        started (earlier turns behind one collapsed toggle; ``%agent show NAME`` shows them
+        started (``--with a,b`` puts a summary of each named variable before the prompt;
+        earlier turns behind one collapsed toggle; ``%agent show NAME`` shows them
         all). NAME must not shadow a builtin, a dunder or an IPython name. Every command
         returns at once; ``await NAME.when_idle()`` in a later cell waits for the agent.
         Bad arguments print one ``UsageError`` line. ``%agent --help`` prints argparse help.
@@ -308,17 +323,13 @@ class AgentMagics(Magics):
         getattr(self, f"_cmd_{args.command}")(args)
 
     def _cell(self, line: str, cell: str) -> None:
-        words = line.split()
-        if len(words) != 1:
-            raise UserError(
-                "%%agent: expected exactly one NAME — usage: %%agent NAME (the cell "
-                "body is the prompt)"
-            )
-        agent = self.state.agent(words[0])
+        name, attach = split_cell_line(line)
+        agent = self.state.agent(name)
         prompt = cell.strip()
         own = []
         if prompt:
-            own.append(str(agent.followup(prompt).id))  # first: the view shows it running
+            content = prompt_with(self.shell, attach, prompt) if attach else prompt
+            own.append(str(agent.followup(content).id))  # first: the view shows it running
         display(self.state.cell_view(agent, own))
 
     # -- commands ---------------------------------------------------------------------------
@@ -336,13 +347,15 @@ class AgentMagics(Magics):
             raise UserError(f"%agent create: --model is required with --provider {provider}")
         if args.max_tokens is not None and args.max_tokens <= 0:
             raise UserError("%agent create: --max-tokens must be a positive integer")
+        check_create_flags(args)
         options = AgentOptions(provider=provider, model=model, max_tokens=args.max_tokens)
         try:
             agent = self.state.app.agent_loop.create(name, options)
         except Exception as exc:
             raise UserError(f"%agent create: {exc}") from None
         self.state.bind(name, agent)
-        print(f"agent {name!r} ready ({provider}/{model}); session {agent.session.id}")
+        note = after_create(agent, args)
+        print(f"agent {name!r} ready ({provider}/{model}){note}; session {agent.session.id}")
 
     def _check_provider(self, provider: str) -> None:
         known = self.state.app.ctx.llm.providers()
@@ -368,6 +381,10 @@ class AgentMagics(Magics):
     def _check_free(self, name: str) -> None:
         if name in self.state.names:
             raise UserError(f"an agent named {name!r} exists; %agent dispose {name} first")
+
+    def _cmd_tool(self, args: argparse.Namespace) -> None:
+        agent = None if args.agent is None else self.state.agent(args.agent)
+        print(register_tool(self.shell, self.state.app.ctx, agent, args.func))
 
     def _cmd_steer(self, args: argparse.Namespace) -> None:
         self.state.agent(args.name).steer(args.text)

@@ -17,6 +17,7 @@ import ipywidgets as widgets
 from ._approval import WidgetApproval
 from ._feed import SETTLED, SessionFeed
 from ._item import Item
+from ._kernel_tools import approval_detail_html
 from ._render import pretty_args
 from ._throttle import DEFAULT_INTERVAL, Throttle
 from ._viewbase import TextRepr, feed_for
@@ -212,7 +213,9 @@ class ToolPoolView(TextRepr, widgets.VBox):
                 f'<span class="agentloop-approval">approve <b>{escape(p.name)}</b>'
                 f"<code>({escape(pretty_args(p.arguments)[:200])})</code>{escape(why)}?</span>"
             )
-            rows.append(widgets.HBox([label, approve, deny]))
+            row = widgets.HBox([label, approve, deny])
+            detail = approval_detail_html(p.name, p.arguments)  # run_python: the code
+            rows.append(widgets.VBox([row, widgets.HTML(detail)]) if detail else row)
             buttons[p.call_id] = (approve, deny)
         old = self.approvals.children
         self._buttons = buttons

@@ -221,6 +221,13 @@ def tool_input(arguments: str) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
+def _anthropic_block(b: TextBlock | ImageBlock) -> dict[str, Any]:
+    if isinstance(b, ImageBlock):
+        source = {"type": "base64", "media_type": b.media_type, "data": b.data}
+        return {"type": "image", "source": source}
+    return {"type": "text", "text": b.text}
+
+
 def to_anthropic_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
     """The ``messages`` array for a request (see the module docstring)."""
     out: list[dict[str, Any]] = []
@@ -264,8 +271,12 @@ def to_anthropic_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
             push("assistant", assistant)
         elif isinstance(m, ToolResultMessage):
             result: dict[str, Any] = {"type": "tool_result", "tool_use_id": m.call_id}
-            if m.content:
-                result["content"] = m.content
+            if m.images and not isinstance(m.content, str):
+                # tool_result content takes text and image blocks (empty text is refused)
+                blocks = [b for b in m.content if not isinstance(b, TextBlock) or b.text]
+                result["content"] = [_anthropic_block(b) for b in blocks]
+            elif m.text:
+                result["content"] = m.text
             if m.is_error:
                 result["is_error"] = True
             push("user", [result])

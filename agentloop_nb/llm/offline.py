@@ -26,7 +26,14 @@ Grammar (matched on the last user message, case-insensitive; tools are matched b
   named exactly TOOL (any tool, e.g. an MCP server's ``files__read``) with that JSON object
   (``{}`` when omitted); an unknown TOOL or arguments that are not a JSON object get an
   explanation instead.
+- **kernel** (the notebook's kernel tools) — ``variables`` → ``list_variables()``;
+  ``inspect NAME`` → ``inspect_variable(name=NAME)``; ``run: CODE`` (everything after ``run:``,
+  leading blanks stripped, newlines kept) → ``run_python(code=CODE)``; ``history`` →
+  ``notebook_history()``. Without the tool it says which tool it would need.
 - anything else → an explanation of what it can do.
+
+The phrase is read from the last text block of the last user message (earlier blocks, e.g.
+variable summaries attached with ``%%agent NAME --with``, are context, not the request).
 
 A tool call's arguments follow the tool's JSON schema: the value goes to the first ``string``
 property (or the first ``number``/``integer`` one for numeric values); a tool without
@@ -52,7 +59,7 @@ from typing import Any
 
 import anyio
 
-from ..messages import AssistantMessage, Message, ToolResultMessage, UserMessage
+from ..messages import Message, TextBlock, ToolResultMessage, UserMessage
 from ._chunks import (
     Aborted,
     BlockEnd,
@@ -110,6 +117,10 @@ _READ = re.compile(
     re.I,
 )
 _ECHO = re.compile(r"^\s*echo\s+(.+?)\s*$", re.I | re.S)
+_VARIABLES = re.compile(r"^\s*(?:list\s+)?variables\s*[?.!]*\s*$", re.I)
+_INSPECT = re.compile(r"^\s*inspect\s+([A-Za-z_][\w.]*)\s*[?.!]*\s*$", re.I)
+_RUN = re.compile(r"^\s*run:[ \t]*\n?(.*)$", re.I | re.S)
+_HISTORY = re.compile(r"^\s*history\s*[?.!]*\s*$", re.I)
 _WORD = re.compile(r"\S+\s*|\s+")
 _USE = re.compile(r"^\s*use\s+([A-Za-z0-9_-]{1,64})(?:\s+(\{.*\}))?\s*[.!]*\s*$", re.I | re.S)
 
@@ -206,12 +217,19 @@ class OfflineModel:
         if results:
             return _answer_from_results(results), None
         user = next((m for m in reversed(messages) if isinstance(m, UserMessage)), None)
-        said = user.text.strip() if user is not None else ""
+        said = _request_text(user)
         tools = {str(t.get("name")): t for t in options.tools}
         call_id = f"offline-{len(messages) + 1}"
 
         if _GREETING.match(said):
             return f"Hello! {INTRO} {HELP}", None
+
+        kernel = _kernel_call(said, tools)
+        if kernel is not None:
+            name, args = kernel
+            if name in tools:
+                return "", (call_id, name, args)
+            return f"I would call '{name}', but it is not offered: use kernel_tools. {INTRO}", None
 
         expression = _arith(said)
         if expression is not None:
@@ -325,6 +343,31 @@ def _use(
     return "", (call_id, name, args)
 
 
+def _request_text(user: UserMessage | None) -> str:
+    """The last text block of ``user`` (stripped): the request itself."""
+    if user is None:
+        return ""
+    blocks = [b for b in user.content if isinstance(b, TextBlock)]
+    return blocks[-1].text.strip() if blocks else ""
+
+
+def _kernel_call(
+    said: str, tools: Mapping[str, Mapping[str, Any]]
+) -> tuple[str, dict[str, Any]] | None:
+    """The kernel tool a pinned phrase asks for, with its arguments."""
+    if _VARIABLES.match(said):
+        return "list_variables", {}
+    if _HISTORY.match(said):
+        return "notebook_history", {}
+    inspect = _INSPECT.match(said)
+    if inspect:
+        return "inspect_variable", {"name": inspect.group(1)}
+    run = _RUN.match(said)
+    if run:
+        return "run_python", {"code": run.group(1).lstrip(" \t")}
+    return None
+
+
 def _trailing_results(messages: Sequence[Message]) -> list[ToolResultMessage]:
     results: list[ToolResultMessage] = []
     for m in reversed(messages):
@@ -336,14 +379,22 @@ def _trailing_results(messages: Sequence[Message]) -> list[ToolResultMessage]:
 
 
 def _answer_from_results(results: list[ToolResultMessage]) -> str:
+    def first_line(r: ToolResultMessage) -> str:
+        # One line: the first one, saying how many more there were.
+        lines = r.text.strip().splitlines()
+        if not lines:
+            return ""
+        more = len(lines) - 1
+        return lines[0] + (f" (and {more} more line{'s' if more > 1 else ''})" if more else "")
+
     def one(r: ToolResultMessage) -> str:
-        content = r.content.strip() or "(empty)"
+        content = first_line(r) or "(empty)"
         return f"the tool reported an error: {content}" if r.is_error else content
 
     if len(results) == 1:
         r = results[0]
         if r.is_error:
-            return f"The tool call failed: {r.content.strip() or '(no message)'}"
+            return f"The tool call failed: {first_line(r) or '(no message)'}"
         return f"The result is {one(r)}"
     listed = "; ".join(f"{r.name or r.call_id}: {one(r)}" for r in results)
     return f"The results are: {listed}"
@@ -410,10 +461,7 @@ def _args_for_pair(tool: Mapping[str, Any], a: str, b: str) -> dict[str, Any]:
 def _count_words(options: GenerateOptions) -> int:
     total = len((options.system or "").split())
     for m in options.messages:
-        if isinstance(m, UserMessage | AssistantMessage):
-            total += len(m.text.split())
-        elif isinstance(m, ToolResultMessage):
-            total += len(m.content.split())
+        total += len(m.text.split())
     return max(1, total)
 
 

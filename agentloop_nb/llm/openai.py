@@ -189,7 +189,8 @@ def to_openai_messages(system: str | None, messages: Sequence[Message]) -> list[
     out: list[dict[str, Any]] = []
     if system:
         out.append({"role": "system", "content": system})
-    for m in messages:
+    pending_images: list[ToolResultMessage] = []
+    for i, m in enumerate(messages):
         if isinstance(m, UserMessage):
             out.append({"role": "user", "content": _user_content(m.content)})
         elif isinstance(m, AssistantMessage):
@@ -210,8 +211,30 @@ def to_openai_messages(system: str | None, messages: Sequence[Message]) -> list[
                 msg["tool_calls"] = calls
             out.append(msg)
         elif isinstance(m, ToolResultMessage):
-            out.append({"role": "tool", "tool_call_id": m.call_id, "content": m.content})
+            out.append({"role": "tool", "tool_call_id": m.call_id, "content": m.text})
+            if m.images:
+                pending_images.append(m)
+        if pending_images and not _next_is_tool(messages, i):
+            out.append(_images_turn(pending_images))
+            pending_images = []
     return out
+
+
+def _next_is_tool(messages: Sequence[Message], i: int) -> bool:
+    return i + 1 < len(messages) and isinstance(messages[i + 1], ToolResultMessage)
+
+
+def _images_turn(results: Sequence[ToolResultMessage]) -> dict[str, Any]:
+    """Tool messages take text only: their images follow in one user turn, after the last
+    tool message of the step (the API wants every tool message right after its call)."""
+    parts: list[dict[str, Any]] = []
+    for r in results:
+        parts.append({"type": "text", "text": f"Images returned by tool call {r.call_id}:"})
+        parts.extend(
+            {"type": "image_url", "image_url": {"url": f"data:{b.media_type};base64,{b.data}"}}
+            for b in r.images
+        )
+    return {"role": "user", "content": parts}
 
 
 # -- stream mapping --------------------------------------------------------------------------

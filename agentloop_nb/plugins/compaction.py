@@ -372,7 +372,7 @@ def _transcript(span: Sequence[Message], cap: int | None) -> str:
 def _line(message: Message) -> str:
     if isinstance(message, ToolResultMessage):
         label = "Tool error" if message.is_error else "Tool result"
-        return f"{label} ({message.name or message.call_id}): {_clip(message.content)}"
+        return f"{label} ({message.name or message.call_id}): {_clip(message.text)}"
     if isinstance(message, AssistantMessage):
         parts = [message.text] if message.text else []
         parts += [f"[called {c.name}({_clip(c.arguments)})]" for c in message.tool_calls]

@@ -16,9 +16,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, TypeAdapter, field_validator
 
 from .._decision import Decision
+from ..messages import ToolResultBlock
 from ..signals import AbortSignal
 
 if TYPE_CHECKING:
@@ -60,6 +61,9 @@ ABORTED: Final = "ABORTED"
 ABORTED_BEFORE_DISPATCH: Final = "ABORTED_BEFORE_DISPATCH"
 #: A ``tools/post-execute`` listener withheld the result with ``Block(feedback)``.
 BLOCKED: Final = "BLOCKED"
+
+
+_BLOCK: TypeAdapter[Any] = TypeAdapter(ToolResultBlock)
 
 
 class _Frozen(BaseModel):
@@ -129,14 +133,37 @@ class ToolResult(_Frozen):
 
     ``call_id`` is stamped by the pipeline (a body returning a ``ToolResult`` may leave it
     empty). ``meta`` is JSON for observers and the log, never shown to the model.
+    ``content`` is a string, or blocks (``TextBlock`` / ``ImageBlock`` or their dicts, kept as
+    JSON dicts) when the result carries images; ``text`` is its text either way.
     """
 
-    content: str
+    content: str | tuple[dict[str, Any], ...]
     is_error: bool = False
     error: ToolErrorInfo | None = None
     meta: dict[str, Any] | None = None
     additional_contexts: tuple[str, ...] = ()
     call_id: str = ""
+
+    @field_validator("content", mode="before")
+    @classmethod
+    def _blocks_as_json(cls, value: Any) -> Any:
+        # Blocks (TextBlock/ImageBlock or their dicts) are kept as checked JSON dicts, so the
+        # result can be logged as is.
+        if isinstance(value, list | tuple):
+            return tuple(
+                _BLOCK.validate_python(b).model_dump(mode="json")
+                if not isinstance(b, BaseModel)
+                else _BLOCK.validate_python(b.model_dump()).model_dump(mode="json")
+                for b in value
+            )
+        return value
+
+    @property
+    def text(self) -> str:
+        """The content's text (the string itself, or the text blocks joined)."""
+        if isinstance(self.content, str):
+            return self.content
+        return "".join(str(b.get("text", "")) for b in self.content if b.get("type") == "text")
 
     def log_data(self) -> dict[str, Any]:
         """The ``tool/result`` event fields this result contributes:

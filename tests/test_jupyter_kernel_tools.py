@@ -1,0 +1,277 @@
+"""The agent uses the kernel it lives in: ``kernel_tools`` and its magics in REAL kernels
+(nbclient notebooks, plus a raw jupyter_client session for the stop button), driven by the
+offline model's pinned phrases."""
+
+from __future__ import annotations
+
+import textwrap
+import time
+from pathlib import Path
+from typing import Any
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+
+pytestmark = pytest.mark.kernel
+
+CELL_TIMEOUT = 30
+
+SETUP = """
+%load_ext agentloop_nb
+import asyncio, json
+import agentloop_nb.jupyter as J
+from agentloop_nb.llm.offline import OfflineModel
+_ = ctx.llm.register_adapter(["quick"], OfflineModel(token_delay=0))
+def results(agent):
+    return [e.data for e in agent.session.events if e.type == "tool/result"]
+def answer(agent):
+    return agent.session.derive_messages()[-1].text
+"""
+
+
+def _cell(source: str) -> Any:
+    return nbformat.v4.new_code_cell(textwrap.dedent(source).strip())
+
+
+def run_cells(workdir: Path, *sources: str) -> list[str]:
+    """Execute the cells in a fresh kernel (cwd ``workdir``); returns each cell's stdout.
+    Any cell error fails the test."""
+    nb = nbformat.v4.new_notebook(cells=[_cell(SETUP), *(_cell(s) for s in sources)])
+    NotebookClient(
+        nb,
+        timeout=CELL_TIMEOUT,
+        kernel_name="python3",
+        resources={"metadata": {"path": str(workdir)}},
+    ).execute()
+    return [
+        "".join(o.get("text", "") for o in c.outputs if o.get("name") == "stdout")
+        for c in nb.cells[1:]
+    ]
+
+
+def test_list_and_inspect_variables_with_secrets_hidden_and_close_matches(tmp_path: Path) -> None:
+    out = run_cells(
+        tmp_path,
+        """
+        import pandas as pd
+        sales = pd.DataFrame({"region": ["n", "s", "e"], "units": [3, 5, 7]})
+        OPENAI_API_KEY = "sk-very-secret-value-123"
+        def shout(word: str) -> str:
+            \"\"\"Say it loud.
+
+            More detail here.\"\"\"
+            return word.upper()
+        class Custom:
+            def _repr_llm_(self):
+                return "a custom object that explains itself"
+        thing = Custom()
+        %agent create a --kernel --provider quick --model m
+        """,
+        """
+        for prompt in ["variables", "inspect sales", "inspect shout", "inspect thing",
+                       "inspect OPENAI_API_KEY", "inspect sale"]:
+            a.followup(prompt)
+            await asyncio.wait_for(a.when_idle(), 20)
+        for r in results(a):
+            print(json.dumps({"error": r["is_error"], "content": r["content"]}))
+        log = json.dumps([e.data for e in a.session.events], default=str)
+        print("LEAK" if "sk-very-secret" in log else "NO LEAK")
+        """,
+    )
+    lines = out[1].strip().splitlines()
+    rows = [__import__("json").loads(line) for line in lines[:-1]]
+    listing, sales, shout, thing, secret, unknown = rows
+    assert not listing["error"]
+    assert "OPENAI_API_KEY: str (secret: value hidden)" in listing["content"]
+    assert "sales: DataFrame — shape 3x2" in listing["content"]
+    assert "ctx" not in listing["content"].split() and "pd:" not in listing["content"]
+    names = [line.split(":")[0] for line in listing["content"].splitlines()]
+    assert names == sorted(names)
+    assert "shape: 3 rows x 2 columns" in sales["content"]
+    assert "describe()" in sales["content"] and "units" in sales["content"]
+    assert "shout(word: str) -> str" in shout["content"] and "Say it loud." in shout["content"]
+    assert "More detail" not in shout["content"]
+    assert thing["content"] == "thing = a custom object that explains itself"
+    assert secret["error"] and "secret" in secret["content"]
+    assert unknown["error"] and "did you mean: sales" in unknown["content"]
+    assert lines[-1] == "NO LEAK"
+
+
+def test_run_python_approved_creates_names_captures_output_and_a_plot(tmp_path: Path) -> None:
+    out = run_cells(
+        tmp_path,
+        """
+        import pandas as pd
+        import matplotlib
+        matplotlib.use("agg")
+        df = pd.DataFrame({"x": [1, 2, 3]})
+        TOKEN = "tok-hidden-123456"
+        %agent create a --kernel --provider quick --model m
+        approval = J.app().ctx.approval
+        asked = []
+        def approve_all():
+            for p in approval.pending:
+                asked.append(json.loads(p.arguments)["code"])
+                approval.approve(p.call_id)
+        _ = approval.subscribe(approve_all)
+        """,
+        """
+        a.followup("run: total = df.x.sum()\\nprint('sum is', total, TOKEN)\\n"
+                   "import matplotlib.pyplot as plt\\nplt.plot(df.x)\\ntotal * 10")
+        await asyncio.wait_for(a.when_idle(), 20)
+        r = results(a)[-1]
+        text_block, *images = r["content"]
+        print(json.dumps(text_block["text"]))
+        print(r["is_error"], len(images), images[0]["media_type"], images[0]["type"])
+        print(a.session.derive_messages()[-2].images[0].data[:8])
+        print(asked[0].splitlines()[0])
+        print(answer(a))
+        """,
+        "print('next cell sees', total)",
+        """
+        a.followup("run: 1/0")
+        await asyncio.wait_for(a.when_idle(), 20)
+        r = results(a)[-1]
+        print(r["is_error"], r["error"]["code"])
+        print(r["content"])
+        """,
+    )
+    content = __import__("json").loads(out[1].splitlines()[0])
+    assert "value: np.int64(60)" in content or "value: 60" in content
+    assert "stdout:\nsum is 6 [secret]" in content
+    assert "names: plt, total" in content
+    assert "tok-hidden" not in out[1]
+    assert out[1].splitlines()[1] == "False 1 image/png image"
+    assert out[1].splitlines()[2] == "iVBORw0K"  # a PNG, base64
+    assert out[1].splitlines()[3] == "total = df.x.sum()"
+    assert out[1].splitlines()[4].startswith("The result is value:")
+    assert out[2].strip() == "next cell sees 6"  # and the run's print did not land here
+    assert "sum is" not in "".join(out[2:])
+    error_lines = out[3].splitlines()
+    assert error_lines[0] == "True TOOL_ERROR"
+    assert "ZeroDivisionError: division by zero" in out[3]
+    assert '<run_python>", line 1' in out[3]
+
+
+def test_run_python_denied_runs_nothing_and_never_mode_does_not_register(tmp_path: Path) -> None:
+    out = run_cells(
+        tmp_path,
+        """
+        %agent create a --kernel --provider quick --model m
+        %agent create b --kernel --run never --provider quick --model m
+        approval = J.app().ctx.approval
+        _ = approval.subscribe(lambda: [approval.deny(p.call_id) for p in approval.pending])
+        """,
+        """
+        a.followup("run: created = 1")
+        await asyncio.wait_for(a.when_idle(), 20)
+        r = results(a)[-1]
+        print(r["is_error"], r["error"]["code"], "created" in globals())
+        print(sorted(t.name for t in ctx.tools.definitions(b)))
+        b.followup("run: created = 2")
+        await asyncio.wait_for(b.when_idle(), 20)
+        print("created" in globals(), results(b))
+        """,
+    )
+    lines = out[1].splitlines()
+    assert lines[0] == "True DENIED False"
+    assert lines[1] == "['inspect_variable', 'list_variables', 'notebook_history']"
+    assert lines[2] == "False []"
+
+
+def test_notebook_history_with_prompt_blocks_and_tool_replacement(tmp_path: Path) -> None:
+    out = run_cells(
+        tmp_path,
+        """
+        import numpy as np
+        values = np.arange(12).reshape(3, 4)
+        values.sum()
+        """,
+        """
+        %agent create a --kernel --run always --provider quick --model m
+        a.followup("history")
+        await asyncio.wait_for(a.when_idle(), 20)
+        print(results(a)[-1]["content"])
+        """,
+        """
+        %%agent a --with values
+        inspect values
+        """,
+        """
+        await asyncio.wait_for(a.when_idle(), 20)
+        user = [m for m in a.session.derive_messages() if m.role == "user"][-1]
+        print(json.dumps([b.text for b in user.content]))
+        """,
+        """
+        def greet(name: str) -> str:
+            \"\"\"Greet someone.\"\"\"
+            return "hello " + name
+        %agent tool greet --agent a
+        """,
+        """
+        def greet(name: str, excited: bool = False) -> str:
+            \"\"\"Greet someone, maybe excitedly.\"\"\"
+            return "HELLO " + name
+        %agent tool greet --agent a
+        print([(t.name, t.description) for t in ctx.tools.definitions(a) if t.name == "greet"])
+        """,
+        "%agent tool nosuch --agent a",
+    )
+    history = out[1]
+    assert "values = np.arange(12).reshape(3, 4)" in history
+    assert "Out:\nnp.int64(66)" in history
+    blocks = __import__("json").loads(out[3])
+    assert len(blocks) == 2 and blocks[1] == "inspect values"
+    assert blocks[0].startswith("values = type: numpy.ndarray")
+    assert "shape: (3, 4), dtype: int64" in blocks[0] and "min: 0, max: 11" in blocks[0]
+    assert "registered" in out[4]
+    assert out[5].strip().splitlines()[-1] == "[('greet', 'Greet someone, maybe excitedly.')]"
+
+
+def test_stop_button_interrupts_run_python_and_the_turn_ends_aborted(tmp_path: Path) -> None:
+    from jupyter_client import KernelManager
+
+    km = KernelManager(kernel_name="python3")
+    km.start_kernel(cwd=str(tmp_path))
+    kc = km.client()
+    kc.start_channels()
+    try:
+        kc.wait_for_ready(timeout=30)
+
+        def run(code: str) -> tuple[dict[str, Any], str]:
+            out: list[str] = []
+
+            def hook(msg: dict[str, Any]) -> None:
+                if msg["msg_type"] == "stream":
+                    out.append(msg["content"]["text"])
+
+            reply = kc.execute_interactive(
+                textwrap.dedent(code), timeout=CELL_TIMEOUT, output_hook=hook
+            )
+            return reply["content"], "".join(out)
+
+        reply, _ = run(
+            SETUP
+            + "%agent create a --kernel --run always --provider quick --model m\n"
+            + 'a.followup(\'run: import time\\nopen("started", "w").close()\\n'
+            + "while True: time.sleep(0.01)')\n"
+        )
+        assert reply["status"] == "ok", reply
+        started = tmp_path / "started"
+        deadline = time.monotonic() + 20
+        while not started.exists():  # the model's code signals it is running through a file
+            assert time.monotonic() < deadline, "run_python never started"
+            time.sleep(0.02)
+        km.interrupt_kernel()
+        reply, out = run("""
+            await asyncio.wait_for(a.when_idle(), 10)
+            r = results(a)[-1]
+            print(r["is_error"], "KeyboardInterrupt" in r["content"])
+            print([e.data["reason"]["kind"] for e in a.session.events if e.type == "turn/end"])
+        """)
+        assert reply["status"] == "ok", reply
+        assert out.splitlines() == ["True True", "['aborted']"]
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
