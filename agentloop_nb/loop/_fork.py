@@ -21,7 +21,7 @@ The source is only read: a live session's events, or a stored one loaded from pe
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 from uuid import uuid4
@@ -93,13 +93,13 @@ def _cut(prefix: Sequence[SessionEvent]) -> list[SessionEvent]:
 
 def _tool_call_ids(event: SessionEvent) -> list[str]:
     message = event.data.get("message")
-    content = message.get("content") if hasattr(message, "get") else None
+    content = message.get("content") if isinstance(message, Mapping) else None
     if not isinstance(content, Sequence) or isinstance(content, str):
         return []
     return [
         str(block.get("id"))
         for block in content
-        if hasattr(block, "get") and block.get("type") == "tool-call"
+        if isinstance(block, Mapping) and block.get("type") == "tool-call"
     ]
 
 

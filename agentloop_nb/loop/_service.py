@@ -239,7 +239,7 @@ class AgentLoop:
             signal=signal,
         )
 
-    def _source_options(self, source_id: str, header: Any, events: list[Any]) -> AgentOptions:
+    def _source_options(self, source_id: str, header: Any, events: Any) -> AgentOptions:
         for agent in self._lives:
             if agent.session.id == source_id:
                 return agent.options
