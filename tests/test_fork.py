@@ -3,6 +3,7 @@ the source never changes; a cut inside a step never splits a tool call from its 
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -194,3 +195,63 @@ async def test_fork_of_an_unknown_session_without_persistence_is_a_clear_error()
     with pytest.raises(RuntimeError, match="not configured"):
         await app.ctx.agents.fork("nope")
     await app.aclose()
+
+
+# -- %agent fork ---------------------------------------------------------------------------
+
+
+@pytest.fixture
+async def shell(tmp_path: Path) -> AsyncIterator[Any]:
+    from IPython.core.interactiveshell import InteractiveShell
+    from traitlets.config import Config
+
+    import agentloop_nb.jupyter as J
+
+    config = Config()
+    config.HistoryManager.enabled = False
+    sh = InteractiveShell.instance(config=config)
+    J.configure(persistence_root=tmp_path / "sessions")
+    sh.run_line_magic("load_ext", "agentloop_nb.jupyter")
+    try:
+        yield sh
+    finally:
+        sh.run_line_magic("unload_ext", "agentloop_nb.jupyter")
+        await J.wait_closed()
+        J.configure()
+        for name in ("a", "a_fork", "b"):
+            sh.user_ns.pop(name, None)
+
+
+async def test_agent_fork_magic_binds_a_fork_and_leaves_the_source(
+    shell: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    shell.run_line_magic("agent", "create a")
+    a = shell.user_ns["a"]
+    await run(a, "what is 2+3")
+    await run(a, "what is 4*5")
+    before = [e.to_dict() for e in a.session.events]
+    first_end = seq_of(a, "turn/end", 0)
+    capsys.readouterr()
+    shell.run_line_magic("agent", f"fork a --at {first_end} --name b")
+    b = shell.user_ns["b"]
+    assert f"forked {a.session.id} at seq {first_end} as b" in capsys.readouterr().out
+    assert [m.role for m in b.session.derive_messages()] == ["user", "assistant"]
+    await run(b, "what is 1+1")
+    assert [e.to_dict() for e in a.session.events] == before
+    shell.run_line_magic("agent", "fork a")
+    assert shell.user_ns["a_fork"].session.header.meta["at_seq"] == len(before) - 1
+
+
+@pytest.mark.parametrize(
+    ("line", "problem"),
+    [("fork a --at 999", "cannot fork session"), ("fork a --name 1x", "Python identifier")],
+)
+async def test_agent_fork_magic_reports_bad_arguments_in_one_line(
+    shell: Any, capsys: pytest.CaptureFixture[str], line: str, problem: str
+) -> None:
+    shell.run_line_magic("agent", "create a")
+    await run(shell.user_ns["a"], "hello")
+    capsys.readouterr()
+    shell.run_line_magic("agent", line)
+    (err,) = capsys.readouterr().err.strip().splitlines()
+    assert err.startswith("UsageError: %agent fork:") and problem in err

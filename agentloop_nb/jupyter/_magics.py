@@ -24,6 +24,7 @@ from IPython.display import display
 
 from ..loop import AgentOptions
 from ._cellplugin import run_plugin_cell
+from ._fork_magics import add_fork_parser, run_fork
 from ._state import KernelState, UserError
 from ._sync import run_eagerly
 
@@ -111,6 +112,7 @@ def _build_parser() -> _Parser:
     sub.add_parser("sessions", help="list persisted sessions")
     d = sub.add_parser("dispose", help="dispose NAME (its turn ends 'disposed')")
     d.add_argument("name", metavar="NAME")
+    add_fork_parser(sub)
     return p
 
 
@@ -326,6 +328,9 @@ class AgentMagics(Magics):
         self.state.keep(value)
         value.add_done_callback(bind)
         print(f"resuming {sid} as {name}…")
+
+    def _cmd_fork(self, args: argparse.Namespace) -> None:
+        run_fork(self.state, args)
 
     def _resumed(self, name: str, agent: Any) -> None:
         self.state.bind(name, agent)
