@@ -23,6 +23,7 @@ EXPECTED = [
     "03-plugins-as-cells.ipynb",
     "04-sessions-and-resume.ipynb",
     "05-real-models.ipynb",
+    "08-subagents-fork-replay.ipynb",
 ]
 # Shapes of real provider keys (OpenAI/DeepSeek "sk-...", Anthropic "sk-ant-..."): long runs
 # after the prefix. Demo strings such as "sk-abc123" are far shorter.
