@@ -137,7 +137,7 @@ async def test_a_changed_tool_result_diverges_on_the_next_request() -> None:
     await run(handle.agent, PROMPTS[0])
     (end,) = data(handle.agent, "turn/end")
     assert end["reason"]["code"] == REPLAY_DIVERGED
-    assert "message 2 differs" in end["reason"]["message"]
+    assert "message 2 differs: recorded tool '5', got tool '6'" in end["reason"]["message"]
     await app.aclose()
     await app2.aclose()
 
