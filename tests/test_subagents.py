@@ -231,3 +231,14 @@ async def test_the_enable_disposer_removes_delegate_from_that_agent_only() -> No
     off()
     assert "delegate" not in names(a)
     await app.aclose()
+
+
+async def test_unloading_the_plugin_takes_delegate_away() -> None:
+    app = make_app()
+    fiber = app.ctx.plugin(SubagentsPlugin)
+    a = app.ctx.agent_loop.create("a", OPTIONS)
+    app.ctx.subagents.enable(a)
+    assert [t.name for t in app.ctx.tools.definitions(a)] == ["delegate"]
+    await fiber.aclose()
+    assert app.ctx.tools.definitions(a) == []
+    await app.aclose()

@@ -96,8 +96,9 @@ class SubagentsPlugin:
         max_depth: int = 2,
         agent_options: AgentOptions | None = None,
     ) -> Disposer:
-        """Register ``delegate`` on ``agent`` (scoped to it). ``max_children``: children of one
-        parent running at once; ``max_depth``: how many levels of sub-agents may exist below a
+        """Register ``delegate`` on ``agent`` (scoped to it; removed by the returned disposer,
+        the agent's disposal or this plugin's). ``max_children``: children of one parent
+        running at once; ``max_depth``: how many levels of sub-agents may exist below a
         top-level agent. Raises ``ValueError`` for a limit below 1."""
         for label, value in (("max_children", max_children), ("max_depth", max_depth)):
             if type(value) is not int or value < 1:
@@ -105,7 +106,10 @@ class SubagentsPlugin:
                     f"subagents.enable: {label} must be an integer >= 1, got {value!r}"
                 )
         limits = _Limits(max_children, max_depth, agent_options)
-        return _register(agent.ctx, agent, limits)
+        remove = _register(agent.ctx, agent, limits)
+        # Owned twice: by the agent's scope (registered there) and by this plugin's scope, so
+        # unloading the plugin takes ``delegate`` away again.
+        return self.ctx.effect(lambda: remove)
 
 
 def _register(agent_ctx: Any, agent: Any, limits: _Limits) -> Disposer:
