@@ -198,8 +198,10 @@ class _Delegate:
             await child.when_idle()
         finally:
             off()
-            # Runs even when the parent's abort cancels this body: the child must settle (it
-            # was cancelled with cause "parent" above) and be disposed before the call ends.
+            # Runs even when this body is cancelled (the parent's abort, the App closing): the
+            # child is stopped with cause "parent" (a no-op once it is idle), settles and is
+            # disposed before the call ends.
+            child.cancel("parent")
             with anyio.CancelScope(shield=True):
                 await child.when_idle()
                 await handle.dispose()
