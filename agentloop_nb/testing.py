@@ -368,3 +368,20 @@ def _brief(message: Any) -> str:
         text = content if isinstance(content, str) else None
     shown = repr(text if len(text) <= 60 else text[:57] + "...") if isinstance(text, str) else ""
     return f"{message.role} {shown}".strip()
+
+
+__all__ = [
+    "HANG",
+    "REPLAY_DIVERGED",
+    "REPLAY_EXHAUSTED",
+    "HangAfter",
+    "RecordedCall",
+    "ReplayModel",
+    "ScriptedModel",
+    "combine",
+    "error",
+    "hang_after",
+    "max_tokens",
+    "text",
+    "tool_call",
+]
