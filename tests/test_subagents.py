@@ -61,6 +61,8 @@ async def parent_with_subagents(app: App, *entries: Any, **limits: Any) -> Agent
     app.ctx.plugin(SubagentsPlugin)
     handle = await app.ctx.agents.create(session_id="boss", agent_options=OPTIONS)
     limits.setdefault("agent_options", KIDS)
+    if limits["agent_options"] is None:
+        del limits["agent_options"]
     app.ctx.subagents.enable(handle.agent, **limits)
     return handle.agent
 
@@ -241,4 +243,20 @@ async def test_unloading_the_plugin_takes_delegate_away() -> None:
     assert [t.name for t in app.ctx.tools.definitions(a)] == ["delegate"]
     await fiber.aclose()
     assert app.ctx.tools.definitions(a) == []
+    await app.aclose()
+
+
+async def test_children_use_the_parents_options_by_default() -> None:
+    app = make_app()
+    seen = children_seen(app)
+    boss = await parent_with_subagents(
+        app,
+        delegate("d1", "say hi"),
+        text("hi from the child"),
+        text("relayed"),
+        agent_options=None,
+    )
+    await run(boss, "go")
+    assert results(boss)[0]["content"] == "hi from the child"
+    assert seen[0].options == boss.options == OPTIONS
     await app.aclose()
