@@ -10,7 +10,7 @@ import pytest
 from _loop_helpers import OPTIONS, data, make_app, reasons, register, run, scripted
 
 from agentloop_nb.app import App
-from agentloop_nb.loop import Agent
+from agentloop_nb.loop import Agent, AgentOptions
 from agentloop_nb.session import JsonlPersistence, SessionNotFoundError
 from agentloop_nb.testing import REPLAY_DIVERGED, ReplayModel, error, text, tool_call
 from agentloop_nb.tools import tool
@@ -165,3 +165,66 @@ def test_a_path_that_is_not_a_stored_session_is_a_clear_error(tmp_path: Path) ->
         ReplayModel.from_session(tmp_path / "notes.txt")
     with pytest.raises(SessionNotFoundError):
         ReplayModel.from_session(tmp_path / "missing.jsonl")
+
+
+# -- a session recorded against a real model ---------------------------------------------------
+
+# Recorded against llama.cpp's llama-server serving Gemma 3 270M at temperature 0 (the
+# realmodel tests' server and chat template): three few-shot turns seeded, then one live turn
+# in which the model called ``add`` and answered (until max tokens: it is a base model).
+RECORDING = Path(__file__).parent / "recordings" / "llamacpp-add.jsonl"
+
+
+@tool(name="add")
+def real_add(a: int, b: int) -> int:
+    """Add two integers and return their sum."""
+    return a + b
+
+
+async def replay_recording(question: str) -> tuple[Agent, list[Any]]:
+    """A fresh agent seeded with the recording's few-shot turns, asked ``question`` and
+    answered by the recording (its ``add`` tool runs for real). Returns the agent and the
+    recorded events."""
+    _, recorded = JsonlPersistence(RECORDING.parent).load(RECORDING.stem)
+    live = next(e.seq for e in recorded if e.type == "agent/inbox/spliced")
+    seed = [{"type": e.type, "data": e.data} for e in recorded[:live]]
+    app = make_app()
+    app.ctx.tools.register(real_add)
+    app.ctx.llm.register_adapter(["replay"], ReplayModel.from_session(RECORDING))
+    handle = await app.ctx.agents.create(
+        session_id="replayed",
+        agent_options=AgentOptions(provider="replay", model="gemma-3-270m"),
+        seed=seed,
+    )
+    await run(handle.agent, question)
+    await app.aclose()
+    return handle.agent, recorded
+
+
+def model_side(events: list[Any]) -> list[Any]:
+    return [
+        (e.type, e.data.get("message", {}).get("content") or e.data.get("content"))
+        for e in events
+        if e.type in ("assistant/message", "tool/result")
+    ]
+
+
+async def test_a_real_model_recording_replays_identically() -> None:
+    agent, recorded = await replay_recording("What is 17 plus 25?")
+    assert model_side(agent.session.events) == model_side(recorded)
+    (call,) = data(agent, "tool/call")
+    assert (call["name"], call["arguments"]) == ("add", '{"a": 17, "b": 25}')
+    assert data(agent, "tool/result")[-1]["content"] == "42"
+    final = data(agent, "assistant/message")[-1]["message"]["content"][0]["text"]
+    assert final.startswith("17 plus 25 is 42.")
+    assert [e.data for e in agent.session.events if e.type == "turn/end"][-1] == [
+        e.data for e in recorded if e.type == "turn/end"
+    ][-1]
+
+
+async def test_a_real_model_recording_diverges_on_a_changed_question() -> None:
+    agent, _ = await replay_recording("What is 17 plus 26?")
+    end = data(agent, "turn/end")[-1]
+    assert end["reason"]["code"] == REPLAY_DIVERGED
+    # 3 few-shot turns of 4 messages each, then the changed question
+    assert "message 12 differs" in end["reason"]["message"]
