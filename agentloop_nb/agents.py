@@ -138,6 +138,17 @@ class AgentRegistry:
         handle: AgentHandle = await result if inspect.isawaitable(result) else result
         return handle
 
+    async def fork(self, source_session_id: str, **kwargs: Any) -> AgentHandle:
+        """Create an agent on a fork of ``source_session_id`` through the factory (e.g.
+        ``at_seq=..., session_id=..., agent_options=...``); ``RuntimeError`` when the factory
+        cannot fork."""
+        factory = self._require_factory("fork")
+        if not callable(getattr(factory, "fork", None)):
+            raise RuntimeError(f"cannot fork an agent: the agent factory {factory!r} has no fork")
+        result = factory.fork(source_session_id, **kwargs)
+        handle: AgentHandle = await result if inspect.isawaitable(result) else result
+        return handle
+
     # -- directory -------------------------------------------------------------------------
 
     def enter(self, agent: Any) -> Disposer:
@@ -204,6 +215,10 @@ class _ScopedAgents(BoundView[AgentRegistry]):
     async def resume(self, **kwargs: Any) -> AgentHandle:
         """:meth:`AgentRegistry.resume`, owned by this context's scope."""
         return await self._owned(await self.service.resume(**kwargs))
+
+    async def fork(self, source_session_id: str, **kwargs: Any) -> AgentHandle:
+        """:meth:`AgentRegistry.fork`, owned by this context's scope."""
+        return await self._owned(await self.service.fork(source_session_id, **kwargs))
 
     async def _owned(self, handle: AgentHandle) -> AgentHandle:
         try:

@@ -18,6 +18,10 @@ Script entries, consumed one per request:
   an awaitable of one;
 - when the script is exhausted the response is an error finish
   (``ScriptedModel: script exhausted``).
+
+:class:`ReplayModel` turns a recorded session (a live ``Session`` or its JSONL file) into an
+adapter that answers the i-th request with the i-th recorded model call, and (strict mode)
+fails with ``REPLAY_DIVERGED`` when a request's messages differ from the recording's.
 """
 
 from __future__ import annotations
@@ -25,11 +29,14 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from os import PathLike
+from pathlib import Path
 from typing import Any, TypeAlias
 
 from .llm._chunks import (
+    CHUNK_ADAPTER,
     Aborted,
     BlockEnd,
     BlockStart,
@@ -45,6 +52,8 @@ from .llm._chunks import (
     Usage,
     UsageChunk,
 )
+from .messages import Message
+from .session import JsonlPersistence, SessionStore
 
 
 class _Hang:
@@ -223,9 +232,151 @@ def _forever() -> Awaitable[None]:
     return asyncio.get_running_loop().create_future()
 
 
+# -- replaying a recorded session ------------------------------------------------------------
+
+REPLAY_DIVERGED = "REPLAY_DIVERGED"
+"""Error code of a strict replay whose request differs from the recording."""
+REPLAY_EXHAUSTED = "REPLAY_EXHAUSTED"
+"""Error code of a request beyond the recording's last model call."""
+
+
+@dataclass(frozen=True, slots=True)
+class RecordedCall:
+    """One model call of a recording: the chunks it streamed, and the messages the recording's
+    log derives just before it (what its request carried)."""
+
+    chunks: tuple[StreamChunk, ...]
+    messages: tuple[Message, ...]
+
+
+class ReplayModel:
+    """An adapter that replays a recorded session's model calls, in order.
+
+    The i-th request is answered with the i-th recorded call's chunks: a successful call's
+    ``assistant/chunk`` events, or the chunks of a failed attempt (``assistant/attempt``), so a
+    retried failure replays as the same failure followed by the same retry. In ``strict`` mode
+    each request's messages are first compared with the ones the recording's log derives at
+    that point (message ids are not compared: they are minted afresh on every run); the first
+    difference answers with an error finish ``REPLAY_DIVERGED`` naming the 0-based message
+    index, which ends the turn ``error``. A request beyond the recording answers with an error
+    finish ``REPLAY_EXHAUSTED``. ``requests`` records every ``GenerateOptions`` received.
+    """
+
+    def __init__(self, calls: Iterable[RecordedCall], *, strict: bool = True) -> None:
+        self.calls: tuple[RecordedCall, ...] = tuple(calls)
+        self.strict = strict
+        self.requests: list[GenerateOptions] = []
+
+    @classmethod
+    def from_session(
+        cls, session_or_path: Any | str | PathLike[str], *, strict: bool = True
+    ) -> ReplayModel:
+        """Build a replay of a ``Session`` (live or loaded) or of a stored ``<id>.jsonl`` file.
+
+        Raises ``ValueError`` for a path that is not a ``.jsonl`` file and the persistence
+        errors (``SessionNotFoundError``, ``SessionCorruptError``) for a missing or corrupt one.
+        """
+        if isinstance(session_or_path, str | PathLike):
+            header, events = _load_jsonl(Path(session_or_path))
+        else:
+            header, events = session_or_path.header, list(session_or_path.events)
+        return cls(_recorded_calls(header, events), strict=strict)
+
+    @property
+    def remaining(self) -> int:
+        """How many recorded calls have not been replayed yet."""
+        return max(len(self.calls) - len(self.requests), 0)
+
+    async def stream(self, options: GenerateOptions) -> AsyncIterator[StreamChunk]:
+        index = len(self.requests)
+        self.requests.append(options)
+        if index >= len(self.calls):
+            message = f"ReplayModel: the recording has {len(self.calls)} model calls; request {index} has none"
+            yield Finish(reason=ErrorFinish(code=REPLAY_EXHAUSTED, message=message))
+            return
+        call = self.calls[index]
+        if self.strict:
+            problem = _divergence(call.messages, options.messages)
+            if problem is not None:
+                message = f"ReplayModel: request {index} diverged from the recording: {problem}"
+                yield Finish(reason=ErrorFinish(code=REPLAY_DIVERGED, message=message))
+                return
+        for chunk in call.chunks:
+            yield chunk
+
+
+def _load_jsonl(path: Path) -> tuple[Any, list[Any]]:
+    if path.suffix != ".jsonl":
+        raise ValueError(f"ReplayModel.from_session: {path} is not a session .jsonl file")
+    return JsonlPersistence(path.parent).load(path.name[: -len(".jsonl")])
+
+
+def _recorded_calls(header: Any, events: Sequence[Any]) -> list[RecordedCall]:
+    calls: list[tuple[int, list[int]]] = []  # (first chunk seq, chunk seqs), in log order
+    for event in events:
+        if event.type == "assistant/message":
+            seqs = list(event.source_event_seqs or ())
+        elif event.type == "assistant/attempt":
+            seqs = [s for s in event.data.get("chunks", ()) if isinstance(s, int)]
+        else:
+            continue
+        if seqs:
+            calls.append((min(seqs), seqs))
+    calls.sort(key=lambda c: c[0])
+    store = SessionStore()
+    out: list[RecordedCall] = []
+    for first, seqs in calls:
+        prefix = store.prepare(header=header, events=events[:first])
+        chunks = tuple(CHUNK_ADAPTER.validate_python(_thaw(events[s].data["chunk"])) for s in seqs)
+        out.append(RecordedCall(chunks, tuple(prefix.derive_messages())))
+    return out
+
+
+def _thaw(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {k: _thaw(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_thaw(v) for v in value]
+    return value
+
+
+def _comparable(message: Any) -> Any:
+    data = message.model_dump(mode="json")
+    data.pop("id", None)
+    return data
+
+
+def _divergence(expected: Sequence[Any], actual: Sequence[Any]) -> str | None:
+    """``None`` when the messages match (ids aside), else a description naming the first
+    differing 0-based message index."""
+    for i, (want, got) in enumerate(zip(expected, actual, strict=False)):
+        if _comparable(want) != _comparable(got):
+            return f"message {i} differs: recorded {_brief(want)}, got {_brief(got)}"
+    if len(expected) != len(actual):
+        i = min(len(expected), len(actual))
+        return (
+            f"message {i} differs: the recording has {len(expected)} messages, "
+            f"the request has {len(actual)}"
+        )
+    return None
+
+
+def _brief(message: Any) -> str:
+    text = getattr(message, "text", None)
+    if not isinstance(text, str):
+        content = getattr(message, "content", None)
+        text = content if isinstance(content, str) else None
+    shown = repr(text if len(text) <= 60 else text[:57] + "...") if isinstance(text, str) else ""
+    return f"{message.role} {shown}".strip()
+
+
 __all__ = [
     "HANG",
+    "REPLAY_DIVERGED",
+    "REPLAY_EXHAUSTED",
     "HangAfter",
+    "RecordedCall",
+    "ReplayModel",
     "ScriptedModel",
     "combine",
     "error",

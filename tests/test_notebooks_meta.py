@@ -25,6 +25,7 @@ EXPECTED = [
     "05-real-models.ipynb",
     "06-the-agent-in-your-kernel.ipynb",
     "07-long-sessions.ipynb",
+    "08-subagents-fork-replay.ipynb",
     "09-mcp.ipynb",
 ]
 # Shapes of real provider keys (OpenAI/DeepSeek "sk-...", Anthropic "sk-ant-..."): long runs

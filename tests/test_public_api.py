@@ -71,6 +71,7 @@ def test_testing_module_exports_the_script_helpers() -> None:
         "HANG",
         "hang_after",
         "combine",
+        "ReplayModel",
     ):
         assert name in testing.__all__, name
 

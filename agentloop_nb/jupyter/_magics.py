@@ -31,6 +31,7 @@ from IPython.display import display
 from ..llm.offline import OfflineModel
 from ..loop import AgentOptions
 from ._cellplugin import run_plugin_cell
+from ._fork_magics import add_fork_parser, run_fork
 from ._kernel_magics import (
     add_create_flags,
     add_tool_command,
@@ -140,6 +141,7 @@ def _build_parser() -> _Parser:
     add_longrun_parsers(sub)
     add_mcp_parser(sub)
     add_tool_command(sub)
+    add_fork_parser(sub)
     return p
 
 
@@ -423,6 +425,9 @@ class AgentMagics(Magics):
         self.state.keep(value)
         value.add_done_callback(bind)
         print(f"resuming {sid} as {name}…")
+
+    def _cmd_fork(self, args: argparse.Namespace) -> None:
+        run_fork(self.state, args)
 
     def _check_session(self, sid: str) -> None:
         """Raise :class:`UserError` when the persistence has no session ``sid`` (naming the

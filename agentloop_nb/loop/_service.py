@@ -26,6 +26,7 @@ from ..signals import AbortController, AbortScope
 from ._agent import Agent, AgentOptions
 from ._config import AgentConfig, AgentLoopConfig, LoopSettings
 from ._driver import Driver, Spawn
+from ._fork import plan_fork
 from ._inbox import Inbox
 from ._request import RequestPath, configured_model, configured_provider, explicit_config
 from ._state import TurnState
@@ -212,6 +213,49 @@ class AgentLoop:
                 off()
         return AgentHandle(agent, lambda: self.dispose(agent))
 
+    async def fork(
+        self,
+        source_session_id: str,
+        *,
+        at_seq: int | None = None,
+        session_id: str | None = None,
+        agent_options: AgentOptions | None = None,
+        setup: Setup | None = None,
+        signal: AbortSignal | None = None,
+    ) -> AgentHandle:
+        """Create an agent on a new session seeded with ``source_session_id``'s surface history
+        up to event ``at_seq`` (default: all); header meta ``forked_from`` / ``at_seq`` /
+        ``cut_seq``. A cut inside a step never separates a tool call from its result (see
+        ``loop._fork``). The source (live, or stored and loaded read-only) is never changed.
+        Options default to the live source agent's, else the source log's last header.
+        Raises ``ValueError`` for a bad ``at_seq``, ``RuntimeError`` or the persistence errors
+        (``SessionNotFoundError``) for a session that is neither live nor stored, and whatever
+        a creation raises (``already exists``, ``AbortError``, a vetoing listener)."""
+        self._require_open()
+        _check(signal)
+        live = self.ctx.sessions.get(source_session_id)
+        if live is not None:
+            header, events = live.header, list(live.events)
+        else:
+            header, events = self._persistence().load(source_session_id)
+        plan = plan_fork(header, events, at_seq, session_id)
+        if agent_options is None:
+            agent_options = self._source_options(source_session_id, header, events)
+        return await self._create(
+            session_id=plan.session_id,
+            agent_options=agent_options,
+            meta=plan.meta,
+            seed=plan.seed,
+            setup=setup,
+            signal=signal,
+        )
+
+    def _source_options(self, source_id: str, header: Any, events: Any) -> AgentOptions:
+        for agent in self._lives:
+            if agent.session.id == source_id:
+                return agent.options
+        return _options_from_log(self.ctx.sessions.prepare(header=header, events=events))
+
     def _load(self, session_id: str, agent_options: AgentOptions | None) -> _Creation:
         """Reserve the session's writer lock (when the backend has one), then load it. The
         lease is given back when anything fails before publication (here, in setup or in
@@ -384,6 +428,9 @@ class _Factory:
 
     async def resume(self, **kw: Any) -> AgentHandle:
         return await self._loop._resume(**kw)
+
+    async def fork(self, source_session_id: str, **kw: Any) -> AgentHandle:
+        return await self._loop.fork(source_session_id, **kw)
 
 
 async def _final_flush(agent: Agent) -> None:
