@@ -79,11 +79,15 @@ _realmodel_free_port() {
 }
 
 # Start llama-server on 127.0.0.1:$1 in the background (its log in $REALMODEL_CACHE/server.log).
+# --logit-bias 106+6 favours <end_of_turn> (the base model otherwise keeps calling tools until
+# the token limit). --no-repack: weight repacking picks the AMX kernels on CPUs that advertise
+# AMX, and some virtual machines advertise it without allowing it (the server dies with an
+# illegal instruction); repacking buys nothing measurable for a 270M model.
 _realmodel_spawn() {
     local port="$1" gguf="$2" binary="$3"
     "$binary" -m "$gguf" --host 127.0.0.1 --port "$port" -c 4096 -np 1 -t 2 \
         --jinja --chat-template-file "$PWD/$REALMODEL_TEMPLATE" \
-        --logit-bias 106+6 >"$REALMODEL_CACHE/server.log" 2>&1 &
+        --logit-bias 106+6 --no-repack >"$REALMODEL_CACHE/server.log" 2>&1 &
     REALMODEL_PID=$!
 }
 

@@ -118,7 +118,9 @@ async def test_tool_round_trip_with_few_shot_history(realmodel_url: str) -> None
     assert result.data["content"] == "42" and result.data["is_error"] is False
     answer = of_type(agent, "assistant/message", start)[-1]
     assert "42" in text_of(answer), text_of(answer)
-    assert of_type(agent, "turn/end", start)[-1].data["reason"]["kind"] == "completed"
+    # The base model may ramble on after its answer until the token limit.
+    end = of_type(agent, "turn/end", start)[-1]
+    assert end.data["reason"]["kind"] in ("completed", "max-tokens"), end.data
 
 
 async def test_cancel_mid_stream_ends_the_turn_aborted_and_the_server_serves_on(
