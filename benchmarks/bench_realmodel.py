@@ -16,7 +16,7 @@ Per round, in alternating order (A B, then B A), each contender sends one reques
   the agent sent (captured once), reading SSE lines; time to first token is from the call to
   the first line carrying ``delta.content``.
 
-Both use a warm keep-alive connection and the server's prompt cache (the same prompt every
+Both open a fresh loopback connection per request and hit the server's prompt cache (the same prompt every
 time), so the difference is the client side. Chunk throughput is the number of content chunks
 after the first divided by the time from the first to the last. Medians and p90 of ``--rounds``.
 """
@@ -40,6 +40,9 @@ from agentloop_nb import AgentOptions, App
 PROVIDER = "llamacpp"
 MODEL = "gemma-3-270m"
 PROMPT = "Write a short paragraph about lighthouses."
+# A new loopback connection per request for both contenders: llama-server's HTTP library closes
+# a kept-alive connection after a few requests, which httpx only notices on the next send.
+FRESH = httpx.Limits(max_keepalive_connections=0)
 
 
 class Capture:
@@ -111,8 +114,10 @@ async def main(args: argparse.Namespace) -> None:
     )
     with tempfile.TemporaryDirectory() as root:
         async with (
-            httpx.AsyncClient(event_hooks={"request": [capture]}, timeout=120) as agent_http,
-            httpx.AsyncClient(timeout=120) as raw_http,
+            httpx.AsyncClient(
+                event_hooks={"request": [capture]}, timeout=120, limits=FRESH
+            ) as agent_http,
+            httpx.AsyncClient(timeout=120, limits=FRESH) as raw_http,
         ):
             providers = {
                 PROVIDER: {"type": "openai", "base_url": base + "/v1", "client": agent_http}
