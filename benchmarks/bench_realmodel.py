@@ -67,8 +67,8 @@ async def agent_round(app: App, n: int, options: AgentOptions) -> tuple[float, f
         event = payload.event
         if event.type == "assistant/chunk" and event.data["chunk"]["type"] == "text-delta":
             marks.append(time.perf_counter())
-        elif event.type == "assistant/message":
-            done.set()
+        elif event.type in ("assistant/message", "turn/end"):
+            done.set()  # turn/end too: a failed request logs no assistant/message
 
     off = app.ctx.on("session/event", on_event)
     try:
@@ -79,7 +79,8 @@ async def agent_round(app: App, n: int, options: AgentOptions) -> tuple[float, f
     finally:
         off()
     if not marks:
-        raise RuntimeError("the agent streamed no text; is the server's model loaded?")
+        ends = [e.data for e in agent.session.events if e.type == "turn/end"]
+        raise RuntimeError(f"the agent streamed no text; is the server up? turn/end: {ends}")
     return marks[0] - start, marks[-1] - marks[0], len(marks)
 
 
