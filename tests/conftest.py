@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import pytest
+from _realmodel import realmodel_url  # noqa: F401  (fixture: the llama-server URL)
 
 
 @pytest.fixture

@@ -11,13 +11,15 @@ Status mapping (both providers):
 ===========================  ==============================================================
 401, 403                     ``AUTH``
 400, 413, 422                ``BAD_REQUEST``, or ``CONTEXT_WINDOW_EXCEEDED`` when the
-                             provider's message says the prompt is too long
+                             provider's message says the prompt is too long (the wordings of
+                             OpenAI, Anthropic, DeepSeek, vLLM, Ollama and llama.cpp)
 404                          ``BAD_REQUEST`` (model or endpoint not found)
 408                          ``TIMEOUT``
 429                          ``RATE_LIMIT`` with ``retry_after`` from ``retry-after-ms`` or
                              ``Retry-After`` (seconds or an HTTP date)
 529, or ``overloaded_error``  ``OVERLOADED``
-500, 502, 503, 504 (5xx)     ``SERVER``
+500, 502, 503, 504 (5xx)     ``SERVER`` (``CONTEXT_WINDOW_EXCEEDED`` for an overflow message:
+                             Ollama reports it with 500)
 other 4xx                    ``BAD_REQUEST``
 ===========================  ==============================================================
 
@@ -29,6 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import ipaddress
 import json
 import os
 import re
@@ -47,18 +50,33 @@ MAX_QUOTE = 300
 
 REDACTED = "…redacted"
 
-# Phrases providers use when the prompt does not fit the model's context window.
+# How each server words "the prompt does not fit the context window" (lower-cased, matched
+# anywhere in the error's type, code or message):
+# - OpenAI / DeepSeek / vLLM: code ``context_length_exceeded``, "This model's maximum context
+#   length is N tokens. However, you requested M tokens ... Please reduce the length of the
+#   messages"; vLLM also "The decoder prompt (length M) is longer than the maximum model length";
+#   newer OpenAI models: "Input tokens exceed the configured limit of N tokens";
+# - Anthropic: "prompt is too long: M tokens > N maximum";
+# - Ollama: "prompt too long; exceeded max context length by N tokens", "the input length
+#   exceeds the context length";
+# - llama.cpp's llama-server: type ``exceed_context_size_error``, "request (M tokens) exceeds
+#   the available context size (N tokens), try increasing it".
 _CONTEXT_MARKERS = (
     "context_length_exceeded",
+    "model_context_window_exceeded",
+    "exceed_context_size",
     "maximum context length",
+    "max context length",
     "context length",
     "context window",
+    "context size",
+    "maximum model length",
     "prompt is too long",
     "prompt too long",
     "input is too long",
     "too many tokens",
+    "input tokens exceed",
     "reduce the length of the messages",
-    "model_context_window_exceeded",
 )
 
 # Anthropic (and some proxies) name the failure in ``error.type``; used for in-stream errors
@@ -80,6 +98,8 @@ _ERROR_TYPE_CODES = {
     "request_too_large": "BAD_REQUEST",
     "timeout_error": "TIMEOUT",
     "context_length_exceeded": "CONTEXT_WINDOW_EXCEEDED",
+    "exceed_context_size_error": "CONTEXT_WINDOW_EXCEEDED",
+    "unavailable_error": "SERVER",
 }
 
 
@@ -155,6 +175,22 @@ def missing_key_message(provider: str, env_name: str | None) -> str:
         f"no API key for provider {provider!r}: {where}pass "
         f"providers={{{provider!r}: {{'api_key': ...}}}}"
     )
+
+
+def is_loopback_url(url: str) -> bool:
+    """Whether ``url``'s host is this machine: ``localhost`` (and ``*.localhost``), an address
+    in 127.0.0.0/8 or ``::1``. ``False`` for anything unparseable."""
+    try:
+        host = httpx.URL(url).host
+    except Exception:
+        return False
+    host = host.strip("[]").lower()
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def safe_url(url: str | httpx.URL) -> str:
@@ -258,17 +294,21 @@ def status_code_for(status: int, etype: str | None, code: str | None, message: s
         return "RATE_LIMIT"
     if status == 408:
         return "TIMEOUT"
-    if status in (400, 413, 422):
-        return (
-            "CONTEXT_WINDOW_EXCEEDED"
-            if _is_context_overflow(etype, code, message)
-            else "BAD_REQUEST"
-        )
+    # Ollama reports an overflow with 500; retrying the same prompt cannot help there either.
+    if (status in (400, 413, 422) or status >= 500) and _is_context_overflow(etype, code, message):
+        return "CONTEXT_WINDOW_EXCEEDED"
     if 400 <= status < 500:
         return "BAD_REQUEST"
     if status >= 500:
         return "SERVER"
     return "UNKNOWN"
+
+
+def _error_label(head: str, status: int | None, etype: str | None, code: str | None) -> str:
+    """``head`` plus the provider's own name for the error in parentheses: its ``code``, or its
+    ``type`` when the code only repeats the HTTP status (llama.cpp, vLLM send ``code: 400``)."""
+    name = code if code and code != str(status) else etype
+    return f"{head} ({name})" if name else head
 
 
 _STATUS_HINTS = {
@@ -304,10 +344,7 @@ def http_error(
     message, etype, code = error_details(parsed)
     provider_text = message if message is not None else text
     err_code = status_code_for(status, etype, code, provider_text)
-    label = f"{provider} HTTP {status}"
-    if code or etype:
-        label += f" ({code or etype})"
-    parts = [label]
+    parts = [_error_label(f"{provider} HTTP {status}", status, etype, code)]
     if status == 404:
         parts.append(
             f"model {model!r} or endpoint {safe_url(url)} not found; check the model name and base_url"
@@ -325,6 +362,14 @@ def http_error(
     )
 
 
+def _status_of(payload: Any) -> int | None:
+    """The numeric ``error.code`` of an in-stream error body (llama.cpp sends the status it
+    would have used), else ``None``."""
+    err = payload.get("error") if isinstance(payload, Mapping) else None
+    code = err.get("code") if isinstance(err, Mapping) else None
+    return code if isinstance(code, int) and not isinstance(code, bool) else None
+
+
 def stream_error(
     *, provider: str, payload: Any, secrets: Iterable[str | None], default: str = "UNKNOWN"
 ) -> ErrorFinish:
@@ -336,9 +381,8 @@ def stream_error(
     err_code = classify_error_type(etype, code, message)
     if err_code == "UNKNOWN":
         err_code = default
-    label = f"{provider} stream error"
-    if code or etype:
-        label += f" ({code or etype})"
+    status = _status_of(payload)
+    label = _error_label(f"{provider} stream error", status, etype, code)
     text = truncate(redact(message or json.dumps(payload, default=str), secrets))
     return ErrorFinish(code=err_code, message=redact(f"{label}: {text}", secrets))
 
@@ -467,6 +511,7 @@ __all__ = [
     "error_details",
     "header_secrets",
     "http_error",
+    "is_loopback_url",
     "key_hint",
     "missing_key_message",
     "parse_retry_after",

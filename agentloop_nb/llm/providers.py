@@ -22,10 +22,15 @@ explicit values override the environment. A name that is not a preset needs
 ``"type": "openai" | "anthropic" | "offline"`` (e.g. ``{"openrouter": {"type": "openai",
 "base_url": "https://openrouter.ai/api/v1", "api_key_env": "OPENROUTER_API_KEY"}}``).
 Building never needs a key: keys are read at request time, and a missing one ends that request
-with an ``AUTH`` error naming the variable to set.
+with an ``AUTH`` error naming the variable to set. An entry whose explicit ``base_url`` is on
+this machine (``localhost``, 127.0.0.0/8, ``::1``) is keyless by default, as local servers
+(llama.cpp, Ollama, vLLM) usually are: ``require_key`` defaults to ``False`` there (a key that
+is configured is still sent); say ``"require_key": True`` to insist on one.
 
 Raises ``ValueError`` (naming the provider and the accepted options) for an unknown provider
-without a ``type`` or for an option the adapter does not take.
+without a ``type`` or for an option the adapter does not take, and (naming the provider and the
+field) for a URL, key or variable-name option that is not a string, or a ``base_url`` that is
+not an ``http(s)://`` URL.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ from collections.abc import AsyncIterator, Mapping
 from typing import Any, Protocol, runtime_checkable
 
 from ._chunks import GenerateOptions, StreamChunk
+from ._http import is_loopback_url, safe_url
 from .anthropic import AnthropicAdapter
 from .offline import OfflineModel
 from .openai import OpenAIAdapter
@@ -93,6 +99,28 @@ def _accepted(cls: type[Any]) -> list[str]:
     return sorted(p for p in params if p not in ("self", "name"))
 
 
+#: Options that must be strings when given (``None`` means "not set").
+_STRING_OPTIONS = ("base_url", "api_key", "api_key_env", "base_url_env", "default_base_url")
+
+
+def _check_string_options(name: str, opts: Mapping[str, Any]) -> None:
+    """Reject a non-string URL/key option now, naming the provider and the field, instead of
+    failing with an ``AttributeError`` at the first request."""
+    for field in _STRING_OPTIONS:
+        value = opts.get(field)
+        if value is not None and not isinstance(value, str):
+            raise ValueError(
+                f"providers[{name!r}].{field} must be a string, got {type(value).__name__}"
+            )
+    for field in ("base_url", "default_base_url"):
+        value = opts.get(field)
+        if value and not value.lower().startswith(("http://", "https://")):
+            raise ValueError(
+                f"providers[{name!r}].{field} must be an http:// or https:// URL "
+                f"(e.g. 'http://127.0.0.1:8080/v1'), got {safe_url(value)!r}"
+            )
+
+
 def build_adapter(name: str, options: Mapping[str, Any] | None = None) -> Any:
     """One adapter for provider ``name`` with ``options`` over its preset defaults."""
     opts = dict(options or {})
@@ -116,6 +144,9 @@ def build_adapter(name: str, options: Mapping[str, Any] | None = None) -> Any:
             f"provider {name!r} ({cls.__name__}) does not take option(s) {unknown}; "
             f"accepted: {accepted}"
         )
+    _check_string_options(name, opts)
+    if "require_key" not in opts and is_loopback_url(opts.get("base_url") or ""):
+        opts["require_key"] = False
     kwargs = {**(defaults if kind == preset_kind else {}), **opts}
     if cls is not OfflineModel:
         kwargs["name"] = name
