@@ -8,7 +8,8 @@
 #      with a clear message only when Chromium cannot be installed; once it is there they must
 #      run (a skip would hide a broken front end)
 #   3. `npm ci --prefix tests/peers` when tests/peers/package.json exists and npm is present
-#   4. pytest under `timeout`, so a stuck background task cannot hang CI
+#   4. a throwaway PostgreSQL cluster (AGENTLOOP_TEST_DATABASE_URL), stopped at exit
+#   5. pytest under `timeout`, so a stuck background task cannot hang CI
 # The exit code is pytest's (124 when the overall timeout fired).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -24,6 +25,8 @@ else
     _warn "Chromium could not be installed: the browser tests will skip (with this reason)."
 fi
 ensure_npm_peers
+# A throwaway PostgreSQL cluster (stopped at exit) for the persistence contract suite.
+ensure_postgres || true
 
 _stage "pytest tests + notebooks (nbval-lax)"
 set +e
