@@ -32,8 +32,9 @@ import logging
 import os
 import socket
 import threading
+import weakref
 from collections.abc import Callable, Iterator, Sequence
-from pathlib import PurePosixPath
+from pathlib import Path
 from queue import Empty, SimpleQueue
 from typing import Any, Protocol
 
@@ -157,9 +158,7 @@ class PostgresPersistence:
 
     def _connect(self) -> Any:
         try:
-            conn = self._psycopg.connect(
-                self.dsn, autocommit=True, application_name="agentloop_nb"
-            )
+            conn = self._psycopg.connect(self.dsn, autocommit=True, application_name="agentloop_nb")
         except self._psycopg.Error as exc:
             raise PersistenceError(
                 f"cannot connect to the session database ({exc}); check the persistence URL "
@@ -180,6 +179,9 @@ class PostgresPersistence:
         """The shared connection (call with ``_mutex`` held); created with the schema."""
         if self._conn is None or self._conn.closed:
             conn = self._connect()
+            # A backend dropped without ``aclose`` still closes its connection (and so gives
+            # back its locks) when it is collected.
+            weakref.finalize(self, conn.close)
             self._ddl(conn)
             self._conn = conn
         return self._conn
@@ -188,6 +190,10 @@ class PostgresPersistence:
     def _cursor(self) -> Iterator[Any]:
         with self._mutex:
             yield self._shared().cursor()
+
+    def _where(self, id: str) -> Path:
+        """What errors name as the session's location (errors carry a ``Path``)."""
+        return Path(f"postgresql:{self.schema}/{id}")
 
     def _table(self, name: str) -> Any:
         sql = self._psycopg.sql
@@ -251,8 +257,7 @@ class PostgresPersistence:
             row = cur.fetchone()
             if row is None:
                 raise SessionNotFoundError(
-                    f"session {id!r} not found in the session database (schema "
-                    f"{self.schema!r})",
+                    f"session {id!r} not found in the session database (schema {self.schema!r})",
                     id=id,
                 )
             cur.execute(
@@ -263,7 +268,7 @@ class PostgresPersistence:
             )
             lines = [row[0], *(r[0] for r in cur)]
         raw = ("\n".join(lines) + "\n").encode("utf-8")
-        return parse_log(PurePosixPath(f"postgresql:{self.schema}/{id}"), id, raw)  # type: ignore[arg-type]
+        return parse_log(self._where(id), id, raw)
 
     def list(self) -> builtins.list[SessionHeader]:
         """Headers of every stored session (reads the header table only), oldest first;
@@ -312,13 +317,17 @@ class PostgresPersistence:
             cur.execute("SELECT pg_try_advisory_lock(hashtextextended(%s, 0))", (id,))
             row = cur.fetchone()
             if not (row and row[0]):
-                cur.execute(sql.SQL("SELECT pid, host FROM {} WHERE id = %s").format(writers), (id,))
+                cur.execute(
+                    sql.SQL("SELECT pid, host FROM {} WHERE id = %s").format(writers), (id,)
+                )
                 found = cur.fetchone()
                 holder: dict[str, object] = (
                     {"pid": found[0], "host": found[1]} if found is not None else {}
                 )
                 raise SessionLockedError(
-                    id, PurePosixPath(f"postgresql:{self.schema}/{id}"), holder  # type: ignore[arg-type]
+                    id,
+                    self._where(id),
+                    holder,
                 )
             cur.execute(
                 sql.SQL(
@@ -376,8 +385,8 @@ class PostgresPersistence:
                 held = self._lock(session.id)
             elif held.owner is not None and held.owner.state != "detached":
                 holder: dict[str, object] = {"pid": os.getpid(), "host": socket.gethostname()}
-                path = PurePosixPath(f"postgresql:{self.schema}/{session.id}")
-                raise SessionLockedError(session.id, path, holder)  # type: ignore[arg-type]
+                path = self._where(session.id)
+                raise SessionLockedError(session.id, path, holder)
             try:
                 if not session.header_durable and self._stored(session.id):
                     raise FileExistsError(
