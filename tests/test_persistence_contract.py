@@ -18,12 +18,15 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
-from _loop_helpers import OPTIONS, data, make_app, reasons, register, run, scripted, types
+from _loop_helpers import OPTIONS, WAIT, data, make_app, reasons, register, run, scripted, types
+from pydantic import ValidationError
 
 from agentloop_nb.app import App
 from agentloop_nb.session import (
     JsonlPersistence,
+    PersistenceError,
     PostgresPersistence,
     SessionHeader,
     SessionLockedError,
@@ -247,3 +250,81 @@ async def test_another_process_holding_the_session_is_named_by_pid(
         await app.ctx.agents.resume(resume_session_id="s1")
     assert info.value.holder.get("pid") == proc.pid
     await app.aclose()
+
+
+async def test_a_killed_holder_never_bricks_the_session(
+    store: Store, holder_of: Callable[[], subprocess.Popen[str]]
+) -> None:
+    store.open().create(SessionHeader("s1", created_at=1.0))
+    proc = holder_of()
+    proc.kill()
+    proc.wait()
+    backend = store.open()
+    await wait_until_acquired(backend, "s1")
+    await close(backend)
+
+
+async def wait_until_acquired(backend: Any, id: str) -> None:
+    """Acquire ``id``. The OS drops a file lock as the holder dies; PostgreSQL drops an
+    advisory lock when the server notices the closed connection, a moment later: retry on
+    ``SessionLockedError`` only, bounded by ``WAIT``."""
+    with anyio.fail_after(WAIT):
+        while True:
+            try:
+                backend.acquire(id).release()
+                return
+            except SessionLockedError:
+                await anyio.sleep(0.02)
+
+
+async def test_a_stored_session_removed_under_the_writer_fails_its_flush(store: Store) -> None:
+    app = store.app(text("one"), text("two"))
+    handle = await app.ctx.agents.create(session_id="s1", agent_options=OPTIONS)
+    await run(handle.agent, "first")
+    await handle.agent.session.flush()
+    remove_stored(store, "s1")
+    handle.agent.session.append("agent/note", {"text": "lost"})
+    with pytest.raises(ExceptionGroup) as info:  # flush gathers its listeners' failures
+        await handle.agent.session.flush()
+    assert info.group_contains(PersistenceError, match="s1")
+    await handle.dispose()
+    await app.aclose()
+
+
+def remove_stored(store: Store, id: str) -> None:
+    if store.kind == "jsonl":
+        os.remove(Path(store.where) / f"{id}.jsonl")
+        return
+    import psycopg
+    from psycopg import sql
+
+    with psycopg.connect(store.where, autocommit=True) as conn:
+        conn.execute(
+            sql.SQL("DELETE FROM {}.agentloop_sessions WHERE id = %s").format(
+                sql.Identifier(store.schema)
+            ),
+            (id,),
+        )
+
+
+async def test_app_takes_a_postgres_url_or_the_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    if DB_URL is None:
+        pytest.skip("no PostgreSQL: AGENTLOOP_TEST_DATABASE_URL is unset")
+    app = App(persistence_url=DB_URL)
+    assert isinstance(app.persistence, PostgresPersistence)
+    assert DB_URL not in repr(app) and DB_URL not in repr(app.config)
+    await app.aclose()
+    monkeypatch.setenv("AGENTLOOP_DATABASE_URL", DB_URL)
+    app = App()
+    assert isinstance(app.persistence, PostgresPersistence)
+    await app.aclose()
+    app = App(persistence_root="unused")  # an explicit backend wins over the environment
+    assert isinstance(app.persistence, JsonlPersistence)
+    await app.aclose()
+
+
+def test_a_persistence_url_that_is_not_postgres_is_refused_naming_the_field() -> None:
+    with pytest.raises(ValidationError, match="persistence_url"):
+        App(persistence_url="mysql://x")
