@@ -30,11 +30,11 @@ from typing import Any
 import anyio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_loop import table, timed, write_session  # noqa: E402
+from bench_loop import table, timed, write_session
 
-from agentloop_nb.app import App  # noqa: E402
-from agentloop_nb.context import Context  # noqa: E402
-from agentloop_nb.session import (  # noqa: E402
+from agentloop_nb.app import App
+from agentloop_nb.context import Context
+from agentloop_nb.session import (
     JsonlPersistence,
     PostgresPersistence,
     SessionEvent,
@@ -114,7 +114,7 @@ async def main(args: argparse.Namespace) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         src, _ = await write_session(root / "src", args.events)
-        header, events = JsonlPersistence(root / "src").load(src)
+        _, events = JsonlPersistence(root / "src").load(src)
         size = (root / "src" / f"{src}.jsonl").stat().st_size
         makers: dict[str, Callable[[], Any]] = {
             "JSONL": lambda: JsonlPersistence(root / "jsonl"),
