@@ -92,7 +92,8 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
             "no PostgreSQL: AGENTLOOP_TEST_DATABASE_URL is unset (scripts/test.sh starts a "
             "throwaway cluster when PostgreSQL can be installed)"
         )
-    pytest.importorskip("psycopg", reason="psycopg is not installed (agentloop_nb[postgres])")
+    import psycopg  # noqa: F401  (a database without the driver is a failure, not a skip)
+
     schema = f"contract_{uuid.uuid4().hex[:12]}"
     yield Store("postgres", DB_URL, schema)
     _drop_schema(DB_URL, schema)

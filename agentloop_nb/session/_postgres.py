@@ -434,6 +434,8 @@ class PostgresPersistence:
 
     def _put(self, item: tuple[Any, ...]) -> None:
         self._queue.put(item)
+        if self._thread is not None:  # the common case: no lock per event
+            return
         with self._mutex:
             if self._thread is None:
                 self._thread = threading.Thread(
