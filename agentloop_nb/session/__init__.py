@@ -3,7 +3,8 @@
 ``SessionStore`` (``ctx.sessions``) builds and publishes ``Session``s; a ``Session`` appends
 immutable ``SessionEvent``s (``data`` deep-frozen as ``FrozenDict``/tuples) and derives the
 model-visible messages incrementally. ``Persistence`` is the storage seam and
-``JsonlPersistence`` its embedded write-behind backend; ``repair`` closes what a crash left open.
+``JsonlPersistence`` its embedded write-behind backend (``PostgresPersistence`` the shared
+one); ``repair`` closes what a crash left open.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from ._persistence import (
     SessionLockedError,
     SessionNotFoundError,
 )
+from ._postgres import PostgresPersistence
 from ._repair import TOOL_OUTCOME_UNKNOWN, repair
 from ._session import (
     EventLog,
@@ -40,6 +42,7 @@ __all__ = [
     "JsonlPersistence",
     "Persistence",
     "PersistenceError",
+    "PostgresPersistence",
     "Session",
     "SessionCorruptError",
     "SessionDispatch",
