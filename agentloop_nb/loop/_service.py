@@ -27,6 +27,7 @@ from ._agent import Agent, AgentOptions
 from ._config import AgentConfig, AgentLoopConfig, LoopSettings
 from ._driver import Driver, Spawn
 from ._inbox import Inbox
+from ._limits import GlobalLimits
 from ._request import RequestPath, configured_model, configured_provider, explicit_config
 from ._state import TurnState
 
@@ -71,6 +72,8 @@ class AgentLoop:
         self.ctx = ctx
         self.config = config or AgentLoopConfig()
         self.settings = LoopSettings(max_parallel_tool_calls=self.config.max_parallel_tool_calls)
+        #: Gates shared by every agent, capped by the live ``settings``' global limits.
+        self.limits = GlobalLimits(self.settings)
         self._spawn = spawn
         self._lives: dict[Agent, _Life] = {}
         self._inflight: dict[AbortController, asyncio.Future[None]] = {}
