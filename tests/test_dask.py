@@ -17,6 +17,7 @@ import pytest
 from _loop_helpers import OPTIONS, data, make_app, scripted, wait_for
 
 from agentloop_nb.app import App
+from agentloop_nb.jupyter import ToolPoolView
 from agentloop_nb.testing import text, tool_call
 from agentloop_nb.tools import ToolExecution, tool
 
@@ -102,7 +103,13 @@ async def test_a_dask_body_runs_in_a_worker_process_of_the_local_cluster_closed_
     assert pid != os.getpid()
     cluster = app.ctx.dask.cluster
     assert str(cluster.status.name) == "running"
-    assert app.ctx.dask.dashboard_link.startswith("http")
+    link = app.ctx.dask.dashboard_link
+    assert link.startswith("http")
+    pool = ToolPoolView(agent)  # the pool view links the dashboard
+    try:
+        assert f'href="{link}"' in pool.table.value and "Dask dashboard" in pool.table.value
+    finally:
+        pool.close()
     await app.aclose()
     assert str(cluster.status.name) == "closed"
 
