@@ -26,6 +26,7 @@ EXPECTED = [
     "06-the-agent-in-your-kernel.ipynb",
     "07-long-sessions.ipynb",
     "09-mcp.ipynb",
+    "10-scale.ipynb",
 ]
 # Shapes of real provider keys (OpenAI/DeepSeek "sk-...", Anthropic "sk-ant-..."): long runs
 # after the prefix. Demo strings such as "sk-abc123" are far shorter.
