@@ -46,6 +46,16 @@ async def test_global_limits_default_to_unlimited_and_refuse_non_positive_values
     assert settings.max_concurrent_model_calls == 3
 
 
+async def test_the_app_config_seeds_the_global_limits() -> None:
+    app = App({"max_parallel_tool_calls_total": 4, "max_concurrent_model_calls": 2})
+    try:
+        settings = app.ctx.agent_loop.settings
+        assert settings.max_parallel_tool_calls_total == 4
+        assert settings.max_concurrent_model_calls == 2
+    finally:
+        await app.aclose()
+
+
 async def test_total_tool_cap_bounds_bodies_across_agents_and_a_raise_admits_waiters(
     app: App,
 ) -> None:

@@ -39,6 +39,9 @@ class AgentLoopConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     max_parallel_tool_calls: PositiveInt = 10
+    #: The initial values of the live global limits (see :class:`LoopSettings`).
+    max_parallel_tool_calls_total: PositiveInt | None = None
+    max_concurrent_model_calls: PositiveInt | None = None
     agents: list[AgentConfig] = []
 
 

@@ -71,7 +71,11 @@ class AgentLoop:
     ) -> None:
         self.ctx = ctx
         self.config = config or AgentLoopConfig()
-        self.settings = LoopSettings(max_parallel_tool_calls=self.config.max_parallel_tool_calls)
+        self.settings = LoopSettings(
+            max_parallel_tool_calls=self.config.max_parallel_tool_calls,
+            max_parallel_tool_calls_total=self.config.max_parallel_tool_calls_total,
+            max_concurrent_model_calls=self.config.max_concurrent_model_calls,
+        )
         #: Gates shared by every agent, capped by the live ``settings``' global limits.
         self.limits = GlobalLimits(self.settings)
         self._spawn = spawn
