@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
+import itertools
 import resource
 import shutil
 import statistics
@@ -50,15 +51,20 @@ STEPS = 20
 
 class Steps:
     """A zero-latency adapter: each agent gets ``steps`` tool-call responses, then an answer
-    (decided from the request's own history, so concurrent agents never share a script)."""
+    (decided from the request's own history, so concurrent agents never share a script).
+    Call ids are unique per response (a resumed session never sees an id reused)."""
 
     def __init__(self, steps: int) -> None:
-        self.calls: list[list[StreamChunk]] = [tool_call(f"c{i}", "noop", {}) for i in range(steps)]
+        self.steps = steps
         self.answer = text("done")
+        self.count = itertools.count()
 
     async def stream(self, options: GenerateOptions) -> AsyncIterator[StreamChunk]:
         since = _since_last_user(options.messages)
-        response = self.calls[since] if since < len(self.calls) else self.answer
+        if since < self.steps:
+            response = tool_call(f"s{next(self.count)}", "noop", {})
+        else:
+            response = self.answer
         for chunk in response:
             yield chunk
 
