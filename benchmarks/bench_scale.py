@@ -47,6 +47,7 @@ from agentloop_nb.testing import text, tool_call
 
 OPTIONS = AgentOptions(provider="steps", model="bench")
 STEPS = 20
+_IDS = itertools.count()  # call ids unique across Apps: rounds append to one session
 
 
 class Steps:
@@ -57,14 +58,11 @@ class Steps:
     def __init__(self, steps: int) -> None:
         self.steps = steps
         self.answer = text("done")
-        self.count = itertools.count()
 
     async def stream(self, options: GenerateOptions) -> AsyncIterator[StreamChunk]:
         since = _since_last_user(options.messages)
-        if since < self.steps:
-            response = tool_call(f"s{next(self.count)}", "noop", {})
-        else:
-            response = self.answer
+        done = since >= self.steps
+        response = self.answer if done else tool_call(f"s{next(_IDS)}", "noop", {})
         for chunk in response:
             yield chunk
 
