@@ -122,8 +122,9 @@ async def test_cancelling_a_turn_cancels_the_dask_future_and_ends_the_call_abort
     agent.followup("go")
     await wait_for(agent, lambda e: e.type == "tool/call")
     client = await app.ctx.dask.connect()
-    while not client.futures:  # submitted once the body's task runs
-        await anyio.wait_all_tasks_blocked()
+    with anyio.fail_after(60):
+        while not client.futures:  # submitted once the body's task runs
+            await anyio.wait_all_tasks_blocked()
     agent.cancel()
     await idle(agent)
     result = result_of(agent)
