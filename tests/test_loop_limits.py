@@ -124,3 +124,28 @@ async def test_cancelling_a_turn_waiting_for_a_model_slot_ends_it_aborted(app: A
     first.cancel()
     await idle(first)
     assert gate.held == 0
+
+
+async def test_a_call_aborted_while_waiting_for_a_tool_slot_never_starts(app: App) -> None:
+    probe = Probe()
+    register(app, probe.probe)
+    app.ctx.agent_loop.settings.max_parallel_tool_calls_total = 1
+    scripted(app, tool_call("c1", "probe", {"key": "x"}), tool_call("c2", "probe", {"key": "y"}))
+    holder = app.ctx.agent_loop.create("holder", OPTIONS)
+    waiter = app.ctx.agent_loop.create("waiter", OPTIONS)
+    holder.followup("go")
+    await probe.wait_started("x")
+    waiter.followup("go")
+    await wait_for(waiter, lambda e: e.type == "tool/call")
+    gate = app.ctx.agent_loop.limits.tool_calls
+    with anyio.fail_after(5):
+        while gate.waiting == 0:
+            await wait_all_tasks_blocked()
+    waiter.cancel()
+    await idle(waiter)
+    (result,) = [e.data for e in waiter.session.events if e.type == "tool/result"]
+    assert result["error"]["code"] == "ABORTED_BEFORE_DISPATCH"
+    assert not probe.is_started("y") and gate.waiting == 0
+    holder.cancel()
+    await idle(holder)
+    assert gate.held == 0
