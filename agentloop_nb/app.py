@@ -119,7 +119,10 @@ class App:
         ctx.provide("mcp", MCPService())
         self._register_providers(cfg.providers)
         loop_cfg = AgentLoopConfig(
-            max_parallel_tool_calls=cfg.max_parallel_tool_calls, agents=cfg.agents
+            max_parallel_tool_calls=cfg.max_parallel_tool_calls,
+            max_parallel_tool_calls_total=cfg.max_parallel_tool_calls_total,
+            max_concurrent_model_calls=cfg.max_concurrent_model_calls,
+            agents=cfg.agents,
         )
         self.agent_loop = AgentLoop(ctx, loop_cfg, spawn=self.supervisor.spawn)
         ctx.provide("agent_loop", self.agent_loop)

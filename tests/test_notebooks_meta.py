@@ -27,6 +27,7 @@ EXPECTED = [
     "07-long-sessions.ipynb",
     "08-subagents-fork-replay.ipynb",
     "09-mcp.ipynb",
+    "10-scale.ipynb",
 ]
 # Shapes of real provider keys (OpenAI/DeepSeek "sk-...", Anthropic "sk-ant-..."): long runs
 # after the prefix. Demo strings such as "sk-abc123" are far shorter.

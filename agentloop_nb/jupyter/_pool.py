@@ -143,7 +143,8 @@ class ToolPoolView(TextRepr, widgets.VBox):
         width = t1 - t0
         parts = [
             f'<div class="agentloop-pool-title">'
-            f"tools · turn {turn} step {step} · {len(pool)} call(s)</div>"
+            f"tools · turn {turn} step {step} · {len(pool)} call(s)"
+            f"{dask_dashboard_html(self.agent)}</div>"
             '<table class="agentloop-pool-table">'
         ]
         for item, call_id, state, start, end in rows:
@@ -257,6 +258,18 @@ class ToolPoolView(TextRepr, widgets.VBox):
 
     def __repr__(self) -> str:
         return f"<ToolPoolView {self.agent.id!r}>\n{self.text}"
+
+
+def dask_dashboard_html(agent: Any) -> str:
+    """`` · Dask dashboard`` linking the ``ctx.dask`` dashboard once its client is connected
+    (``""`` without the Dask tools plugin or before its first use)."""
+    link = getattr(getattr(agent.ctx, "dask", None), "dashboard_link", None)
+    if not link:
+        return ""
+    return (
+        f' · <a class="agentloop-dask-dashboard" href="{escape(link)}" target="_blank" '
+        'rel="noopener">Dask dashboard</a>'
+    )
 
 
 def approval_of(agent: Any) -> WidgetApproval | None:

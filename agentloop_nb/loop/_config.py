@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, PositiveInt, model_validator
+from collections.abc import Callable
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, PositiveInt, PrivateAttr, model_validator
 
 
 class AgentConfig(BaseModel):
@@ -36,6 +39,9 @@ class AgentLoopConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     max_parallel_tool_calls: PositiveInt = 10
+    #: The initial values of the live global limits (see :class:`LoopSettings`).
+    max_parallel_tool_calls_total: PositiveInt | None = None
+    max_concurrent_model_calls: PositiveInt | None = None
     agents: list[AgentConfig] = []
 
 
@@ -46,3 +52,19 @@ class LoopSettings(BaseModel):
     model_config = ConfigDict(validate_assignment=True, extra="forbid")
 
     max_parallel_tool_calls: PositiveInt = 10
+    #: One cap on running tool bodies across every agent of the loop (``None``: unlimited).
+    max_parallel_tool_calls_total: PositiveInt | None = None
+    #: One cap on model streams open at once across every agent (``None``: unlimited).
+    max_concurrent_model_calls: PositiveInt | None = None
+
+    _listeners: list[Callable[[], None]] = PrivateAttr(default_factory=list)
+
+    def on_change(self, listener: Callable[[], None]) -> None:
+        """Call ``listener()`` after every accepted assignment (a raised cap admits waiters)."""
+        self._listeners.append(listener)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        super().__setattr__(name, value)
+        if not name.startswith("_"):
+            for listener in self._listeners:
+                listener()

@@ -184,7 +184,10 @@ class RequestPath:
                 session_id=session.id,
                 signal=signal,
             )
-            reply = await self._stream(options, prepared, turn, step)
+            # The loop-wide model gate (``max_concurrent_model_calls``): waiting for a slot
+            # is bounded by the signal (AbortError), like the preparation above.
+            async with ctx.agent_loop.limits.model_calls.slot(signal):
+                reply = await self._stream(options, prepared, turn, step)
             if reply.kind != "error":
                 return reply
             await self._recover(reply, prepared, options, turn, step, attempt, signal)

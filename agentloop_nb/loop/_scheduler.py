@@ -22,6 +22,7 @@ import anyio
 
 from ..events import TOOL_CALL, TOOL_RESULT
 from ..messages import ToolCallBlock
+from ..signals import AbortError
 from ..tools import TOOL_ERROR, ToolExecution, ToolResult, aborted_before_dispatch, error_result
 
 if TYPE_CHECKING:
@@ -116,7 +117,7 @@ async def _run_one(st: _StepTools, i: int) -> None:
     try:
         result = await tools.pre_execute(execution)
         if result is None:
-            result = await tools.dispatch(execution)
+            result = await _dispatch(st, execution)
         # post-execute sees every result (denials too), so tools/result observers see them all
         result = await tools.post_execute(execution, result)
     except Exception as exc:  # a raising tools/* listener: a plugin failure
@@ -175,7 +176,7 @@ async def _run_pool(st: _StepTools, idxs: list[int], cap: int) -> None:
 
     async def body(execution: ToolExecution) -> ToolResult:
         try:
-            return await tools.dispatch(execution)
+            return await _dispatch(st, execution)
         except Exception as exc:
             if st.failure is None:
                 st.failure = exc
@@ -230,6 +231,22 @@ async def _run_pool(st: _StepTools, idxs: list[int], cap: int) -> None:
         finally:
             for i in queue:
                 slots[i].set_result(None)
+
+
+async def _dispatch(st: _StepTools, execution: ToolExecution) -> ToolResult:
+    """Run the body inside the loop's global tool gate (``max_parallel_tool_calls_total``).
+    A call whose turn aborts while it waits for a slot never starts its body: it ends
+    ``ABORTED_BEFORE_DISPATCH``."""
+    gate = st.agent.ctx.agent_loop.limits.tool_calls
+    started = False
+    try:
+        async with gate.slot(st.signal):
+            started = True
+            return await st.agent.ctx.tools.dispatch(execution)
+    except AbortError:
+        if started:  # the body's own outcome: not the gate's to interpret
+            raise
+        return aborted_before_dispatch(execution.call_id)
 
 
 def _commit(st: _StepTools, i: int, result: ToolResult) -> None:

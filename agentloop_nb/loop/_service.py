@@ -28,6 +28,7 @@ from ._config import AgentConfig, AgentLoopConfig, LoopSettings
 from ._driver import Driver, Spawn
 from ._fork import plan_fork
 from ._inbox import Inbox
+from ._limits import GlobalLimits
 from ._request import RequestPath, configured_model, configured_provider, explicit_config
 from ._state import TurnState
 
@@ -71,7 +72,13 @@ class AgentLoop:
     ) -> None:
         self.ctx = ctx
         self.config = config or AgentLoopConfig()
-        self.settings = LoopSettings(max_parallel_tool_calls=self.config.max_parallel_tool_calls)
+        self.settings = LoopSettings(
+            max_parallel_tool_calls=self.config.max_parallel_tool_calls,
+            max_parallel_tool_calls_total=self.config.max_parallel_tool_calls_total,
+            max_concurrent_model_calls=self.config.max_concurrent_model_calls,
+        )
+        #: Gates shared by every agent, capped by the live ``settings``' global limits.
+        self.limits = GlobalLimits(self.settings)
         self._spawn = spawn
         self._lives: dict[Agent, _Life] = {}
         self._inflight: dict[AbortController, asyncio.Future[None]] = {}

@@ -15,7 +15,7 @@ import sys
 import typing
 from collections.abc import Callable, Mapping
 from functools import partial
-from typing import Any, overload
+from typing import Any, Literal, overload
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
@@ -38,6 +38,8 @@ __all__ = [
 ToolExecute = Callable[[dict[str, Any], ToolExecution], Any]
 #: ``concurrency_safe``: a bool, or a callable of the parsed arguments returning one.
 ConcurrencySafe = bool | Callable[[dict[str, Any]], Any]
+#: Where a tool body runs: in the kernel, or on a Dask worker (``DaskToolsPlugin``).
+Executor = Literal["local", "dask"]
 #: ``finalize_content(result) -> str``: the model-visible content of a successful result.
 FinalizeContent = Callable[[ToolResult], Any]
 
@@ -68,8 +70,10 @@ class Tool:
     For a hand-written ``parameters`` schema, the pipeline checks that the arguments form a
     JSON object carrying every ``required`` property; anything finer is ``execute``'s job.
 
-    Raises ``ValueError`` for a name providers would refuse, a non-object schema or a
-    non-positive timeout.
+    ``executor`` is ``"local"`` or ``"dask"`` (see :func:`tool`).
+
+    Raises ``ValueError`` for a name providers would refuse, a non-object schema, a
+    non-positive timeout or an unknown executor.
     """
 
     __slots__ = (
@@ -80,6 +84,7 @@ class Tool:
         "concurrency_safe",
         "description",
         "execute",
+        "executor",
         "finalize_content",
         "fn",
         "name",
@@ -97,6 +102,7 @@ class Tool:
         concurrency_safe: ConcurrencySafe = False,
         timeout: float | None = None,
         finalize_content: FinalizeContent | None = None,
+        executor: Executor = "local",
     ) -> None:
         if not isinstance(name, str) or not _NAME_RE.match(name):
             raise ValueError(f"invalid tool name {name!r}: use 1-64 letters, digits, '_' or '-'")
@@ -109,6 +115,8 @@ class Tool:
             raise ValueError(f"tool {name!r}: timeout must be a positive number of seconds")
         if not callable(execute):
             raise ValueError(f"tool {name!r}: execute must be callable")
+        if executor not in ("local", "dask"):
+            raise ValueError(f"tool {name!r}: executor must be 'local' or 'dask', got {executor!r}")
         if finalize_content is not None and not callable(finalize_content):
             raise ValueError(f"tool {name!r}: finalize_content must be callable")
         self.name = name
@@ -118,6 +126,8 @@ class Tool:
         self.concurrency_safe = concurrency_safe
         self.timeout = timeout
         self.finalize_content = finalize_content
+        #: Where the body runs: ``"local"`` (the kernel) or ``"dask"`` (a Dask worker).
+        self.executor: Executor = executor
         #: The decorated function, for ``@tool`` definitions (``None`` otherwise).
         self.fn: Callable[..., Any] | None = None
         self._args_model: type[BaseModel] | None = None
@@ -179,6 +189,7 @@ def tool(
     concurrency_safe: ConcurrencySafe = False,
     timeout: float | None = None,
     finalize_content: FinalizeContent | None = None,
+    executor: Executor = "local",
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 
 
@@ -191,6 +202,7 @@ def tool(
     concurrency_safe: ConcurrencySafe = False,
     timeout: float | None = None,
     finalize_content: FinalizeContent | None = None,
+    executor: Executor = "local",
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Build a :class:`Tool` from a typed function; usable bare (``@tool``) or with options.
 
@@ -205,6 +217,9 @@ def tool(
       never block the kernel loop (such a body cannot be interrupted, only abandoned on
       abort/timeout).
     - ``concurrency_safe``, ``timeout`` and ``finalize_content``: see :class:`Tool`.
+    - ``executor="dask"`` runs the body on a Dask worker through ``ctx.dask`` (the
+      ``DaskToolsPlugin`` of ``agentloop_nb.plugins.dask``): arguments and result are pickled;
+      such a body cannot take a ``ToolExecution``.
     - Return values: ``str`` as is, a ``ToolResult`` passes through, anything else is dumped as
       JSON (pydantic models, dataclasses, lists, dicts, ...) within the caps of
       ``MAX_RESULT_CHARS``, ``MAX_RESULT_ITEMS`` and ``MAX_RESULT_DEPTH`` (no iterators).
@@ -225,6 +240,7 @@ def tool(
             timeout=timeout,
             finalize_content=finalize_content,
             localns=localns,
+            executor=executor,
         )
 
     return build if fn is None else build(fn)
@@ -256,6 +272,7 @@ def _build_tool(
     timeout: float | None,
     finalize_content: FinalizeContent | None,
     localns: Mapping[str, Any] | None,
+    executor: Executor = "local",
 ) -> Tool:
     tool_name = name or getattr(f, "__name__", None) or type(f).__name__
     if description is None:
@@ -300,9 +317,19 @@ def _build_tool(
     )
     fields = tuple(pairs)
 
+    if executor == "dask" and execution_param is not None:
+        raise TypeError(
+            f"@tool {tool_name!r}: a Dask body runs in another process and cannot take "
+            f"the ToolExecution parameter {execution_param!r}"
+        )
+
     async def execute(args: dict[str, Any], execution: ToolExecution) -> Any:
         values = model.model_validate(args).__dict__
         kwargs = {param: values[field] for field, param in fields}
+        if executor == "dask":
+            from ..plugins.dask import runner  # the plugin is optional: imported on use
+
+            return await runner(execution.ctx, tool_name).submit(f, kwargs, name=tool_name)
         if execution_param is not None:
             kwargs[execution_param] = execution
         if is_async:
@@ -318,9 +345,10 @@ def _build_tool(
         concurrency_safe=concurrency_safe,
         timeout=timeout,
         finalize_content=finalize_content,
+        executor=executor,
     )
     built.fn = f
-    if not is_async:
+    if not is_async and executor == "local":
         built._threaded_execute = execute
     built._args_model = model
     built._fields = fields

@@ -1,0 +1,99 @@
+"""Global limits shared by every agent of one loop: a live-capped gate for tool bodies
+(``settings.max_parallel_tool_calls_total``) and one for model streams
+(``settings.max_concurrent_model_calls``).
+
+A :class:`Gate` reads its cap from the live settings at every admission, so lowering a cap
+takes effect as running holders leave and raising it admits waiters at once. Waiters are
+admitted first come, first served.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING
+
+import anyio
+
+from ..signals import AbortScope
+
+if TYPE_CHECKING:
+    from ..signals import AbortSignal
+    from ._config import LoopSettings
+
+
+class Gate:
+    """At most ``cap()`` holders at once (``None``: unlimited), FIFO admission."""
+
+    __slots__ = ("_cap", "_held", "_waiters")
+
+    def __init__(self, cap: Callable[[], int | None]) -> None:
+        self._cap = cap
+        self._held = 0
+        self._waiters: deque[anyio.Event] = deque()
+
+    @property
+    def held(self) -> int:
+        """How many holders are inside the gate now."""
+        return self._held
+
+    @property
+    def waiting(self) -> int:
+        """How many callers wait for a slot."""
+        return len(self._waiters)
+
+    @asynccontextmanager
+    async def slot(self, signal: AbortSignal | None = None) -> AsyncIterator[None]:
+        """Hold one slot for the block. Raises ``AbortError`` when ``signal`` aborts while
+        waiting (the slot is then not taken); cancellation while waiting leaves no slot held."""
+        await self._acquire(signal)
+        try:
+            yield
+        finally:
+            self._release()
+
+    def wake(self) -> None:
+        """Admit waiters while the (possibly changed) cap allows."""
+        while self._waiters and self._room():
+            self._held += 1  # handed over: the woken waiter owns this slot
+            self._waiters.popleft().set()
+
+    def _room(self) -> bool:
+        cap = self._cap()
+        return cap is None or self._held < cap
+
+    async def _acquire(self, signal: AbortSignal | None) -> None:
+        if not self._waiters and self._room():
+            self._held += 1
+            return
+        admitted = anyio.Event()
+        self._waiters.append(admitted)
+        try:
+            with AbortScope(signal):
+                await admitted.wait()
+        except BaseException:
+            if admitted.is_set():
+                self._release()  # admitted as we were cancelled: give the slot back
+            else:
+                self._waiters.remove(admitted)
+            raise
+
+    def _release(self) -> None:
+        self._held -= 1
+        self.wake()
+
+
+class GlobalLimits:
+    """The loop's two gates, capped by its live settings (``ctx.agent_loop.limits``)."""
+
+    __slots__ = ("model_calls", "tool_calls")
+
+    def __init__(self, settings: LoopSettings) -> None:
+        self.tool_calls = Gate(lambda: settings.max_parallel_tool_calls_total)
+        self.model_calls = Gate(lambda: settings.max_concurrent_model_calls)
+        settings.on_change(self._changed)
+
+    def _changed(self) -> None:
+        self.tool_calls.wake()
+        self.model_calls.wake()
