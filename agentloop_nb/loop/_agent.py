@@ -158,7 +158,7 @@ class Agent:
     def inject(self, content: Any, *, source: Any = None) -> UserMessage:
         return self.send(content, target="next-step", wakeup=False, source=source or "inject")
 
-    async def ask(self, content: Any, *, timeout: float | None = None) -> str:
+    async def ask(self, content: Any, *, timeout: float | None = None) -> str:  # noqa: ASYNC109
         """Queue ``content`` as a follow-up and return the final assistant text of *its* turn:
         the turn that claims this message from the inbox. Follow-ups queued earlier are claimed
         one per turn first, so their turns run (and end) before this one.
