@@ -40,13 +40,11 @@ def reason_text(reason: Mapping[str, Any] | None) -> str:
 
 
 def error_message(code: str, message: Any) -> str:
-    """``message`` without a leading ``CODE:`` (some failures carry their code in their text
-    too; the view shows the code once)."""
+    """``message`` without a leading ``CODE:``: turn ends carry the bare message, but logs
+    written by earlier versions repeated the code in it; the view shows the code once."""
     text = str(message or "")
     prefix = f"{code}:"
-    while text.startswith(prefix):
-        text = text[len(prefix) :].lstrip()
-    return text
+    return text[len(prefix) :].lstrip() if text.startswith(prefix) else text
 
 
 def end_text(reason: Mapping[str, Any] | None, *, shown: bool = False) -> str:
