@@ -191,13 +191,14 @@ padding:1px 4px}
 max-height:16em;overflow:auto}
 .agentloop-error,.agentloop-tool-failed .agentloop-tool-state,.agentloop-tool-invalid
 .agentloop-tool-state,.agentloop-notice{color:var(--jp-error-color1)}
-.agentloop-retry,.agentloop-interrupted,.agentloop-tool-aborted .agentloop-tool-state{
-color:var(--jp-warn-color1)}
+.agentloop-retry,.agentloop-interrupted,.agentloop-tool-aborted .agentloop-tool-state,
+.agentloop-tool-cancelled .agentloop-tool-state{color:var(--jp-warn-color1)}
 .agentloop-tool-running,.agentloop-pool-running .agentloop-pool-state{
 border-left-color:var(--jp-brand-color1);color:var(--jp-brand-color1)}
 .agentloop-tool-done{border-left-color:var(--jp-success-color1)}
 .agentloop-tool-failed,.agentloop-tool-invalid{border-left-color:var(--jp-error-color1)}
-.agentloop-tool-aborted,.agentloop-tool-denied{border-left-color:var(--jp-warn-color1)}
+.agentloop-tool-aborted,.agentloop-tool-denied,.agentloop-tool-cancelled{
+border-left-color:var(--jp-warn-color1)}
 .agentloop-tool-running .agentloop-tool-state{color:var(--jp-brand-color1)}
 .agentloop-tool-done .agentloop-tool-state{color:var(--jp-success-color1)}
 .agentloop-tool-queued .agentloop-tool-state,.agentloop-tool-streaming .agentloop-tool-state,
@@ -217,12 +218,13 @@ border-right-color:transparent;border-radius:50%;animation:agentloop-spin 0.8s l
 .agentloop-bar-awaiting-approval{background:var(--jp-info-color1)}
 .agentloop-bar-done{background:var(--jp-success-color1)}
 .agentloop-bar-failed,.agentloop-bar-invalid{background:var(--jp-error-color1)}
-.agentloop-bar-aborted,.agentloop-bar-denied{background:var(--jp-warn-color1)}
+.agentloop-bar-aborted,.agentloop-bar-denied,.agentloop-bar-cancelled{
+background:var(--jp-warn-color1)}
 .agentloop-pool-done .agentloop-pool-state{color:var(--jp-success-color1)}
 .agentloop-pool-failed .agentloop-pool-state,.agentloop-pool-invalid .agentloop-pool-state{
 color:var(--jp-error-color1)}
-.agentloop-pool-aborted .agentloop-pool-state,.agentloop-pool-denied .agentloop-pool-state{
-color:var(--jp-warn-color1)}
+.agentloop-pool-aborted .agentloop-pool-state,.agentloop-pool-denied .agentloop-pool-state,
+.agentloop-pool-cancelled .agentloop-pool-state{color:var(--jp-warn-color1)}
 .agentloop-pool-awaiting-approval .agentloop-pool-state{color:var(--jp-info-color1)}
 .agentloop-scroll{display:flex;flex-direction:column-reverse;max-height:32em;overflow-y:auto}
 .agentloop-item{margin:0 !important}

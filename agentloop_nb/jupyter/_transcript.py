@@ -316,6 +316,8 @@ class Transcript:
             d["ran"] = False
         elif code == "ABORTED":
             state = "aborted"
+        elif code == "CANCELLED":  # the user cancelled this call alone (agent.cancel_tool)
+            state = "cancelled"
         elif is_error:
             state = "failed"
         else:
