@@ -39,6 +39,21 @@ def reason_text(reason: Mapping[str, Any] | None) -> str:
     return kind
 
 
+def _cost(d: Mapping[str, Any]) -> str:
+    """``", $0.0123"`` for a known cost; nothing when a part of the usage has no price."""
+    cost = d.get("cost_usd")
+    return f", ${cost:.4f}" if isinstance(cost, int | float) else ""
+
+
+def _compaction_label(d: Mapping[str, Any]) -> str:
+    """What a compaction marker says before it is opened."""
+    span = f"messages {d.get('start')}–{d.get('end')} summarised"
+    before, after = d.get("tokens_before"), d.get("tokens_after")
+    size = f", ~{before} → ~{after} tokens" if before is not None and after is not None else ""
+    why = f" ({d['reason']})" if d.get("reason") else ""
+    return span + size + why
+
+
 def error_message(code: str, message: Any) -> str:
     """``message`` without a leading ``CODE:``: turn ends carry the bare message, but logs
     written by earlier versions repeated the code in it; the view shows the code once."""
@@ -158,7 +173,9 @@ def item_text(item: Item) -> str:
         return f"tool {d.get('name')}({args}) [{d['state']}]{_duration(item)}{tail}"
     if k == "usage":
         u = d["usage"]
-        return f"(tokens in {u.get('input_tokens', 0)}, out {u.get('output_tokens', 0)})"
+        return f"(tokens in {u.get('input_tokens', 0)}, out {u.get('output_tokens', 0)}{_cost(d)})"
+    if k == "compaction":
+        return f"(compacted: {_compaction_label(d)})"
     if k == "error":
         return f"! {d['where']} error {d['code']}: {error_message(d['code'], d['message'])}"
     if k == "retry":
@@ -284,7 +301,14 @@ def _render(item: Item) -> str:
         u = d["usage"]
         return (
             f'<div class="agentloop-usage agentloop-muted">tokens in '
-            f"{int(u.get('input_tokens', 0))}, out {int(u.get('output_tokens', 0))}</div>"
+            f"{int(u.get('input_tokens', 0))}, out {int(u.get('output_tokens', 0))}"
+            f"{escape(_cost(d))}</div>"
+        )
+    if k == "compaction":
+        return (
+            '<details class="agentloop-box agentloop-compaction agentloop-muted">'
+            f"<summary>compacted: {escape(_compaction_label(d))}</summary>"
+            f'<div class="agentloop-plain">{escape(str(d.get("summary", "")))}</div></details>'
         )
     if k == "error":
         code = str(d["code"])
