@@ -101,11 +101,13 @@ async def test_ask_returns_the_answer_of_its_own_turn_after_a_queued_followup(
 
 
 async def test_ask_raises_agent_turn_error_with_the_logged_reason(app: App) -> None:
-    agent, _ = new_agent(app, error("RATE_LIMIT", "slow down"))
+    agent, _ = new_agent(app, error("AUTH", "bad key"))
     with pytest.raises(AgentTurnError) as info:
         await agent.ask("hi", timeout=WAIT)
     assert info.value.reason == dict(data(agent, "turn/end")[-1]["reason"])
-    assert info.value.reason["kind"] == "error" and info.value.turn == 1
+    # the logged message is the bare one: the code is not repeated in it
+    assert info.value.reason == {"kind": "error", "code": "AUTH", "message": "bad key"}
+    assert info.value.turn == 1
 
 
 async def test_ask_raises_when_its_message_is_discarded(app: App) -> None:
