@@ -32,6 +32,7 @@ from .loop import (
     AgentLoop,
     AgentLoopConfig,
     AgentOptions,
+    AgentTurnError,
 )
 from .messages import (
     AssistantMessage,
@@ -89,6 +90,7 @@ __all__ = [
     "AgentLoopConfig",
     "AgentOptions",
     "AgentRegistry",
+    "AgentTurnError",
     "Allow",
     "App",
     "AppConfig",

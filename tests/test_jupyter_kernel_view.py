@@ -97,3 +97,31 @@ def test_agent_cells_show_their_own_turns_and_keep_a_static_transcript(tmp_path:
     assert any(WIDGET in o.get("data", {}) for o in cells[8].outputs)  # filled in when ready
     assert "SESSION" in _stream(cells[9], "stdout") and "a-session-" in _stream(cells[9], "stdout")
     assert _stream(cells[9], "stdout").endswith("still here\n")  # print was not clobbered
+
+
+def test_ask_returns_its_turns_answer_in_a_kernel_and_a_failed_turn_raises(tmp_path: Path) -> None:
+    cells = _run(
+        tmp_path,
+        [
+            _cell("""
+            %load_ext agentloop_nb
+            from agentloop_nb import AgentTurnError
+            from agentloop_nb.testing import ScriptedModel, error, text
+            script = [text("queued answer"), text("the answer"), error("AUTH", "bad key")]
+            _ = ctx.llm.register_adapter(["scripted"], ScriptedModel(script))
+            """),
+            _cell("%agent create k --provider scripted --model m"),
+            _cell("""
+            k.followup("earlier")
+            print("ASKED:", await k.ask("mine", timeout=10))
+            """),
+            _cell("""
+            try:
+                await k.ask("fails", timeout=10)
+            except AgentTurnError as exc:
+                print("REASON:", exc.reason["kind"], exc.reason["code"], exc.reason["message"])
+            """),
+        ],
+    )
+    assert _stream(cells[2], "stdout").strip() == "ASKED: the answer"
+    assert _stream(cells[3], "stdout").strip() == "REASON: error AUTH bad key"

@@ -259,3 +259,50 @@ async def test_a_settled_call_shows_done_while_an_earlier_call_still_runs() -> N
     assert call.data["ended"] <= released_at < committed
     view.close()
     await app.aclose()
+
+
+@pytest.mark.anyio
+async def test_the_cancel_button_of_a_running_call_cancels_only_that_call() -> None:
+    started: dict[str, asyncio.Event] = {"slow": asyncio.Event(), "quick": asyncio.Event()}
+    release = asyncio.Event()
+
+    @tool(concurrency_safe=True)
+    async def hold(tag: str) -> str:
+        """Run until released (the slow one: until cancelled)."""
+        started[tag].set()
+        await release.wait()
+        return f"ok {tag}"
+
+    app, _model = _app(
+        [
+            combine(
+                tool_call("c1", "hold", {"tag": "slow"}), tool_call("c2", "hold", {"tag": "quick"})
+            ),
+            text("carried on"),
+        ]
+    )
+    app.ctx.tools.register(hold)
+    settled: dict[str, asyncio.Event] = {"c1": asyncio.Event(), "c2": asyncio.Event()}
+    app.ctx.on("tools/settled", lambda payload: settled[payload.execution.call_id].set())
+    agent = _agent(app)
+    pool = ToolPoolView(agent)
+    agent.followup("go")
+    await started["slow"].wait()
+    await started["quick"].wait()
+    pool.render()
+    button = pool.cancel_button("c1")
+    assert button is not None and pool.cancel_button("c2") is not None
+    button.click()
+    await settled["c1"].wait()
+    pool.render()
+    assert "cancelled" in _pool_row(pool.table.value, "c1")
+    assert pool.cancel_button("c1") is None  # only running calls keep a button
+    release.set()
+    await agent.when_idle()
+    pool.render()
+    assert "done" in _pool_row(pool.table.value, "c2")
+    assert pool.cancels.children == ()
+    ends = [e.data["reason"]["kind"] for e in agent.session.events if e.type == "turn/end"]
+    assert ends == ["completed"]
+    pool.close()
+    await app.aclose()

@@ -356,3 +356,70 @@ def test_a_long_history_renders_one_widget_per_finished_turn() -> None:
     assert all(len(box.children) == 1 for box in view.body.children)
     assert "answer 30" in view.turn_htmls[-1] and "answer 1" in view.turn_htmls[0]
     view.close()
+
+
+@pytest.mark.anyio
+async def test_each_turn_shows_its_usage_with_cost_and_the_status_shows_the_budget() -> None:
+    from agentloop_nb.plugins.budgets import BudgetPlugin
+
+    app = App(models={"m": {"input": 1_000_000, "output": 2_000_000}})  # $1 / $2 per token
+    app.ctx.llm.register_adapter(["scripted"], ScriptedModel([text("abc"), text("de")]))
+    app.ctx.plugin(BudgetPlugin)
+    agent = _agent(app)
+    app.ctx.budgets.set(agent, max_tokens=1000, max_cost_usd=500.0)
+    view = AgentView(agent)
+    agent.followup("one")
+    await agent.when_idle()
+    agent.followup("two")
+    await agent.when_idle()
+    view.flush()
+    costs = [f"{u.cost_usd:.4f}" for u in agent.usage_by_turn]
+    assert costs == ["16.0000", "14.0000"]  # 10 in + 3 out, then 10 in + 2 out
+    lines = [line for line in view.text.splitlines() if line.startswith("(tokens in")]
+    assert lines == ["(tokens in 10, out 3, $16.0000)", "(tokens in 10, out 2, $14.0000)"]
+    assert "$16.0000" in view.session_view.html
+    status = view.status.value
+    assert "budget: cost $30.0000/$500.00, tokens 25/1000" in status
+    view.close()
+    await app.aclose()
+
+
+def test_a_compaction_summary_is_a_collapsible_marker_and_its_usage_counts() -> None:
+    from types import SimpleNamespace
+
+    from agentloop_nb.jupyter._render import item_html, item_text
+    from agentloop_nb.jupyter._transcript import Transcript
+
+    def event(type: str, **data: Any) -> Any:
+        return SimpleNamespace(type=type, data=data, time=0.0)
+
+    t = Transcript()
+    t.feed_all(
+        [
+            event("turn/start", turn=1),
+            event(
+                "compaction/summary",
+                start=0,
+                end=5,
+                summary="they talked about <b>Oslo</b>",
+                tokens_before=900,
+                tokens_after_estimate=120,
+                model="m",
+                message={},
+                reason="pressure",
+                usage={"input_tokens": 7, "output_tokens": 4},
+            ),
+            event("turn/end", turn=1, reason={"kind": "completed"}),
+        ]
+    )
+    (marker,) = [i for i in t.items if i.kind == "compaction"]
+    html = item_html(marker)
+    assert html.startswith('<details class="agentloop-box agentloop-compaction')
+    assert "messages 0–5 summarised, ~900 → ~120 tokens (pressure)" in html
+    assert "&lt;b&gt;Oslo&lt;/b&gt;" in html  # the summary is escaped text
+    assert (
+        item_text(marker) == "(compacted: messages 0–5 summarised, ~900 → ~120 tokens (pressure))"
+    )
+    (usage,) = [i for i in t.items if i.kind == "usage"]
+    assert usage.data["usage"] == {"input_tokens": 7, "output_tokens": 4}
+    assert usage.data["cost_usd"] is None  # "m" has no price in the built-in table

@@ -14,6 +14,7 @@ SPEC_NAMES = {
     # the testing contract and the decisions
     "App",
     "AgentOptions",
+    "AgentTurnError",
     "tool",
     "Allow",
     "Deny",

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .._disposer import Disposer
+from ..models import model_table
 from ._transcript import Transcript
 
 SETTLED = "tools/settled"
@@ -82,7 +83,7 @@ class SessionFeed:
 
     def __init__(self, session: Any, ctx: Any = None) -> None:
         self.session = session
-        self.transcript = Transcript()
+        self.transcript = Transcript(model_table(ctx))
         self.transcript.feed_all(session.events)
         self.transcript.take_dirty()  # history: every view renders it whole when built
         self._observers: list[Observer] = []

@@ -24,6 +24,7 @@ from ._viewbase import TextRepr, feed_for
 
 _POOL_TYPES = frozenset({"assistant/message", "tool/call", "tool/result", "turn/end", SETTLED})
 _TICK = 0.25  # seconds between re-renders of running calls' live durations
+_LIVE = frozenset({"running", "awaiting approval"})  # states a call can be cancelled in
 _MIN_BAR = 1.0  # % of the timeline: the narrowest bar drawn, so an instant call stays visible
 
 
@@ -31,7 +32,8 @@ class ToolPoolView(TextRepr, widgets.VBox):
     """The current step's tool calls: queued / running / awaiting approval / done / failed /
     aborted / denied / invalid, durations and a per-call timeline (bars positioned by start and
     end time, so parallel calls overlap visibly). Pending ``Ask`` approvals get Approve/Deny
-    buttons.
+    buttons; every running call (awaiting approval included) gets a Cancel button that calls
+    ``agent.cancel_tool(call_id)``: that call ends ``cancelled``, the turn goes on.
 
     Derived from the log, never from inside tool execution: a call starts at its ``tool/call``
     event and ends when its body settles (``tools/settled``) or, failing that, at its committed
@@ -64,7 +66,10 @@ class ToolPoolView(TextRepr, widgets.VBox):
         self._own: set[str] | None = None if own is None else set(own)
         self.table = widgets.HTML()
         self.approvals = widgets.VBox()
-        self.children = (self.table, self.approvals)
+        self.cancels = widgets.HBox()
+        self.cancels.add_class("agentloop-pool-cancels")
+        self._cancel_buttons: dict[str, widgets.Button] = {}
+        self.children = (self.table, self.cancels, self.approvals)
         self.throttle = Throttle(self.render, interval)
         self._asking: set[str] = set()  # call ids waiting for a person's answer
         self._answered: dict[str, float] = {}  # call id -> when the answer came (epoch s)
@@ -177,7 +182,33 @@ class ToolPoolView(TextRepr, widgets.VBox):
         html = "".join(parts) if pool else '<div class="agentloop-pool-empty"></div>'
         if self.table.value != html:
             self.table.value = html
+        self._sync_cancels(
+            [(cid, str(item.data.get("name"))) for item, cid, state, *_ in rows if state in _LIVE]
+        )
         self._schedule_tick(running)
+
+    def _sync_cancels(self, live: list[tuple[str, str]]) -> None:
+        """One Cancel button per running call; rebuilt only when that set changes."""
+        if [cid for cid, _ in live] == list(self._cancel_buttons):
+            return
+        buttons: dict[str, widgets.Button] = {}
+        for call_id, name in live:
+            button = self._cancel_buttons.pop(call_id, None)
+            if button is None:
+                button = widgets.Button(
+                    description=f"Cancel {name}", tooltip=f"cancel tool call {call_id}"
+                )
+                button.add_class("agentloop-cancel-call")
+                button.on_click(lambda _b, cid=call_id: self.agent.cancel_tool(cid))
+            buttons[call_id] = button
+        for gone in self._cancel_buttons.values():
+            gone.close()
+        self._cancel_buttons = buttons
+        self.cancels.children = tuple(buttons.values())
+
+    def cancel_button(self, call_id: str) -> widgets.Button | None:
+        """The Cancel button shown for a running call, or ``None``."""
+        return self._cancel_buttons.get(call_id)
 
     def _schedule_tick(self, running: bool) -> None:
         if not running or self._tick is not None:

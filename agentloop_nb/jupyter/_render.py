@@ -39,14 +39,27 @@ def reason_text(reason: Mapping[str, Any] | None) -> str:
     return kind
 
 
+def _cost(d: Mapping[str, Any]) -> str:
+    """``", $0.0123"`` for a known cost; nothing when a part of the usage has no price."""
+    cost = d.get("cost_usd")
+    return f", ${cost:.4f}" if isinstance(cost, int | float) else ""
+
+
+def _compaction_label(d: Mapping[str, Any]) -> str:
+    """What a compaction marker says before it is opened."""
+    span = f"messages {d.get('start')}–{d.get('end')} summarised"
+    before, after = d.get("tokens_before"), d.get("tokens_after")
+    size = f", ~{before} → ~{after} tokens" if before is not None and after is not None else ""
+    why = f" ({d['reason']})" if d.get("reason") else ""
+    return span + size + why
+
+
 def error_message(code: str, message: Any) -> str:
-    """``message`` without a leading ``CODE:`` (some failures carry their code in their text
-    too; the view shows the code once)."""
+    """``message`` without a leading ``CODE:``: turn ends carry the bare message, but logs
+    written by earlier versions repeated the code in it; the view shows the code once."""
     text = str(message or "")
     prefix = f"{code}:"
-    while text.startswith(prefix):
-        text = text[len(prefix) :].lstrip()
-    return text
+    return text[len(prefix) :].lstrip() if text.startswith(prefix) else text
 
 
 def end_text(reason: Mapping[str, Any] | None, *, shown: bool = False) -> str:
@@ -160,7 +173,9 @@ def item_text(item: Item) -> str:
         return f"tool {d.get('name')}({args}) [{d['state']}]{_duration(item)}{tail}"
     if k == "usage":
         u = d["usage"]
-        return f"(tokens in {u.get('input_tokens', 0)}, out {u.get('output_tokens', 0)})"
+        return f"(tokens in {u.get('input_tokens', 0)}, out {u.get('output_tokens', 0)}{_cost(d)})"
+    if k == "compaction":
+        return f"(compacted: {_compaction_label(d)})"
     if k == "error":
         return f"! {d['where']} error {d['code']}: {error_message(d['code'], d['message'])}"
     if k == "retry":
@@ -193,13 +208,14 @@ padding:1px 4px}
 max-height:16em;overflow:auto}
 .agentloop-error,.agentloop-tool-failed .agentloop-tool-state,.agentloop-tool-invalid
 .agentloop-tool-state,.agentloop-notice{color:var(--jp-error-color1)}
-.agentloop-retry,.agentloop-interrupted,.agentloop-tool-aborted .agentloop-tool-state{
-color:var(--jp-warn-color1)}
+.agentloop-retry,.agentloop-interrupted,.agentloop-tool-aborted .agentloop-tool-state,
+.agentloop-tool-cancelled .agentloop-tool-state{color:var(--jp-warn-color1)}
 .agentloop-tool-running,.agentloop-pool-running .agentloop-pool-state{
 border-left-color:var(--jp-brand-color1);color:var(--jp-brand-color1)}
 .agentloop-tool-done{border-left-color:var(--jp-success-color1)}
 .agentloop-tool-failed,.agentloop-tool-invalid{border-left-color:var(--jp-error-color1)}
-.agentloop-tool-aborted,.agentloop-tool-denied{border-left-color:var(--jp-warn-color1)}
+.agentloop-tool-aborted,.agentloop-tool-denied,.agentloop-tool-cancelled{
+border-left-color:var(--jp-warn-color1)}
 .agentloop-tool-running .agentloop-tool-state{color:var(--jp-brand-color1)}
 .agentloop-tool-done .agentloop-tool-state{color:var(--jp-success-color1)}
 .agentloop-tool-queued .agentloop-tool-state,.agentloop-tool-streaming .agentloop-tool-state,
@@ -219,12 +235,13 @@ border-right-color:transparent;border-radius:50%;animation:agentloop-spin 0.8s l
 .agentloop-bar-awaiting-approval{background:var(--jp-info-color1)}
 .agentloop-bar-done{background:var(--jp-success-color1)}
 .agentloop-bar-failed,.agentloop-bar-invalid{background:var(--jp-error-color1)}
-.agentloop-bar-aborted,.agentloop-bar-denied{background:var(--jp-warn-color1)}
+.agentloop-bar-aborted,.agentloop-bar-denied,.agentloop-bar-cancelled{
+background:var(--jp-warn-color1)}
 .agentloop-pool-done .agentloop-pool-state{color:var(--jp-success-color1)}
 .agentloop-pool-failed .agentloop-pool-state,.agentloop-pool-invalid .agentloop-pool-state{
 color:var(--jp-error-color1)}
-.agentloop-pool-aborted .agentloop-pool-state,.agentloop-pool-denied .agentloop-pool-state{
-color:var(--jp-warn-color1)}
+.agentloop-pool-aborted .agentloop-pool-state,.agentloop-pool-denied .agentloop-pool-state,
+.agentloop-pool-cancelled .agentloop-pool-state{color:var(--jp-warn-color1)}
 .agentloop-pool-awaiting-approval .agentloop-pool-state{color:var(--jp-info-color1)}
 .agentloop-scroll{display:flex;flex-direction:column-reverse;max-height:32em;overflow-y:auto}
 .agentloop-item{margin:0 !important}
@@ -284,7 +301,14 @@ def _render(item: Item) -> str:
         u = d["usage"]
         return (
             f'<div class="agentloop-usage agentloop-muted">tokens in '
-            f"{int(u.get('input_tokens', 0))}, out {int(u.get('output_tokens', 0))}</div>"
+            f"{int(u.get('input_tokens', 0))}, out {int(u.get('output_tokens', 0))}"
+            f"{escape(_cost(d))}</div>"
+        )
+    if k == "compaction":
+        return (
+            '<details class="agentloop-box agentloop-compaction agentloop-muted">'
+            f"<summary>compacted: {escape(_compaction_label(d))}</summary>"
+            f'<div class="agentloop-plain">{escape(str(d.get("summary", "")))}</div></details>'
         )
     if k == "error":
         code = str(d["code"])

@@ -13,6 +13,11 @@ finished when their ``tool/result`` is committed, or earlier through :meth:`Tran
 (a view calls it on the ``tools/settled`` hook: results are committed in model order, so a body
 that finished early would otherwise look running). A call's duration spans ``tool/call`` to its
 settling (or its result); calls whose body never ran show none.
+
+A turn's usage item carries its tokens and, when every part of it has a price in the model
+table, its cost (priced like ``agent.usage_by_turn``: each ``assistant/message`` at the model of
+the ``request/header`` in effect, each ``compaction/summary`` at its own model). A
+``compaction/summary`` event becomes a collapsible ``compaction`` marker.
 """
 
 from __future__ import annotations
@@ -20,7 +25,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from .._usage import UsageTotals
 from ..llm import BlockAssembler
+from ..models import DEFAULT_TABLE, ModelTable
 from ._item import CHUNK_TYPES, Item
 from ._render import item_html, item_text
 
@@ -50,9 +57,13 @@ class Transcript:
     ``turn`` / ``last_end`` the latest turn and end reason; ``last_end_shown`` whether that
     end's error was already shown as an error item of its turn; ``turn_messages`` the ids of
     each turn's user messages (what a per-cell view recognises its turns by).
+    ``table`` prices the usage (default: the built-in model table).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, table: ModelTable | None = None) -> None:
+        self.table = table if table is not None else DEFAULT_TABLE
+        self._model: str | None = None  # the model of the request/header in effect
+        self._turn_cost = UsageTotals()
         self.items: list[Item] = []
         self.dirty: set[int] = set()
         self.usage: dict[str, int] = {"input_tokens": 0, "output_tokens": 0}
@@ -157,6 +168,7 @@ class Transcript:
         self.turn_started, self.turn_ended = time, None
         self._blocks = {}
         self._turn_usage = {}
+        self._turn_cost = UsageTotals()
         self._turn_errors = set()
         self._add("turn-start", {"turn": self.turn})
 
@@ -170,8 +182,10 @@ class Transcript:
                 self._touch(item)
         self._blocks = {}
         if self._turn_usage:
-            self._add("usage", {"usage": self._turn_usage})
+            cost = self._turn_cost.cost_usd
+            self._add("usage", {"usage": self._turn_usage, "cost_usd": cost})
             self._turn_usage = {}
+            self._turn_cost = UsageTotals()
         shown = reason.get("kind") == "error" and str(reason.get("code")) in self._turn_errors
         self.last_end_shown = shown
         self._add(
@@ -222,12 +236,37 @@ class Transcript:
             self.pool = sorted(calls, key=lambda i: i.index)
             self.pool_key = (turn, step)
             self.pools[self.pool_key] = self.pool
-        usage = data.get("usage")
-        if usage:
-            for key in ("input_tokens", "output_tokens"):
-                n = int(usage.get(key) or 0)
-                self.usage[key] = self.usage.get(key, 0) + n
-                self._turn_usage[key] = self._turn_usage.get(key, 0) + n
+        self._count(data.get("usage"), self._model)
+
+    def _count(self, usage: Any, model: str | None) -> None:
+        if not usage or not isinstance(usage, Mapping):
+            return
+        for key in ("input_tokens", "output_tokens"):
+            n = int(usage.get(key) or 0)
+            self.usage[key] = self.usage.get(key, 0) + n
+            self._turn_usage[key] = self._turn_usage.get(key, 0) + n
+        self._turn_cost = self._turn_cost + UsageTotals.of(usage, self.table, model)
+
+    def _header(self, data: Mapping[str, Any], _time: float) -> None:
+        header = data.get("header")
+        config = header.get("config") if isinstance(header, Mapping) else None
+        model = config.get("model") if isinstance(config, Mapping) else None
+        self._model = model if isinstance(model, str) else None
+
+    def _compaction(self, data: Mapping[str, Any], _time: float) -> None:
+        model = data.get("model")
+        self._count(data.get("usage"), model if isinstance(model, str) else None)
+        self._add(
+            "compaction",
+            {
+                "summary": str(data.get("summary", "")),
+                "start": data.get("start"),
+                "end": data.get("end"),
+                "tokens_before": data.get("tokens_before"),
+                "tokens_after": data.get("tokens_after_estimate"),
+                "reason": data.get("reason"),
+            },
+        )
 
     def _from_content(self, content: Any, step: int) -> list[Item]:
         items = []
@@ -316,6 +355,8 @@ class Transcript:
             d["ran"] = False
         elif code == "ABORTED":
             state = "aborted"
+        elif code == "CANCELLED":  # the user cancelled this call alone (agent.cancel_tool)
+            state = "cancelled"
         elif is_error:
             state = "failed"
         else:
@@ -391,6 +432,8 @@ _HANDLERS = {
     "tool/result": Transcript._tool_result,
     "assistant/attempt": Transcript._attempt,
     "llm/retry": Transcript._retry,
+    "request/header": Transcript._header,
+    "compaction/summary": Transcript._compaction,
 }
 
 

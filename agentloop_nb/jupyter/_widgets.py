@@ -143,7 +143,9 @@ class AgentView(TextRepr, widgets.VBox):
 
     def status_html(self, *, live: bool = True) -> str:
         """The status line: a pill (with a spinner and the elapsed time while a turn runs,
-        when ``live``), the agent's name, the turn, the last turn's end and token totals."""
+        when ``live``), the agent's name, the turn, the last turn's end, token totals and,
+        when ``ctx.budgets`` sets limits for the agent, the budget line (see
+        :func:`budget_text`)."""
         a = self.agent
         t = self.transcript
         status = str(a.status)
@@ -161,10 +163,12 @@ class AgentView(TextRepr, widgets.VBox):
             if self._name
             else f'<span class="agentloop-agent-id">{agent_id}</span>'
         )
+        budget = budget_text(a)
+        budget_html = f' · <span class="agentloop-budget">{escape(budget)}</span>' if budget else ""
         return (
             f'<span class="agentloop-status agentloop-status-{escape(status)}">{pill}</span> '
             f"{who} · turn {t.turn}{last} · tokens in {t.usage['input_tokens']}, "
-            f"out {t.usage['output_tokens']}"
+            f"out {t.usage['output_tokens']}{budget_html}"
         )
 
     def _render_status(self) -> None:
@@ -343,6 +347,39 @@ class AgentView(TextRepr, widgets.VBox):
             f"{self._name!r} {a.status} session={a.id!r}" if self._name else f"{a.id!r} {a.status}"
         )
         return f"<AgentView {head}>\n{self.text}"
+
+
+_BUDGET_SCOPES = (("agent", "budget"), ("app", "app budget"))
+
+
+def budget_text(agent: Any) -> str:
+    """The budget line of ``agent``: each limit the ``budgets`` service (if the context has
+    one) sets for the agent, then App-wide, with what is used, e.g.
+    ``"budget: tokens 1200/10000, cost $0.0100/$1.00, ≤ 8 steps/turn"``; ``""`` when there is
+    no budget. An unknown cost (a model without a price) reads ``?``."""
+    try:
+        budgets = getattr(agent.ctx, "budgets", None)
+    except Exception:  # a context names a missing service in its own error
+        return ""
+    if budgets is None or not callable(getattr(budgets, "get", None)):
+        return ""
+    lines = []
+    for scope, label in _BUDGET_SCOPES:
+        limits = budgets.get(agent if scope == "agent" else None)
+        parts = [_budget_part(budgets, agent, scope, k, v) for k, v in limits.items()]
+        if parts:
+            lines.append(f"{label}: {', '.join(parts)}")
+    return "; ".join(lines)
+
+
+def _budget_part(budgets: Any, agent: Any, scope: str, limit: str, value: float) -> str:
+    if limit == "max_steps_per_turn":
+        return f"≤ {value:g} steps/turn"
+    used = budgets.used(agent, limit, scope)
+    if limit == "max_tokens":
+        return f"tokens {used}/{value:g}"
+    shown = "?" if used is None else f"${used:.4f}"
+    return f"cost {shown}/${value:.2f}"
 
 
 def _elapsed(seconds: float) -> str:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..hooks import Enter, Reject, RequestConfig, Retry
-from ._agent import Agent, AgentOptions
+from ._agent import Agent, AgentOptions, AgentTurnError
 from ._config import AgentConfig, AgentLoopConfig, LoopSettings
 from ._service import AgentLoop
 
@@ -13,6 +13,7 @@ __all__ = [
     "AgentLoop",
     "AgentLoopConfig",
     "AgentOptions",
+    "AgentTurnError",
     "Enter",
     "LoopSettings",
     "Reject",

@@ -6,11 +6,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+import anyio
 from pydantic import BaseModel, ConfigDict, PositiveInt
 
 from .._supervisor import require_running_loop
 from .._usage import UsageTotals, session_usage
+from ..events import ASSISTANT_MESSAGE
+from ..messages import AssistantMessage
 from ..models import model_table
+from ..tools import CALL_CANCELLED
 from ._inbox import Inbox, Target, make_user_message
 from ._state import Status, TurnState
 
@@ -45,6 +49,23 @@ def normalize_cause(cause: Any) -> dict[str, Any]:
     if isinstance(cause, dict) and isinstance(cause.get("kind"), str):
         return dict(cause)
     raise TypeError(f"cancel cause must be a str or a dict with a 'kind', got {cause!r}")
+
+
+class AgentTurnError(Exception):
+    """Raised by :meth:`Agent.ask` when the turn that took its message ended other than
+    ``completed``. ``reason`` is that turn's logged ``turn/end`` reason (e.g.
+    ``{"kind": "error", "code": ..., "message": ...}``, ``{"kind": "aborted", ...}``,
+    ``{"kind": "rejected", ...}``), or ``{"kind": "discarded"}`` when the message left the
+    inbox unclaimed (a cancel cleared it, or it was removed); ``turn`` is the turn's number
+    (0 when none took the message)."""
+
+    def __init__(self, reason: dict[str, Any], turn: int = 0) -> None:
+        kind = reason.get("kind", "unknown")
+        detail = reason.get("code") or reason.get("reason")
+        where = f"turn {turn}" if turn else "the message"
+        super().__init__(f"{where} ended {kind}" + (f" ({detail})" if detail else ""))
+        self.reason = reason
+        self.turn = turn
 
 
 class Agent:
@@ -137,6 +158,33 @@ class Agent:
     def inject(self, content: Any, *, source: Any = None) -> UserMessage:
         return self.send(content, target="next-step", wakeup=False, source=source or "inject")
 
+    async def ask(self, content: Any, *, timeout: float | None = None) -> str:  # noqa: ASYNC109
+        """Queue ``content`` as a follow-up and return the final assistant text of *its* turn:
+        the turn that claims this message from the inbox. Follow-ups queued earlier are claimed
+        one per turn first, so their turns run (and end) before this one.
+
+        Raises :class:`AgentTurnError` when that turn ends other than ``completed`` (or the
+        message is discarded unclaimed), ``TimeoutError`` after ``timeout`` seconds (the turn
+        itself is left running), and what :meth:`send` raises. Cancelling the call stops the
+        wait only, never the turn."""
+        message = self.send(content, target="next-turn", wakeup=True)
+        waits = self._state.asks
+        fut = waits.watch(message.id)
+        try:
+            with anyio.fail_after(timeout):
+                turn, reason = await fut
+        finally:
+            waits.forget(fut)
+        if reason.get("kind") != "completed":
+            raise AgentTurnError(reason, turn)
+        return self._final_text(turn)
+
+    def _final_text(self, turn: int) -> str:
+        for event in reversed(self.session.events):
+            if event.type == ASSISTANT_MESSAGE and event.data.get("turn") == turn:
+                return AssistantMessage.model_validate(event.data["message"]).text
+        return ""
+
     # -- cancellation -------------------------------------------------------------------------
 
     def cancel(self, cause: Any = "user", *, keep_inbox: bool = False) -> bool:
@@ -152,6 +200,16 @@ class Agent:
         state.wake = False
         state.controller.abort(normalized)
         return True
+
+    def cancel_tool(self, call_id: str) -> bool:
+        """Cancel one running tool call: its body's ``execution.signal`` aborts, its result is
+        the error ``CANCELLED`` ("cancelled by the user"), and the turn and the other calls go
+        on (the model sees that result). Returns ``False`` (doing nothing) when no call with
+        that id is running (unknown, not started, or its body already settled)."""
+        controller = self._state.calls.get(call_id)
+        if controller is None:
+            return False
+        return controller.abort(CALL_CANCELLED)
 
     def __repr__(self) -> str:
         return (

@@ -79,6 +79,12 @@ class Driver:
             agent.ctx.emit(name, payload)
 
     def notify_inbox(self, change: InboxChange, message: UserMessage, turn: int) -> None:
+        if change == "claimed":
+            self.state.asks.claimed(message.id, turn)
+        elif change == "discarded":
+            self.state.asks.discarded(message.id)
+        else:
+            self.state.asks.inserted(message.id)
         agent = self.agent
         if agent is None or not self.state.published:
             return
@@ -185,9 +191,14 @@ async def run_turn(agent: Agent, st: TurnState) -> dict[str, Any]:
 
 
 def _error_reason(exc: BaseException) -> dict[str, Any]:
+    """The ``turn/end`` reason of a failed turn. The message is the error's bare message when
+    it has one (``LlmError.message``): its ``str`` repeats the code, which the reason carries
+    separately."""
+    bare = getattr(exc, "message", None)
+    message = bare if isinstance(bare, str) and bare else str(exc)
     return {
         "kind": "error",
-        "message": str(exc) or type(exc).__name__,
+        "message": message or type(exc).__name__,
         "code": getattr(exc, "code", "UNKNOWN"),
     }
 
@@ -239,6 +250,7 @@ def _close(agent: Agent, st: TurnState, reason: dict[str, Any]) -> None:
         agent.session.append(STEP_END, {"turn": st.turn, "step": st.step})
         st.step_open = False
     agent.session.append(TURN_END, {"turn": st.turn, "reason": reason})
+    st.asks.ended(st.turn, reason)
 
 
 def _abort_reason(cause: Any) -> dict[str, Any]:
@@ -325,7 +337,7 @@ async def _run_step(agent: Agent, st: TurnState, assembly: Any) -> bool:
         st.max_tokens = True
     calls = message.tool_calls
     if calls:
-        results = await run_tool_calls(agent, calls, turn, step, signal)
+        results = await run_tool_calls(agent, calls, turn, step, signal, st.calls)
         for call, result in zip(calls, results, strict=True):
             for extra in result.additional_contexts:
                 agent.inbox.insert("next-step", _context_message(extra, call.id, call.name))

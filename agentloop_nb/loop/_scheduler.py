@@ -9,6 +9,11 @@ own ``tool/call``; ``tool/result`` events are committed in model order (``tools/
 earlier, as each call's outcome is known). Calls that never start (abort, scheduler failure)
 get a synthetic ``tool/call`` + ``ABORTED_BEFORE_DISPATCH`` pair, so no tool call is ever left
 dangling.
+
+Each call gets its own abort controller, linked to the turn's signal: its execution's signal
+aborts with the turn, or alone when ``Agent.cancel_tool`` aborts it (reason ``CALL_CANCELLED``,
+giving a ``CANCELLED`` result). A started call is in the ``running`` registry (call id →
+controller) until its body has settled.
 """
 
 from __future__ import annotations
@@ -22,10 +27,11 @@ import anyio
 
 from ..events import TOOL_CALL, TOOL_RESULT
 from ..messages import ToolCallBlock
-from ..signals import AbortError
+from ..signals import AbortController, AbortError
 from ..tools import TOOL_ERROR, ToolExecution, ToolResult, aborted_before_dispatch, error_result
 
 if TYPE_CHECKING:
+    from .._disposer import Disposer
     from ..signals import AbortSignal
     from ._agent import Agent
 
@@ -37,19 +43,37 @@ class _StepTools:
     step: int
     signal: AbortSignal
     calls: tuple[ToolCallBlock, ...]
+    running: dict[str, AbortController]
     results: dict[int, ToolResult] = field(default_factory=dict)
     started: set[int] = field(default_factory=set)
+    links: dict[int, tuple[AbortController, Disposer]] = field(default_factory=dict)
     failure: BaseException | None = None
 
 
 async def run_tool_calls(
-    agent: Agent, calls: tuple[ToolCallBlock, ...], turn: int, step: int, signal: AbortSignal
+    agent: Agent,
+    calls: tuple[ToolCallBlock, ...],
+    turn: int,
+    step: int,
+    signal: AbortSignal,
+    running: dict[str, AbortController] | None = None,
 ) -> list[ToolResult]:
     """Run the step's tool calls; return their final results in model order.
 
-    Raises the first plugin failure (a raising ``tools/*`` listener) after every started call
-    has drained and every unstarted call has its synthetic result."""
-    st = _StepTools(agent, turn, step, signal, calls)
+    ``running`` (the agent's registry of cancellable calls) holds each started call's
+    controller until its body settles. Raises the first plugin failure (a raising ``tools/*``
+    listener) after every started call has drained and every unstarted call has its synthetic
+    result."""
+    st = _StepTools(agent, turn, step, signal, calls, running if running is not None else {})
+    try:
+        return await _run_groups(st)
+    finally:
+        for i in list(st.links):
+            _settled(st, i)
+
+
+async def _run_groups(st: _StepTools) -> list[ToolResult]:
+    agent, calls, signal = st.agent, st.calls, st.signal
     tools = agent.ctx.tools
     for mode, idxs in _groups(tools, agent, calls):
         if signal.aborted or st.failure is not None:
@@ -86,9 +110,26 @@ def _groups(
 
 
 def _execution(st: _StepTools, i: int) -> ToolExecution:
+    """The call's execution, under its own controller linked to the turn's signal."""
+    if i not in st.links:
+        controller = AbortController()
+        st.links[i] = (controller, st.signal.add_callback(controller.abort))
+    signal = st.links[i][0].signal
     return st.agent.ctx.tools.new_execution(
-        st.calls[i], agent=st.agent, signal=st.signal, turn=st.turn, step=st.step
+        st.calls[i], agent=st.agent, signal=signal, turn=st.turn, step=st.step
     )
+
+
+def _settled(st: _StepTools, i: int) -> None:
+    """The call's body is over (or never ran): no longer cancellable, unlinked from the turn."""
+    link = st.links.pop(i, None)
+    if link is None:
+        return
+    controller, unlink = link
+    unlink()
+    call_id = st.calls[i].id
+    if st.running.get(call_id) is controller:
+        del st.running[call_id]
 
 
 def _log_call(st: _StepTools, i: int) -> None:
@@ -106,18 +147,27 @@ def _log_call(st: _StepTools, i: int) -> None:
 
 
 def _start(st: _StepTools, i: int) -> ToolExecution:
+    execution = _execution(st, i)
+    _mark_started(st, i)
+    return execution
+
+
+def _mark_started(st: _StepTools, i: int) -> None:
     st.started.add(i)
     _log_call(st, i)
-    return _execution(st, i)
+    st.running[st.calls[i].id] = st.links[i][0]
 
 
 async def _run_one(st: _StepTools, i: int) -> None:
     tools = st.agent.ctx.tools
     execution = _start(st, i)
     try:
-        result = await tools.pre_execute(execution)
-        if result is None:
-            result = await _dispatch(st, execution)
+        try:
+            result = await tools.pre_execute(execution)
+            if result is None:
+                result = await _dispatch(st, execution)
+        finally:
+            _settled(st, i)
         # post-execute sees every result (denials too), so tools/result observers see them all
         result = await tools.post_execute(execution, result)
     except Exception as exc:  # a raising tools/* listener: a plugin failure
@@ -198,14 +248,14 @@ async def _run_pool(st: _StepTools, idxs: list[int], cap: int) -> None:
                     if stopped():  # left in the queue: it gets its synthetic result
                         return
                 queue.popleft()
-                st.started.add(i)
-                _log_call(st, i)
+                _mark_started(st, i)
                 running.enter()
                 result = await admit(execution)
                 if alone and result is None:
                     result = await body(execution)
             if result is None:
                 result = await body(execution)
+            _settled(st, i)
             running.leave()
             slots[i].set_result((execution, result))
 

@@ -9,7 +9,7 @@ other loop module may depend on it.
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from ..signals import AbortController
 
@@ -33,10 +33,13 @@ class TurnState:
     logged header), set once the agent exists; ``resumed``: the session continues a log.
     ``failure``: the ``PersistenceError`` a flush of the agent's session raised; once set,
     every later turn is refused (the session can no longer be written: dispose the agent and
-    resume the session once the cause is fixed).
+    resume the session once the cause is fixed). ``calls``: the running tool calls' own
+    controllers by call id (``Agent.cancel_tool``); ``asks``: the pending ``Agent.ask`` waits.
     """
 
     __slots__ = (
+        "asks",
+        "calls",
         "claimed",
         "controller",
         "detail",
@@ -74,6 +77,8 @@ class TurnState:
         self.resumed = resumed
         self.requests: RequestPath | None = None
         self.failure: PersistenceError | None = None
+        self.calls: dict[str, AbortController] = {}
+        self.asks = AskWaits()
 
     def open_turn(self) -> int:
         """Start the next turn's bookkeeping; return its number."""
@@ -105,3 +110,66 @@ class TurnState:
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.idle_waiters.append(fut)
         await fut
+
+
+TurnEnd = tuple[int, dict[str, Any]]
+
+
+class AskWaits:
+    """Pending ``Agent.ask`` waits: each follows one queued message to the turn that claims it,
+    then to that turn's ``turn/end``. The driver reports claims, discards and turn ends
+    synchronously, so a turn that ends without yielding is never missed."""
+
+    __slots__ = ("by_message", "by_turn", "limbo")
+
+    def __init__(self) -> None:
+        self.by_message: dict[str, asyncio.Future[TurnEnd]] = {}
+        self.by_turn: dict[int, list[asyncio.Future[TurnEnd]]] = {}
+        # discarded, but an edit (``Inbox.replace``) re-inserts the same id right after
+        self.limbo: dict[str, asyncio.Future[TurnEnd]] = {}
+
+    def watch(self, message_id: str) -> asyncio.Future[TurnEnd]:
+        """A future resolved with ``(turn, reason)`` when the turn claiming the message ends;
+        resolved with turn 0 and reason ``{"kind": "discarded"}`` when the message is removed
+        from the inbox unclaimed."""
+        fut: asyncio.Future[TurnEnd] = asyncio.get_running_loop().create_future()
+        self.by_message[message_id] = fut
+        return fut
+
+    def forget(self, fut: asyncio.Future[TurnEnd]) -> None:
+        """Drop a wait that its caller abandoned (timeout, cancellation)."""
+        for waits in (self.by_message, self.limbo):
+            for key, value in list(waits.items()):
+                if value is fut:
+                    del waits[key]
+        for turn, futs in list(self.by_turn.items()):
+            if fut in futs:
+                futs.remove(fut)
+                if not futs:
+                    del self.by_turn[turn]
+
+    def claimed(self, message_id: str, turn: int) -> None:
+        fut = self.by_message.pop(message_id, None)
+        if fut is not None:
+            self.by_turn.setdefault(turn, []).append(fut)
+
+    def discarded(self, message_id: str) -> None:
+        fut = self.by_message.pop(message_id, None)
+        if fut is not None:
+            self.limbo[message_id] = fut
+            fut.get_loop().call_soon(self._drop, message_id)
+
+    def inserted(self, message_id: str) -> None:
+        fut = self.limbo.pop(message_id, None)
+        if fut is not None:  # edited in place: still the same follow-up
+            self.by_message[message_id] = fut
+
+    def _drop(self, message_id: str) -> None:
+        fut = self.limbo.pop(message_id, None)
+        if fut is not None and not fut.done():
+            fut.set_result((0, {"kind": "discarded"}))
+
+    def ended(self, turn: int, reason: dict[str, Any]) -> None:
+        for fut in self.by_turn.pop(turn, ()):
+            if not fut.done():
+                fut.set_result((turn, dict(reason)))

@@ -18,6 +18,8 @@ from typing import Any
 from ..signals import AbortError, AbortScope
 from ._decisions import (
     ABORTED,
+    CALL_CANCELLED,
+    CANCELLED,
     DENIED,
     INVALID_ARGS,
     UNKNOWN_TOOL,
@@ -126,8 +128,11 @@ def _check_call(
 
 
 def aborted(execution: ToolExecution, when: str) -> ToolResult:
-    """The ``ABORTED`` result for a call stopped by its signal ``when`` (quoting the reason)."""
+    """The ``ABORTED`` result for a call stopped by its signal ``when`` (quoting the reason);
+    ``CANCELLED`` when the user cancelled this call alone."""
     reason = execution.signal.reason
+    if reason == CALL_CANCELLED:
+        return error_result(CANCELLED, "cancelled by the user", call_id=execution.call_id)
     suffix = f" (reason: {reason})" if reason is not None else ""
     return error_result(ABORTED, f"tool call aborted {when}{suffix}", call_id=execution.call_id)
 

@@ -29,6 +29,8 @@ __all__ = [
     "ABORTED",
     "ABORTED_BEFORE_DISPATCH",
     "BLOCKED",
+    "CALL_CANCELLED",
+    "CANCELLED",
     "DENIED",
     "INVALID_ARGS",
     "TOOL_ERROR",
@@ -59,6 +61,10 @@ TOOL_ERROR: Final = "TOOL_ERROR"
 TOOL_TIMEOUT: Final = "TOOL_TIMEOUT"
 ABORTED: Final = "ABORTED"
 ABORTED_BEFORE_DISPATCH: Final = "ABORTED_BEFORE_DISPATCH"
+#: The user cancelled this one call (``agent.cancel_tool``); the turn and the other calls go on.
+CANCELLED: Final = "CANCELLED"
+#: The abort reason of a call cancelled alone by the user (its execution signal carries it).
+CALL_CANCELLED: Final = "tool-cancelled-by-user"
 #: A ``tools/post-execute`` listener withheld the result with ``Block(feedback)``.
 BLOCKED: Final = "BLOCKED"
 
@@ -209,8 +215,9 @@ class ToolExecution:
 
     ``arguments`` is the raw JSON string the model produced; ``args`` is its parsed object
     (``None`` when it is not a JSON object); ``tool`` is the resolved definition (``None`` for an
-    unknown tool); ``agent`` is the calling agent (or ``None``); ``signal`` is the turn's abort
-    signal, which tool bodies should observe; ``ctx`` is the context hooks dispatch through
+    unknown tool); ``agent`` is the calling agent (or ``None``); ``signal`` is the call's abort
+    signal (it aborts with the turn's, or alone when the user cancels this call), which tool
+    bodies should observe; ``ctx`` is the context hooks dispatch through
     (``agent.ctx`` when there is an agent), so a body can reach services.
     """
 

@@ -20,7 +20,14 @@ import anyio
 from ..signals import AbortError, AbortScope
 from ._admit import aborted
 from ._bodies import DEFAULT_DISPOSAL_GRACE, BodyRaised, TrackerFactory, Tracking
-from ._decisions import TOOL_ERROR, TOOL_TIMEOUT, ToolExecution, ToolResult, error_result
+from ._decisions import (
+    CALL_CANCELLED,
+    TOOL_ERROR,
+    TOOL_TIMEOUT,
+    ToolExecution,
+    ToolResult,
+    error_result,
+)
 from ._define import call_execute
 from ._hooks import EXECUTE
 from ._results import ResultRejected, to_result
@@ -39,7 +46,8 @@ async def dispatch(
 
     ``tracker()`` gives the tracker a sync body registers with when it starts; ``grace()`` the
     seconds a cancelled async body may take to end. ``tools/execute`` listeners run under the
-    execution's signal: an abort while they run gives ``ABORTED``. Raises ``TypeError`` if a
+    execution's signal: an abort while they run gives ``ABORTED`` (``CANCELLED``, whatever the
+    body returned, when the user cancelled this call alone). Raises ``TypeError`` if a
     listener answers something other than a ``ToolResult``; listener exceptions propagate.
     The result is stamped with the execution's ``call_id``.
     """
@@ -55,6 +63,9 @@ async def dispatch(
         return aborted(execution, "while running")
     if not isinstance(result, ToolResult):
         raise TypeError(f"a tools/execute listener returned {result!r}; expected a ToolResult")
+    if execution.signal.reason == CALL_CANCELLED:
+        # The user cancelled this call: whatever the body made of it, the model is told so.
+        return aborted(execution, "while running")
     if result.call_id != execution.call_id:
         result = result.model_copy(update={"call_id": execution.call_id})
     return result
