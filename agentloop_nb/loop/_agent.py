@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict, PositiveInt
 
 from .._supervisor import require_running_loop
-from .._usage import UsageTotals, session_usage
 from ..models import model_table
+from ..usage import UsageTotals, session_usage
 from ._inbox import Inbox, Target, make_user_message
 from ._state import Status, TurnState
 
