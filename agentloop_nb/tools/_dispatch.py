@@ -21,7 +21,7 @@ from ..signals import AbortError, AbortScope
 from ._admit import aborted
 from ._bodies import DEFAULT_DISPOSAL_GRACE, BodyRaised, TrackerFactory, Tracking
 from ._decisions import TOOL_ERROR, TOOL_TIMEOUT, ToolExecution, ToolResult, error_result
-from ._define import call_execute
+from ._define import Tool, call_execute
 from ._hooks import EXECUTE
 from ._results import ResultRejected, to_result
 
@@ -74,7 +74,7 @@ async def run_body(
     ``TOOL_ERROR`` naming what happened.
     """
     tool = execution.tool
-    assert tool is not None, "run_body needs a resolved tool"
+    assert isinstance(tool, Tool), "run_body needs a resolved tool"
     signal = execution.signal
     if signal.aborted:
         return aborted(execution, "before the tool ran")
