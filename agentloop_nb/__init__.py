@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._usage import UsageTotals
 from .agents import AgentHandle, AgentRegistry
 from .app import App, AppConfig
 from .context import Context, Fiber, InactiveContextError
@@ -60,6 +59,7 @@ from .tools import (
     ToolRuntime,
     tool,
 )
+from .usage import UsageTotals
 
 __version__ = "0.1.0"
 

@@ -230,7 +230,7 @@ class Bus:
         first = _first_reached(listeners, agent) if listeners else -1
         if first < 0:
             # The hot path: several waterfalls per loop step are usually unobserved.
-            return await _call_default(default)
+            return await call_default(default)
         chain = _Chain(listeners, _built(payload), default, agent)  # type: ignore[arg-type]
         if signal is None:
             return await chain.run(first)
@@ -311,7 +311,7 @@ class _Chain:
             if result is not None and is_awaitable(result):
                 result = await result
             return result
-        return await _call_default(self.default)
+        return await call_default(self.default)
 
 
 def _first_reached(listeners: tuple[Listener, ...], agent: object) -> int:
@@ -333,7 +333,7 @@ async def _serial(listeners: tuple[Listener, ...], first: int, payload: Any, age
     return None
 
 
-async def _call_default(default: Callable[[], Any] | None) -> Any:
+async def call_default(default: Callable[[], Any] | None) -> Any:
     """The end of a waterfall chain: ``default()``, awaited when it returns an awaitable."""
     if default is None:
         return None
@@ -350,4 +350,4 @@ async def _settle(awaitable: Awaitable[Any], errors: list[Exception]) -> None:
         errors.append(exc)
 
 
-__all__ = ["INTERNAL_ERROR", "Bus", "ErrorReport", "Handler", "Lazy", "Listener"]
+__all__ = ["INTERNAL_ERROR", "Bus", "ErrorReport", "Handler", "Lazy", "Listener", "call_default"]

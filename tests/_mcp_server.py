@@ -2,7 +2,7 @@
 
 Run as ``python tests/_mcp_server.py stdio`` or ``python tests/_mcp_server.py http PORT``.
 ``garbage`` prints lines that are not JSON-RPC; ``die`` exits at once with a message on stderr.
-Tools: ``echo`` (read-only), ``add``, ``pid``, ``image``, ``fail`` (isError), ``crash`` (the
+Tools: ``echo`` (read-only), ``add``, ``pid``, ``image`` (a caption and a PNG), ``fail`` (isError), ``crash`` (the
 process exits mid-call), ``wait`` (blocks until cancelled; writes ``MARKER.started`` and, when
 the client's cancellation arrives, ``MARKER.cancelled``) and ``grow`` (adds a ``bonus`` tool and
 sends ``tools/list_changed``).
@@ -46,9 +46,9 @@ def pid() -> int:
 
 
 @server.tool()
-def image() -> Image:
-    """A 1x1 PNG."""
-    return Image(data=PNG_1PX, format="png")
+def image() -> list[str | Image]:
+    """A caption and a 1x1 PNG."""
+    return ["a pixel", Image(data=PNG_1PX, format="png")]
 
 
 @server.tool()

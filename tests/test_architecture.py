@@ -3,8 +3,10 @@
 (a) No module reads or writes another module's underscored members: an attribute access
 ``x._name`` (single leading underscore, not a dunder) is allowed only on ``self``/``cls`` or
 when ``_name`` is defined in the same module (a private helper class of that module).
-(b) No import circle among the modules of ``loop/``, ``session/`` and ``jupyter/``: every import
-counts, also those under ``TYPE_CHECKING`` and inside functions.
+(b) No import circle among the modules of ``loop/``, ``session/``, ``jupyter/`` and ``tools/``:
+every import counts, also those under ``TYPE_CHECKING`` and inside functions.
+(c) The bundled plugins (``plugins/``) use public names only: they import no private module
+(a dotted path with an underscored part) from outside ``plugins/``.
 
 ``ALLOWED`` lists deliberate exceptions with their reason. ``KNOWN_ELSEWHERE_*`` list what is
 still being fixed outside the loop; they may only shrink (a stale entry fails too).
@@ -18,7 +20,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "agentloop_nb"
-ASSERTED = ("agentloop_nb.loop", "agentloop_nb.session", "agentloop_nb.jupyter")
+ASSERTED = (
+    "agentloop_nb.loop",
+    "agentloop_nb.session",
+    "agentloop_nb.jupyter",
+    "agentloop_nb.tools",
+)
 
 # (module, attribute): reason
 ALLOWED: dict[tuple[str, str], str] = {
@@ -26,6 +33,9 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("agentloop_nb.tools._runtime", "_getframe"): "sys._getframe: the stdlib's API",
     ("agentloop_nb.jupyter._sync", "_asyncio_future_blocking"): "asyncio's Future protocol",
 }
+
+# Private modules a bundled plugin may import (module, imported module): reason.
+PLUGIN_PRIVATE_IMPORTS: dict[tuple[str, str], str] = {}
 
 # Private reaches other areas are removing (module, attribute).
 KNOWN_ELSEWHERE_REACHES: frozenset[tuple[str, str]] = frozenset()
@@ -174,13 +184,35 @@ def test_no_module_reaches_another_modules_private_members() -> None:
     assert not bad, "private members of another module are reached:\n" + "\n".join(bad)
 
 
-def test_no_import_circle_inside_loop_session_or_jupyter() -> None:
+def test_no_import_circle_inside_loop_session_jupyter_or_tools() -> None:
     found = cycles(import_graph())
     others = [c for c in found if not _asserted(c)]
     if others:
         print("import circles outside the asserted folders:", *map(_fmt, others), sep="\n  ")
     bad = [_fmt(c) for c in found if _asserted(c) and c not in KNOWN_ELSEWHERE_CYCLES]
     assert not bad, "import circles:\n" + "\n".join(bad)
+
+
+def private_module_imports(prefix: str) -> set[tuple[str, str]]:
+    """(module, imported module) for every module under ``prefix`` importing a private module
+    (one with an underscored dotted part) from outside ``prefix``."""
+    found: set[tuple[str, str]] = set()
+    for module, targets in import_graph().items():
+        if not module.startswith(prefix + "."):
+            continue
+        for target in targets:
+            outside = not target.startswith(prefix + ".") and target != prefix
+            if outside and any(_is_private(part) for part in target.split(".")):
+                found.add((module, target))
+    return found
+
+
+def test_bundled_plugins_import_only_public_modules() -> None:
+    found = private_module_imports("agentloop_nb.plugins")
+    bad = sorted(f"{m} imports {t}" for m, t in found - set(PLUGIN_PRIVATE_IMPORTS))
+    assert not bad, "plugins import private modules:\n" + "\n".join(bad)
+    stale = set(PLUGIN_PRIVATE_IMPORTS) - found
+    assert not stale, f"no longer imported: remove from PLUGIN_PRIVATE_IMPORTS: {stale}"
 
 
 def test_the_known_elsewhere_lists_hold_only_what_still_exists() -> None:
@@ -197,3 +229,4 @@ def test_the_rules_catch_a_private_reach_and_a_circle() -> None:
     assert _defined_privates(tree) == set()
     graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
     assert cycles(graph) == [frozenset({"a", "b", "c"})]
+    assert _is_private("_usage") and not _is_private("__init__") and not _is_private("usage")

@@ -20,7 +20,7 @@ from agentloop_nb.llm import GenerateOptions
 from agentloop_nb.llm.offline import OfflineModel
 from agentloop_nb.loop import AgentOptions
 from agentloop_nb.mcp import MCPConnectError, MCPServer
-from agentloop_nb.messages import TextBlock, UserMessage
+from agentloop_nb.messages import TextBlock, ToolResultMessage, UserMessage
 from agentloop_nb.testing import combine, text, tool_call
 
 pytestmark = pytest.mark.anyio
@@ -57,21 +57,25 @@ async def test_tools_carry_the_server_schema_and_read_only_hint() -> None:
         assert add.concurrency_safe is False
 
 
-async def test_image_results_become_image_blocks_and_is_error_is_tool_error() -> None:
+async def test_image_results_reach_the_model_as_image_blocks_and_is_error_is_tool_error() -> None:
     async with App() as app:
         await app.ctx.mcp.connect(server())
-        agent, _ = new_agent(
+        agent, model = new_agent(
             app,
             combine(tool_call("c1", "t__image", {}), tool_call("c2", "t__fail", {"reason": "x"})),
             text("done"),
         )
         await run(agent)
         image, fail = results(agent)
-        (block,) = image["meta"]["mcp"]["content"]
+        caption, block = image["content"]
+        assert caption == {"type": "text", "text": "a pixel"}
         assert block["type"] == "image" and block["media_type"] == "image/png"
         assert block["data"].startswith("iVBOR")
-        assert image["content"] == "[image: image/png]"
+        assert image["meta"] == {"mcp": {"server": "t", "tool": "image"}}
         assert fail["is_error"] and fail["error"]["code"] == "TOOL_ERROR"
+        sent = [m for m in model.requests[-1].messages if isinstance(m, ToolResultMessage)]
+        assert sent[0].text == "a pixel" and sent[0].images[0].data == block["data"]
+        assert sent[1].images == ()
 
 
 async def test_disposing_the_connection_unregisters_tools_and_ends_the_process() -> None:

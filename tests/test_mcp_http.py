@@ -68,7 +68,7 @@ async def test_agent_calls_tools_over_streamable_http(http_url: str) -> None:
         await run(agent)
         echo, image = data(agent, "tool/result")
         assert echo["content"] == "echo: hi"
-        assert image["meta"]["mcp"]["content"][0]["type"] == "image"
+        assert [b["type"] for b in image["content"]] == ["text", "image"]
         await dispose()
         assert app.ctx.tools.lookup("web__echo") is None
 
@@ -108,6 +108,6 @@ async def test_agent_uses_the_npm_reference_server() -> None:
         echo, total, image = data(agent, "tool/result")
         assert echo["content"] == "Echo: hello"
         assert "42" in total["content"]
-        assert any(b["type"] == "image" for b in image["meta"]["mcp"]["content"])
+        assert any(b["type"] == "image" for b in image["content"])
         await dispose()
         assert app.ctx.mcp.list() == []

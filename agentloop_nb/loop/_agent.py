@@ -10,11 +10,11 @@ import anyio
 from pydantic import BaseModel, ConfigDict, PositiveInt
 
 from .._supervisor import require_running_loop
-from .._usage import UsageTotals, session_usage
 from ..events import ASSISTANT_MESSAGE
 from ..messages import AssistantMessage
 from ..models import model_table
 from ..tools import CALL_CANCELLED
+from ..usage import UsageTotals, session_usage
 from ._inbox import Inbox, Target, make_user_message
 from ._state import Status, TurnState
 

@@ -31,9 +31,9 @@ from uuid import uuid4
 
 from pydantic import BaseModel, ConfigDict, NonNegativeFloat, PositiveInt
 
-from .._usage import UsageTotals
 from ..events import BUDGET_REACHED
 from ..hooks import AGENT_PRE_STEP, Reject
+from ..usage import UsageTotals
 
 if TYPE_CHECKING:
     from ..context import Context

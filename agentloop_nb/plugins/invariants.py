@@ -25,7 +25,6 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .._hook_names import LLM_STREAM
 from ..events import (
     ASSISTANT_ATTEMPT,
     ASSISTANT_MESSAGE,
@@ -35,6 +34,7 @@ from ..events import (
     TURN_END,
     TURN_START,
 )
+from ..hooks import LLM_STREAM
 from ..llm import ErrorFinish, Finish
 from ..messages import Message
 from ..session import SURFACE_TYPES, Session, parse_node

@@ -28,8 +28,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 import anyio
 from pydantic import Field, ValidationInfo, field_validator
 
-from .._hook_names import AGENT_REQUEST_ERROR
 from ..events import LLM_RETRY
+from ..hooks import AGENT_REQUEST_ERROR
 from ..llm import DEFAULT_RETRY_CODES, ErrorFinish, RequestFacts, RetryPolicy
 from ..loop import Retry
 

@@ -19,7 +19,14 @@ from __future__ import annotations
 import math
 from typing import Any, NoReturn
 
-__all__ = ["EMPTY", "FrozenDict", "freeze_checked", "freeze_json", "freeze_plain_dict"]
+__all__ = [
+    "EMPTY",
+    "FrozenDict",
+    "freeze_checked",
+    "freeze_json",
+    "freeze_plain_dict",
+    "wrap_frozen",
+]
 
 _JSON_KINDS = "event data must be JSON (dict/list/str/int/finite float/bool/None)"
 
@@ -71,18 +78,19 @@ _new_dict = dict.__new__
 _init_dict = dict.__init__
 
 
-def _make(items: dict[str, Any]) -> FrozenDict:
-    """Wrap already-frozen items without re-checking them (private construction path)."""
+def wrap_frozen(items: dict[str, Any]) -> FrozenDict:
+    """A ``FrozenDict`` of ``items`` whose values are already frozen, without re-checking them
+    (the fast path for trusted input, such as decoded JSON once frozen)."""
     fd: FrozenDict = _new_dict(FrozenDict)
     _init_dict(fd, items)
     return fd
 
 
 def _rebuild(items: dict[str, Any]) -> FrozenDict:
-    return _make(items)
+    return wrap_frozen(items)
 
 
-EMPTY: FrozenDict = _make({})
+EMPTY: FrozenDict = wrap_frozen({})
 """The shared empty ``FrozenDict`` (``data`` of an event appended with ``data=None``)."""
 
 
@@ -158,7 +166,7 @@ def _walk_dict(value: dict[Any, Any], active: set[int]) -> FrozenDict:
             bad.path.append(key)
         raise
     active.discard(ident)
-    return _make(out)
+    return wrap_frozen(out)
 
 
 def _walk_list(value: list[Any] | tuple[Any, ...], active: set[int]) -> tuple[Any, ...]:
@@ -240,7 +248,7 @@ def _fast_dict(value: dict[Any, Any], depth: int) -> FrozenDict:
             out[key] = item
         else:
             raise _FALLBACK
-    return _make(out)
+    return wrap_frozen(out)
 
 
 def _fast_list(value: list[Any] | tuple[Any, ...], depth: int) -> tuple[Any, ...]:

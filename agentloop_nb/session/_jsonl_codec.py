@@ -19,7 +19,7 @@ from typing import Any, BinaryIO
 import orjson
 
 from ._events import SURFACE_TYPES, SessionEvent, SessionHeader, make_event, normalize_surface_op
-from ._frozen import EMPTY, FrozenDict
+from ._frozen import EMPTY, FrozenDict, wrap_frozen
 from ._persistence import SessionCorruptError
 from ._session import parse_node
 
@@ -50,23 +50,13 @@ def decode_line(text: str) -> Any:
         raise ValueError(_TOO_DEEP) from None
 
 
-_new_dict = dict.__new__
-_init_dict = dict.__init__
-
-
-def _wrap(items: dict[str, Any]) -> FrozenDict:
-    # Values decoded from JSON are already frozen below: wrap without FrozenDict's re-check.
-    frozen: FrozenDict = _new_dict(FrozenDict)
-    _init_dict(frozen, items)
-    return frozen
-
-
 def _freeze_loaded(value: Any) -> Any:
     # Decoded JSON has only str keys, no cycles and (with _reject_constant) finite floats, so
     # freezing needs no checks: dicts -> FrozenDict, lists -> tuples.
     t = type(value)
     if t is dict:
-        return _wrap(
+        # The values are frozen here already: wrap without FrozenDict's re-check.
+        return wrap_frozen(
             {
                 k: v if (tv := type(v)) is not dict and tv is not list else _freeze_loaded(v)
                 for k, v in value.items()

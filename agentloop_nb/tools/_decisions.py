@@ -13,17 +13,15 @@ error result has ``is_error=True``, ``error=ToolErrorInfo(code, message)`` and c
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final, Literal
+from typing import Any, Final, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, TypeAdapter, field_validator
 
 from .._decision import Decision
 from ..messages import ToolResultBlock
 from ..signals import AbortSignal
-
-if TYPE_CHECKING:
-    from ._define import Tool
 
 __all__ = [
     "ABORTED",
@@ -44,6 +42,7 @@ __all__ = [
     "PostExecuteDecision",
     "PostExecutePayload",
     "PreExecuteDecision",
+    "ToolDefinition",
     "ToolErrorInfo",
     "ToolExecution",
     "ToolResult",
@@ -209,6 +208,30 @@ def aborted_before_dispatch(call_id: str) -> ToolResult:
 # -- the execution and hook payloads ---------------------------------------------------------
 
 
+class ToolDefinition(Protocol):
+    """What a ``ToolExecution`` offers of its resolved tool; ``Tool`` satisfies it. Typed
+    structurally so that the pipeline's payloads do not depend on the tool definitions."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def description(self) -> str: ...
+    @property
+    def parameters(self) -> dict[str, Any]: ...
+    @property
+    def execute(self) -> Callable[[dict[str, Any], ToolExecution], Any]: ...
+    @property
+    def concurrency_safe(self) -> bool | Callable[[dict[str, Any]], Any]: ...
+    @property
+    def timeout(self) -> float | None: ...
+    @property
+    def finalize_content(self) -> Callable[[ToolResult], Any] | None: ...
+    @property
+    def fn(self) -> Callable[..., Any] | None: ...
+    def schema(self) -> dict[str, Any]: ...
+    def validate_args(self, args: dict[str, Any]) -> None: ...
+
+
 class ToolExecution:
     """One tool call travelling through the pipeline; the payload of ``tools/pre-execute`` and
     ``tools/execute``.
@@ -242,7 +265,7 @@ class ToolExecution:
         name: str,
         arguments: str,
         args: dict[str, Any] | None,
-        tool: Tool | None,
+        tool: ToolDefinition | None,
         agent: Any,
         signal: AbortSignal,
         turn: int,

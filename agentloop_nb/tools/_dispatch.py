@@ -28,7 +28,7 @@ from ._decisions import (
     ToolResult,
     error_result,
 )
-from ._define import call_execute
+from ._define import Tool, call_execute
 from ._hooks import EXECUTE
 from ._results import ResultRejected, to_result
 
@@ -85,7 +85,7 @@ async def run_body(
     ``TOOL_ERROR`` naming what happened.
     """
     tool = execution.tool
-    assert tool is not None, "run_body needs a resolved tool"
+    assert isinstance(tool, Tool), "run_body needs a resolved tool"
     signal = execution.signal
     if signal.aborted:
         return aborted(execution, "before the tool ran")

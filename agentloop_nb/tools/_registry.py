@@ -15,7 +15,7 @@ from typing import Any, Literal
 from .._disposer import Disposer
 from .._scoped import ScopedRegistry
 from ._bodies import DEFAULT_DISPOSAL_GRACE, BodyTracker
-from ._decisions import ToolExecution
+from ._decisions import ToolDefinition, ToolExecution
 from ._define import Tool
 
 __all__ = ["DEFAULT_DISPOSAL_GRACE", "ExecutionMode", "Guard", "Registry", "classify"]
@@ -123,7 +123,7 @@ class Registry:
         return tracker
 
 
-def classify(definition: Tool | None, args: dict[str, Any] | None) -> ExecutionMode:
+def classify(definition: ToolDefinition | None, args: dict[str, Any] | None) -> ExecutionMode:
     """``"parallel"`` only when ``definition.concurrency_safe`` is (or returns, for ``args``)
     exactly ``True``; an unknown tool, unparsable arguments or a raising callable →
     ``"exclusive"`` (a raising callable is logged)."""
