@@ -194,3 +194,87 @@ async def test_resume_keeps_generation_options_on_the_wire(
     # The server honoured the kept limit: the resumed turn's reply is at most 6 tokens.
     last = of_type(resumed, "assistant/message")[-1]
     assert 0 < last.data["usage"]["output_tokens"] <= 6, last.data
+
+
+_WORDS = [
+    "river",
+    "mountain",
+    "lantern",
+    "harbour",
+    "violin",
+    "meadow",
+    "copper",
+    "thunder",
+    "orchard",
+    "compass",
+    "glacier",
+    "pepper",
+    "saddle",
+    "marble",
+    "quartz",
+    "velvet",
+    "falcon",
+    "prairie",
+    "ember",
+    "walnut",
+]
+
+
+def _long_history(turns: int, words_per_turn: int) -> list[dict[str, Any]]:
+    """Completed turns of filler text: together well over the server's 4096-token context."""
+    events: list[dict[str, Any]] = []
+    for turn in range(1, turns + 1):
+        filler = " ".join(_WORDS[(turn * 7 + i * 3) % len(_WORDS)] for i in range(words_per_turn))
+        user = {
+            "role": "user",
+            "id": f"long-{turn}",
+            "content": [{"type": "text", "text": f"Note {turn}: {filler}"}],
+            "source": {"kind": "user"},
+        }
+        answer = {"role": "assistant", "content": [{"type": "text", "text": f"Noted {turn}."}]}
+        events += [
+            {"type": "turn/start", "data": {"turn": turn}},
+            {"type": "user/message", "data": {"message": user}},
+            {"type": "assistant/message", "data": {"turn": turn, "step": 1, "message": answer}},
+            {"type": "turn/end", "data": {"turn": turn, "reason": {"kind": "completed"}}},
+        ]
+    return events
+
+
+async def test_a_context_overflow_is_repaired_by_compaction_and_the_turn_completes(
+    realmodel_url: str,
+) -> None:
+    from agentloop_nb.plugins.compaction import CompactionPlugin
+
+    app = App(providers=providers(realmodel_url), invariants=True)
+    # No pressure trigger (ratio 10): only the server's own overflow error starts the compaction.
+    app.ctx.plugin(
+        CompactionPlugin,
+        config={
+            "context_window": 4096,
+            "trigger_ratio": 10,
+            "keep_recent_turns": 1,
+            "summary_max_tokens": 48,
+        },
+    )
+    try:
+        handle = await app.ctx.agents.create(
+            session_id="overflow",
+            agent_options=options(max_tokens=16),
+            seed=_long_history(turns=6, words_per_turn=700),
+        )
+        agent = handle.agent
+        start = len(agent.session.events)
+        agent.followup("Say hello.")
+        await idle(agent)
+        attempts = of_type(agent, "assistant/attempt", start)
+        assert [a.data["failure"]["code"] for a in attempts] == ["CONTEXT_WINDOW_EXCEEDED"]
+        (summary,) = of_type(agent, "compaction/summary", start)
+        assert summary.seq > attempts[0].seq
+        (end,) = of_type(agent, "turn/end", start)
+        # The turn ends normally: the base model may stop by itself or use all 16 tokens.
+        assert end.data["reason"]["kind"] in ("completed", "max-tokens")
+        (reply,) = of_type(agent, "assistant/message", start)
+        assert reply.seq > summary.seq and reply.data["usage"]["input_tokens"] < 4096
+    finally:
+        await app.aclose()
