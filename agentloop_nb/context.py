@@ -343,6 +343,7 @@ class Context:
 __all__ = [
     "INTERNAL_ERROR",
     "Context",
+    "Disposer",
     "ErrorReport",
     "Fiber",
     "InactiveContextError",

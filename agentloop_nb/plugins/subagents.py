@@ -34,7 +34,7 @@ from uuid import uuid4
 
 import anyio
 
-from .._disposer import Disposer
+from ..context import Disposer
 from ..events import ASSISTANT_MESSAGE, TURN_END, TURN_START
 from ..signals import AbortError
 from ..tools import Tool, ToolExecution, ToolResult, error_result

@@ -50,6 +50,7 @@ from ._persistence import (
     SessionCorruptError,
     SessionLockedError,
     SessionNotFoundError,
+    install_write_behind,
 )
 from ._session import Session, SessionEventPayload, SessionPayload
 
@@ -358,18 +359,13 @@ class JsonlPersistence:
     def install(self, ctx: _Subscriber) -> Disposer:
         """Subscribe the write-behind listeners on ``ctx`` (``ctx.on(name, handler)``); the
         returned ``Disposer`` unsubscribes them (queued writes still complete)."""
-        disposers = [
-            ctx.on("session/created", self._on_created),
-            ctx.on("session/event", self._on_event),
-            ctx.on("session/flush", self._on_flush),
-            ctx.on("session/disposed", self._on_disposed),
-        ]
-
-        def undo() -> None:
-            for dispose in reversed(disposers):
-                dispose()
-
-        return Disposer(undo)
+        return install_write_behind(
+            ctx,
+            created=self._on_created,
+            event=self._on_event,
+            flush=self._on_flush,
+            disposed=self._on_disposed,
+        )
 
     def _on_created(self, payload: SessionPayload) -> None:
         # Synchronous checks, so a bad id, a second writer or an existing file vetoes the

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
+from .._disposer import Disposer
+from .._hook_names import SESSION_CREATED, SESSION_DISPOSED, SESSION_EVENT, SESSION_FLUSH
 from ._events import SessionEvent, SessionHeader
 
 __all__ = [
@@ -15,6 +17,7 @@ __all__ = [
     "SessionCorruptError",
     "SessionLockedError",
     "SessionNotFoundError",
+    "install_write_behind",
 ]
 
 
@@ -104,3 +107,32 @@ class SessionLockedError(RuntimeError):
         self.id = id
         self.path = path
         self.holder = holder
+
+
+class _Subscriber(Protocol):
+    def on(self, name: str, handler: Callable[[Any], Any], /) -> Any: ...
+
+
+def install_write_behind(
+    ctx: _Subscriber,
+    *,
+    created: Callable[[Any], Any],
+    event: Callable[[Any], Any],
+    flush: Callable[[Any], Any],
+    disposed: Callable[[Any], Any],
+) -> Disposer:
+    """Subscribe a write-behind backend's four session listeners on ``ctx``
+    (``session/created``, ``session/event``, ``session/flush``, ``session/disposed``); the
+    returned ``Disposer`` unsubscribes them in reverse order (queued writes still complete)."""
+    disposers = [
+        ctx.on(SESSION_CREATED, created),
+        ctx.on(SESSION_EVENT, event),
+        ctx.on(SESSION_FLUSH, flush),
+        ctx.on(SESSION_DISPOSED, disposed),
+    ]
+
+    def undo() -> None:
+        for dispose in reversed(disposers):
+            dispose()
+
+    return Disposer(undo)

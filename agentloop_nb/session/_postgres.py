@@ -44,7 +44,13 @@ import anyio.to_thread
 from .._disposer import Disposer
 from ._events import SessionEvent, SessionHeader
 from ._jsonl_codec import decode_line, encode_lines, parse_log
-from ._persistence import Lease, PersistenceError, SessionLockedError, SessionNotFoundError
+from ._persistence import (
+    Lease,
+    PersistenceError,
+    SessionLockedError,
+    SessionNotFoundError,
+    install_write_behind,
+)
 from ._session import Session, SessionEventPayload, SessionPayload
 
 __all__ = ["PostgresPersistence"]
@@ -361,18 +367,13 @@ class PostgresPersistence:
     def install(self, ctx: _Subscriber) -> Disposer:
         """Subscribe the write-behind listeners on ``ctx``; the returned ``Disposer``
         unsubscribes them (queued writes still complete)."""
-        disposers = [
-            ctx.on("session/created", self._on_created),
-            ctx.on("session/event", self._on_event),
-            ctx.on("session/flush", self._on_flush),
-            ctx.on("session/disposed", self._on_disposed),
-        ]
-
-        def undo() -> None:
-            for dispose in reversed(disposers):
-                dispose()
-
-        return Disposer(undo)
+        return install_write_behind(
+            ctx,
+            created=self._on_created,
+            event=self._on_event,
+            flush=self._on_flush,
+            disposed=self._on_disposed,
+        )
 
     def _on_created(self, payload: SessionPayload) -> None:
         # Synchronous checks, so a second writer or an existing id vetoes the creation (or
