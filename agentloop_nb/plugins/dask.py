@@ -181,15 +181,3 @@ def _lost_worker(exc: BaseException) -> str | None:
     last = getattr(exc, "last_worker", None)
     address = getattr(last, "address", last)
     return str(address) if address is not None else "(unknown worker)"
-
-
-def runner(ctx: Any, tool: str) -> DaskToolsPlugin:
-    """The ``ctx.dask`` service a Dask tool call runs through. Raises ``RuntimeError`` naming
-    the tool when no :class:`DaskToolsPlugin` is applied."""
-    service = getattr(ctx, "dask", None)
-    if service is None:
-        raise RuntimeError(
-            f"tool {tool!r} runs on Dask: apply the plugin first "
-            "(app.ctx.plugin(DaskToolsPlugin) from agentloop_nb.plugins.dask)"
-        )
-    return service

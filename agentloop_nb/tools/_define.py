@@ -327,9 +327,7 @@ def _build_tool(
         values = model.model_validate(args).__dict__
         kwargs = {param: values[field] for field, param in fields}
         if executor == "dask":
-            from ..plugins.dask import runner  # the plugin is optional: imported on use
-
-            return await runner(execution.ctx, tool_name).submit(f, kwargs, name=tool_name)
+            return await _dask_service(execution, tool_name).submit(f, kwargs, name=tool_name)
         if execution_param is not None:
             kwargs[execution_param] = execution
         if is_async:
@@ -405,3 +403,16 @@ async def _execute(tool: Tool, args: dict[str, Any], execution: ToolExecution) -
     if inspect.isawaitable(value):
         return await value
     return value
+
+
+def _dask_service(execution: ToolExecution, tool: str) -> Any:
+    """The ``ctx.dask`` service (published by the optional ``DaskToolsPlugin``) a Dask tool call
+    runs through, looked up on the call's context so this layer never imports the plugin.
+    Raises ``RuntimeError`` naming the tool when no such plugin is applied."""
+    service = getattr(execution.ctx, "dask", None)
+    if service is None:
+        raise RuntimeError(
+            f"tool {tool!r} runs on Dask: apply the plugin first "
+            "(app.ctx.plugin(DaskToolsPlugin) from agentloop_nb.plugins.dask)"
+        )
+    return service
