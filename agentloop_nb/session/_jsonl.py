@@ -34,7 +34,7 @@ import weakref
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from queue import Empty, SimpleQueue
-from typing import Any, Protocol
+from typing import Any
 
 import anyio
 import anyio.to_thread
@@ -50,6 +50,7 @@ from ._persistence import (
     SessionCorruptError,
     SessionLockedError,
     SessionNotFoundError,
+    Subscriber,
     install_write_behind,
 )
 from ._session import Session, SessionEventPayload, SessionPayload
@@ -58,10 +59,6 @@ __all__ = ["JsonlPersistence"]
 
 _log = logging.getLogger("agentloop_nb")
 _BATCH = 16384  # queue items folded into one write round
-
-
-class _Subscriber(Protocol):
-    def on(self, name: str, handler: Callable[[Any], Any], /) -> Any: ...
 
 
 class _Control:
@@ -356,7 +353,7 @@ class JsonlPersistence:
 
     # -- write-behind ----------------------------------------------------------------------
 
-    def install(self, ctx: _Subscriber) -> Disposer:
+    def install(self, ctx: Subscriber) -> Disposer:
         """Subscribe the write-behind listeners on ``ctx`` (``ctx.on(name, handler)``); the
         returned ``Disposer`` unsubscribes them (queued writes still complete)."""
         return install_write_behind(

@@ -17,6 +17,7 @@ __all__ = [
     "SessionCorruptError",
     "SessionLockedError",
     "SessionNotFoundError",
+    "Subscriber",
     "install_write_behind",
 ]
 
@@ -109,12 +110,14 @@ class SessionLockedError(RuntimeError):
         self.holder = holder
 
 
-class _Subscriber(Protocol):
+class Subscriber(Protocol):
+    """What a backend subscribes through: anything with ``on(name, handler)`` (a context)."""
+
     def on(self, name: str, handler: Callable[[Any], Any], /) -> Any: ...
 
 
 def install_write_behind(
-    ctx: _Subscriber,
+    ctx: Subscriber,
     *,
     created: Callable[[Any], Any],
     event: Callable[[Any], Any],

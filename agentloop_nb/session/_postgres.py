@@ -33,10 +33,10 @@ import os
 import socket
 import threading
 import weakref
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from queue import Empty, SimpleQueue
-from typing import Any, Protocol
+from typing import Any
 
 import anyio
 import anyio.to_thread
@@ -49,6 +49,7 @@ from ._persistence import (
     PersistenceError,
     SessionLockedError,
     SessionNotFoundError,
+    Subscriber,
     install_write_behind,
 )
 from ._session import Session, SessionEventPayload, SessionPayload
@@ -78,10 +79,6 @@ CREATE TABLE IF NOT EXISTS {schema}.agentloop_writers (
     host text NOT NULL
 );
 """
-
-
-class _Subscriber(Protocol):
-    def on(self, name: str, handler: Callable[[Any], Any], /) -> Any: ...
 
 
 def _import_psycopg() -> Any:
@@ -364,7 +361,7 @@ class PostgresPersistence:
 
     # -- write-behind ------------------------------------------------------------------------
 
-    def install(self, ctx: _Subscriber) -> Disposer:
+    def install(self, ctx: Subscriber) -> Disposer:
         """Subscribe the write-behind listeners on ``ctx``; the returned ``Disposer``
         unsubscribes them (queued writes still complete)."""
         return install_write_behind(
