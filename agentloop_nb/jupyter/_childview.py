@@ -1,0 +1,281 @@
+"""Sub-agent views: the collapsible live view of a ``delegate`` call's child session.
+
+A child session is recognised by its header meta alone (``parent_session_id`` and
+``parent_call_id``, what the sub-agents plugin writes), through public lookups:
+
+- while it runs, the session store announces it (``session/created``); one listener per
+  dispatcher (:func:`watch_children`) hands each new session to the views of its parent, and a
+  view built later scans the store's live sessions (:func:`live_children`);
+- once the call finished, its ``tool/result`` meta names the child's ``session_id``; the session
+  is taken from the store when still live, else loaded read-only from the session persistence
+  (:func:`find_child`), so a view built after a restart or a resume still shows it.
+
+:class:`ChildSection` is what a parent view puts under the call: a toggle and, once opened, the
+child's own view (built lazily by the factory the parent passes, so a closed section of a long
+history costs two widgets and no subscription). Views of children nest the same way
+(grandchildren inside children).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from html import escape
+from typing import Any
+
+import ipywidgets as widgets
+
+from .._disposer import Disposer
+
+__all__ = [
+    "CHILD_TOOL",
+    "ChildSection",
+    "child_call_id",
+    "find_child",
+    "live_children",
+    "watch_children",
+]
+
+_log = logging.getLogger("agentloop_nb.jupyter")
+
+CHILD_TOOL = "delegate"
+"""The tool whose calls get a child section from their result's ``session_id`` alone."""
+
+_CREATED = "session/created"
+ChildCallback = Callable[[Any], None]
+
+
+def child_call_id(header: Any, parent_session_id: str) -> str | None:
+    """The ``parent_call_id`` of a session header whose ``parent_session_id`` is
+    ``parent_session_id`` (``None`` for any other session)."""
+    meta = getattr(header, "meta", None)
+    if not isinstance(meta, Mapping) or meta.get("parent_session_id") != parent_session_id:
+        return None
+    call_id = meta.get("parent_call_id")
+    return call_id if isinstance(call_id, str) and call_id else None
+
+
+def live_children(store: Any, parent_session_id: str) -> dict[str, Any]:
+    """The live sessions of ``store`` that are children of ``parent_session_id``, by the call
+    that created them."""
+    found: dict[str, Any] = {}
+    for session in store.list():
+        call_id = child_call_id(session.header, parent_session_id)
+        if call_id is not None:
+            found[call_id] = session
+    return found
+
+
+def find_child(store: Any, root: Any, parent_session_id: str, call_id: str, session_id: str) -> Any:
+    """The child session ``session_id`` of call ``call_id``: the live one, else the stored one
+    loaded read-only (an unpublished snapshot: nothing is announced, nothing written, no lock
+    taken). Raises ``LookupError`` with a one-line reason when it is neither, or when its header
+    does not name ``parent_session_id`` / ``call_id`` as its parent."""
+    session = store.get(session_id)
+    if session is None:
+        persistence = getattr(root, "session_persistence", None)
+        if persistence is None:
+            raise LookupError(
+                f"sub-agent session {session_id} is gone (not live, and session persistence is off)"
+            )
+        try:
+            header, events = persistence.load(session_id)
+        except Exception as exc:  # not found, corrupt: said in the section, never raised
+            raise LookupError(f"sub-agent session {session_id} cannot be loaded: {exc}") from None
+        session = store.prepare(header=header, events=events)
+    if child_call_id(session.header, parent_session_id) != call_id:
+        raise LookupError(f"session {session_id} is not the sub-agent of call {call_id}")
+    return session
+
+
+class _Births:
+    """One ``session/created`` listener per dispatcher, handing each new child session to the
+    callbacks waiting for its parent (an event costs one dictionary lookup however many views
+    are open)."""
+
+    def __init__(self, dispatch: Any) -> None:
+        self.dispatch = dispatch
+        self.waiting: dict[str, list[ChildCallback]] = {}
+        self.off = dispatch.on(_CREATED, self.route)
+
+    def route(self, payload: Any) -> None:
+        # ``session/created`` is emitted strictly (a raising listener vetoes the creation):
+        # a view must never stop a sub-agent from starting.
+        try:
+            meta = payload.session.header.meta
+            parent = meta.get("parent_session_id") if isinstance(meta, Mapping) else None
+            callbacks = self.waiting.get(parent) if isinstance(parent, str) else None
+            for callback in tuple(callbacks or ()):
+                callback(payload.session)
+        except Exception:
+            _log.exception("agentloop_nb view: a sub-agent view failed to follow its child")
+
+    def add(self, parent_session_id: str, callback: ChildCallback) -> Disposer:
+        self.waiting.setdefault(parent_session_id, []).append(callback)
+
+        def remove() -> None:
+            callbacks = self.waiting.get(parent_session_id, [])
+            if callback in callbacks:
+                callbacks.remove(callback)
+            if not callbacks:
+                self.waiting.pop(parent_session_id, None)
+            if not self.waiting:  # nobody left: stop listening
+                self.off()
+                _BIRTHS.pop(id(self.dispatch), None)
+
+        return Disposer(remove)
+
+
+_BIRTHS: dict[int, _Births] = {}
+
+
+def watch_children(dispatch: Any, parent_session_id: str, callback: ChildCallback) -> Disposer:
+    """Call ``callback(session)`` for each session created through ``dispatch`` whose header
+    names ``parent_session_id`` as its parent; the returned ``Disposer`` stops. The callback
+    runs inside the creation: it must be quick, and what it raises is logged, never raised."""
+    births = _BIRTHS.get(id(dispatch))
+    if births is None:
+        births = _BIRTHS[id(dispatch)] = _Births(dispatch)
+    return births.add(parent_session_id, callback)
+
+
+class ChildSection(widgets.VBox):
+    """The collapsible section under one ``delegate`` call: a toggle (``toggle``; its label
+    names the child session) and, once opened, the child's view (``view``), built by
+    ``make_view(session)``. ``session`` is the live child when known, else ``load()`` finds it
+    when the section is first opened (a failure is shown as ``notice``, never raised).
+
+    ``opened`` is the initial state: open while the call runs, closed once it finished.
+    :meth:`call_finished` closes a section the reader did not toggle and freezes its view (the
+    child is disposed by then: nothing more will come). ``close()`` closes the child's view.
+    """
+
+    def __init__(
+        self,
+        call_id: str,
+        *,
+        make_view: Callable[[Any], Any],
+        load: Callable[[], Any],
+        session: Any = None,
+        session_id: str | None = None,
+        opened: bool = False,
+    ) -> None:
+        super().__init__()
+        self.add_class("agentloop-child")
+        self.call_id = call_id
+        self.session = session
+        self.session_id = session_id if session is None else str(session.id)
+        self.view: Any = None
+        self.notice: widgets.HTML | None = None
+        self._make_view = make_view
+        self._load = load
+        self._touched = False  # the reader toggled it: no automatic collapse any more
+        self._frozen = False
+        self.toggle = widgets.ToggleButton(value=opened, layout=widgets.Layout(width="auto"))
+        self.toggle.add_class("agentloop-child-toggle")
+        self.toggle.observe(self._toggled, "value")
+        self._show(opened)
+
+    @property
+    def opened(self) -> bool:
+        return bool(self.toggle.value)
+
+    def open(self, value: bool = True) -> None:
+        """Open (or close) the section, as a click on its toggle does."""
+        self.toggle.value = value
+
+    def attach(self, session: Any) -> None:
+        """The live child session was found (it is shown from now on)."""
+        if self.session is None:
+            self.session = session
+            self.session_id = str(session.id)
+            if self.opened:
+                self._show(True)
+            else:
+                self._label()
+
+    def call_finished(self) -> None:
+        """The delegate call has its result: collapse unless the reader toggled, and freeze
+        the child's view once it rendered everything."""
+        if not self._touched and self.opened:
+            self.toggle.unobserve(self._toggled, "value")
+            self.toggle.value = False
+            self.toggle.observe(self._toggled, "value")
+            self._show(False)
+        self.freeze()
+
+    def _toggled(self, change: Any) -> None:
+        self._touched = True
+        self._show(bool(change["new"]))
+
+    def _show(self, opened: bool) -> None:
+        if opened and self.view is None and self.notice is None:
+            self._build()
+        shown: list[Any] = [self.toggle]
+        if opened:
+            shown.append(self.view if self.view is not None else self.notice)
+        children = tuple(w for w in shown if w is not None)
+        current: tuple[Any, ...] = tuple(self.children)
+        if current != children:
+            self.children = children
+        self._label()
+
+    def _build(self) -> None:
+        session = self.session
+        if session is None and self.session_id is None:
+            return  # a running call whose child is not created yet: built when attached
+        if session is None:
+            try:
+                session = self.session = self._load()
+            except LookupError as exc:
+                self.notice = widgets.HTML(
+                    value=f'<div class="agentloop-notice agentloop-child-missing">'
+                    f"{escape(str(exc))}</div>"
+                )
+                return
+        self.view = self._make_view(session)
+        self.view.add_class("agentloop-child-view")
+        if self._frozen:
+            self._freeze_view()
+
+    def _label(self) -> None:
+        arrow = "▾" if self.opened else "▸"
+        who = self.session_id or "starting…"
+        label = f"{arrow} sub-agent {who}"
+        if self.toggle.description != label:
+            self.toggle.description = label
+
+    def freeze(self) -> None:
+        """Stop following the child (its view keeps what it showed; a later open shows the
+        session as it is then, without following it)."""
+        self._frozen = True
+        if self.view is not None:
+            self._freeze_view()
+
+    def _freeze_view(self) -> None:
+        self.view.flush()
+        self.view.close_subscriptions()
+
+    def flush(self) -> None:
+        if self.view is not None:
+            self.view.flush()
+
+    async def settled(self) -> None:
+        if self.view is not None:
+            await self.view.settled()
+
+    @property
+    def text(self) -> str:
+        """The child's transcript (``""`` until the section was opened)."""
+        if self.view is not None:
+            return str(self.view.text)
+        return "" if self.notice is None else str(self.notice.value)
+
+    def close(self) -> None:
+        if hasattr(self, "toggle"):  # Widget.__del__ may call close on a half-built section
+            if self.view is not None:
+                self.view.close()
+            if self.notice is not None:
+                self.notice.close()
+            self.toggle.close()
+        super().close()
