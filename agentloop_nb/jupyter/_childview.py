@@ -180,8 +180,8 @@ class ChildSection(widgets.VBox):
     def opened(self) -> bool:
         return bool(self.toggle.value)
 
-    def open(self, value: bool = True) -> None:
-        """Open (or close) the section, as a click on its toggle does."""
+    def expand(self, value: bool = True) -> None:
+        """Open (or, with ``False``, close) the section, as a click on its toggle does."""
         self.toggle.value = value
 
     def attach(self, session: Any) -> None:
