@@ -217,7 +217,7 @@ async def test_fork_from_here_forks_at_the_end_of_that_turn_and_names_the_new_ag
     button.click()  # what the browser's click does
     await sv.settled()
     (fork,) = names
-    first_end = [e.seq for e in agent.session.events if e.type == "turn/end"][0]
+    first_end = next(e.seq for e in agent.session.events if e.type == "turn/end")
     assert fork.session.header.meta["forked_from"] == agent.session.id
     assert fork.session.header.meta["at_seq"] == first_end
     assert [m.text for m in fork.session.derive_messages()] == ["first", "one"]
