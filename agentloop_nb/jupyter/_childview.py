@@ -171,6 +171,7 @@ class ChildSection(widgets.VBox):
         self._load = load
         self._touched = False  # the reader toggled it: no automatic collapse any more
         self._frozen = False
+        self._shown: tuple[Any, ...] = ()
         self.toggle = widgets.ToggleButton(value=opened, layout=widgets.Layout(width="auto"))
         self.toggle.add_class("agentloop-child-toggle")
         self.toggle.observe(self._toggled, "value")
@@ -215,9 +216,8 @@ class ChildSection(widgets.VBox):
         if opened:
             shown.append(self.view if self.view is not None else self.notice)
         children = tuple(w for w in shown if w is not None)
-        current: tuple[Any, ...] = tuple(self.children)
-        if current != children:
-            self.children = children
+        if self._shown != children:
+            self._shown = self.children = children
         self._label()
 
     def _build(self) -> None:
