@@ -247,7 +247,9 @@ class ChildSection(widgets.VBox):
 
     def freeze(self) -> None:
         """Stop following the child (its view keeps what it showed; a later open shows the
-        session as it is then, without following it)."""
+        session as it is then, without following it). Idempotent."""
+        if self._frozen:
+            return
         self._frozen = True
         if self.view is not None:
             self._freeze_view()
