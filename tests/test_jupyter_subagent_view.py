@@ -83,7 +83,8 @@ async def test_a_running_delegate_call_shows_its_child_live_then_collapses_when_
     assert isinstance(child, SessionView)
     assert child.session.header.meta["parent_call_id"] == "d1"
     assert "compute the answer" in child.text
-    assert f"sub-agent {child.session.id}" in section.toggle.description
+    assert section.toggle.description == "▾ sub-agent: compute the answer"
+    assert section.toggle.tooltip == f"session {child.session.id}"
     gate.open()
     await boss.when_idle()
     await view.settled()

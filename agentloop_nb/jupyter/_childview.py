@@ -10,7 +10,8 @@ A child session is recognised by its header meta alone (``parent_session_id`` an
   is taken from the store when still live, else loaded read-only from the session persistence
   (:func:`find_child`), so a view built after a restart or a resume still shows it.
 
-:class:`ChildSection` is what a parent view puts under the call: a toggle and, once opened, the
+:class:`Subagents` is a view's bookkeeping (which calls have a child, their sections, the
+descendants seen born); :class:`ChildSection` is what a parent view puts under the call: a toggle and, once opened, the
 child's own view (built lazily by the factory the parent passes, so a closed section of a long
 history costs two widgets and no subscription). Views of children nest the same way
 (grandchildren inside children).
@@ -18,18 +19,21 @@ history costs two widgets and no subscription). Views of children nest the same 
 
 from __future__ import annotations
 
+import json
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from html import escape
 from typing import Any
 
 import ipywidgets as widgets
 
 from .._disposer import Disposer
+from ._item import Item
 
 __all__ = [
     "CHILD_TOOL",
     "ChildSection",
+    "Subagents",
     "child_call_id",
     "find_child",
     "live_children",
@@ -42,6 +46,9 @@ CHILD_TOOL = "delegate"
 """The tool whose calls get a child section from their result's ``session_id`` alone."""
 
 _CREATED = "session/created"
+_TASK_SHOWN = 80  # characters of the task in a section's toggle
+# Tool-call states after which a call has its result (or never will run).
+_CALL_OVER = frozenset({"done", "failed", "invalid", "denied", "aborted", "cancelled", "dropped"})
 ChildCallback = Callable[[Any], None]
 
 
@@ -141,7 +148,7 @@ def watch_children(dispatch: Any, parent_session_id: str, callback: ChildCallbac
 
 class ChildSection(widgets.VBox):
     """The collapsible section under one ``delegate`` call: a toggle (``toggle``; its label
-    names the child session) and, once opened, the child's view (``view``), built by
+    shows the call's ``task``, its tooltip the child's session id) and, once opened, the child's view (``view``), built by
     ``make_view(session)``. ``session`` is the live child when known, else ``load()`` finds it
     when the section is first opened (a failure is shown as ``notice``, never raised).
 
@@ -159,10 +166,12 @@ class ChildSection(widgets.VBox):
         session: Any = None,
         session_id: str | None = None,
         opened: bool = False,
+        task: str = "",
     ) -> None:
         super().__init__()
         self.add_class("agentloop-child")
         self.call_id = call_id
+        self.task = task
         self.session = session
         self.session_id = session_id if session is None else str(session.id)
         self.view: Any = None
@@ -240,10 +249,14 @@ class ChildSection(widgets.VBox):
 
     def _label(self) -> None:
         arrow = "▾" if self.opened else "▸"
-        who = self.session_id or "starting…"
-        label = f"{arrow} sub-agent {who}"
+        task = " ".join(self.task.split())
+        task = task if len(task) <= _TASK_SHOWN else task[: _TASK_SHOWN - 1] + "…"
+        label = f"{arrow} sub-agent: {task}" if task else f"{arrow} sub-agent"
         if self.toggle.description != label:
             self.toggle.description = label
+        tooltip = f"session {self.session_id}" if self.session_id else "starting…"
+        if self.toggle.tooltip != tooltip:
+            self.toggle.tooltip = tooltip
 
     def freeze(self) -> None:
         """Stop following the child (its view keeps what it showed; a later open shows the
@@ -281,3 +294,155 @@ class ChildSection(widgets.VBox):
                 self.notice.close()
             self.toggle.close()
         super().close()
+
+
+class Subagents:
+    """The child sections of one view of ``session``: which tool calls have a child, the
+    sections (made on first need), and the sessions seen born under it.
+
+    ``make_view(session)`` builds a child's view; ``noted(call_id)`` is told when a child of
+    call ``call_id`` was born (the view re-renders that call). ``family``: every descendant
+    session seen born under the view, by id (shared by the views of a tree, see :meth:`join`):
+    the delegate tool disposes its child before answering, so a child view built later finds
+    its own children there even without persistence.
+    """
+
+    def __init__(
+        self,
+        session: Any,
+        root: Any,
+        make_view: Callable[[Any], Any],
+        noted: Callable[[str], None],
+    ) -> None:
+        self.parent_id = str(session.id)
+        self.store = getattr(session, "store", None)
+        self.root = root
+        self.sections: dict[str, ChildSection] = {}
+        self.live: dict[str, Any] = (
+            live_children(self.store, self.parent_id) if self.store is not None else {}
+        )
+        self.family: dict[str, Any] = {}
+        self._watches: dict[str, Disposer] = {}
+        self._make_view = make_view
+        self._noted = noted
+        self._watch(self.parent_id, self._child_born)
+
+    def join(self, parent: Subagents) -> None:
+        """Share ``parent``'s record of descendants (one record for a whole tree of views)."""
+        parent.family.update(self.family)
+        self.family = parent.family
+
+    # -- which calls ----------------------------------------------------------------------------
+
+    def has_child(self, item: Item) -> bool:
+        """Whether tool call ``item`` has a child: one seen live, or a ``delegate`` result
+        naming its ``session_id``."""
+        if item.kind != "tool":
+            return False
+        d = item.data
+        call_id = d.get("call_id")
+        return bool(call_id) and (
+            call_id in self.live
+            or (d.get("name") == CHILD_TOOL and isinstance(d.get("session_id"), str))
+        )
+
+    def due(self, item: Item) -> bool:
+        """Whether ``item`` gets a child section it does not have yet."""
+        return self.has_child(item) and item.data["call_id"] not in self.sections
+
+    def section_for(self, item: Item) -> ChildSection | None:
+        """The child section under tool call ``item`` (made on first need), or ``None``."""
+        if not self.has_child(item):
+            return None
+        d = item.data
+        call_id = str(d["call_id"])
+        section = self.sections.get(call_id)
+        if section is None:
+            over = d.get("state") in _CALL_OVER
+            section = self.sections[call_id] = ChildSection(
+                call_id,
+                make_view=self._make_view,
+                load=lambda: self.load(call_id, str(d.get("session_id"))),
+                session=self.live.get(call_id),
+                session_id=d.get("session_id"),
+                opened=not over,
+                task=_task_of(item),
+            )
+            if over:
+                section.freeze()
+        return section
+
+    def load(self, call_id: str, session_id: str) -> Any:
+        """Child ``session_id`` of call ``call_id``: seen born, else :func:`find_child`."""
+        seen = self.family.get(session_id)
+        if seen is not None and child_call_id(seen.header, self.parent_id) == call_id:
+            return seen
+        return find_child(self.store, self.root, self.parent_id, call_id, session_id)
+
+    def sync(self, items: Iterable[Item]) -> None:
+        """After a render: hand live children to their sections; collapse and freeze the
+        sections of calls that have their result."""
+        for item in items:
+            if item.kind != "tool":
+                continue
+            section = self.sections.get(item.data.get("call_id", ""))
+            if section is None:
+                continue
+            live = self.live.get(section.call_id)
+            if live is not None:
+                section.attach(live)
+            if item.data.get("state") in _CALL_OVER:
+                section.call_finished()
+
+    # -- births -----------------------------------------------------------------------------------
+
+    def _watch(self, parent_id: str, callback: ChildCallback) -> None:
+        if parent_id in self._watches or self.root is None or self.store is None:
+            return
+        self._watches[parent_id] = watch_children(self.root, parent_id, callback)
+
+    def _descendant_born(self, session: Any) -> None:
+        self.family[str(session.id)] = session
+        self._watch(str(session.id), self._descendant_born)
+
+    def _child_born(self, session: Any) -> None:
+        # Runs inside the child's creation: only note it; the next render builds its view.
+        call_id = child_call_id(session.header, self.parent_id)
+        if call_id is None:
+            return
+        self._descendant_born(session)
+        self.live[call_id] = session
+        self._noted(call_id)
+
+    # -- lifetime ---------------------------------------------------------------------------------
+
+    def flush(self) -> None:
+        for section in tuple(self.sections.values()):
+            section.flush()
+
+    async def settled(self) -> None:
+        for section in tuple(self.sections.values()):
+            await section.settled()
+
+    def stop(self) -> None:
+        """Stop watching for children and freeze every section."""
+        watches, self._watches = self._watches, {}
+        for off in watches.values():
+            off()
+        for section in tuple(self.sections.values()):
+            section.freeze()
+
+    def close(self) -> None:
+        self.stop()
+        for section in self.sections.values():
+            section.close()
+
+
+def _task_of(item: Item) -> str:
+    """The ``task`` argument of a delegate call (``""`` when its arguments do not parse)."""
+    try:
+        args = json.loads(item.text or "{}")
+    except ValueError:
+        return ""
+    task = args.get("task") if isinstance(args, dict) else None
+    return task if isinstance(task, str) else ""

@@ -22,22 +22,14 @@ turn boxes and their HTML share one layout).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from html import escape
 from typing import Any
 
 import ipywidgets as widgets
 from ipywidgets.widgets.widget_string import HTMLStyle
 
-from .._disposer import Disposer
-from ._childview import (
-    CHILD_TOOL,
-    ChildSection,
-    child_call_id,
-    find_child,
-    live_children,
-    watch_children,
-)
+from ._childview import ChildSection, Subagents
 from ._feed import SessionFeed
 from ._item import Item
 from ._render import item_html
@@ -48,8 +40,6 @@ from ._viewbase import TextRepr, feed_for, style_widget
 SEGMENT = 4096
 """Characters of streaming text per segment widget (what one render sends at most)."""
 _STREAMED = frozenset({"assistant", "reasoning"})
-# Tool-call states after which a call has its result (or never will run).
-_CALL_OVER = frozenset({"done", "failed", "invalid", "denied", "aborted", "cancelled", "dropped"})
 
 
 class _Stream:
@@ -181,16 +171,7 @@ class SessionView(TextRepr, widgets.VBox):
             self._turn_changed,
             on_fork,
         )
-        self._sections: dict[str, ChildSection] = {}
-        self._live_children: dict[str, Any] = (
-            live_children(store, str(session.id)) if store is not None else {}
-        )
-        # Every descendant session seen born under this view, by id (shared with the child
-        # views): a finished child's view finds its own children here once they are gone from
-        # the store, even without persistence.
-        self._family: dict[str, Any] = {}
-        self._watches: dict[str, Disposer] = {}
-        self._watch(str(session.id), self._child_born)
+        self._subagents = Subagents(session, self._root, self._child_view, self._child_noted)
         self._off_feed = self.feed.observe(self._changed)
         self.render()  # history, at once
 
@@ -265,7 +246,7 @@ class SessionView(TextRepr, widgets.VBox):
                 continue
             if i not in self._widgets and i not in self._streams:
                 changed_turns.add(item.turn)  # a new item: its turn's children change
-            elif self._update(item) or self._section_due(item):
+            elif self._update(item) or self._subagents.due(item):
                 changed_turns.add(item.turn)
         for turn in changed_turns:
             self._fill(self._turns[turn], transcript.turn_items.get(turn, []))
@@ -273,7 +254,7 @@ class SessionView(TextRepr, widgets.VBox):
             self.body.children = tuple(self._turns[t] for t in sorted(self._turns))
         if self._own is not None:
             self._render_earlier(self.earlier_turns(), dirty_turns)
-        self._sync_sections(dirty)
+        self._subagents.sync(items[i] for i in dirty)
 
     def _finished(self, turn: int) -> bool:
         t = self.transcript
@@ -320,7 +301,7 @@ class SessionView(TextRepr, widgets.VBox):
         key: list[str] = []
         for item in turn_items:
             groups[-1].append(item)
-            section = self._section_for(item)
+            section = self._subagents.section_for(item)
             if section is not None:
                 key.append(section.call_id)
                 groups.append([])
@@ -338,7 +319,7 @@ class SessionView(TextRepr, widgets.VBox):
         for k, part in enumerate(sealed.parts):
             children.append(part)
             if k < len(sealed.key):
-                children.append(self._sections[sealed.key[k]])
+                children.append(self._subagents.sections[sealed.key[k]])
         children.extend(self.forks.widgets_of(turn))
         if box.children != tuple(children):
             box.children = tuple(children)
@@ -350,7 +331,7 @@ class SessionView(TextRepr, widgets.VBox):
         children: list[widgets.Widget] = []
         for item in turn_items:
             children.append(self._widget_of(item))
-            section = self._section_for(item)
+            section = self._subagents.section_for(item)
             if section is not None:
                 children.append(section)
         if box.children != tuple(children):
@@ -384,97 +365,25 @@ class SessionView(TextRepr, widgets.VBox):
 
     # -- sub-agents ---------------------------------------------------------------------------
 
-    def _has_child(self, item: Item) -> bool:
-        if item.kind != "tool":
-            return False
-        d = item.data
-        call_id = d.get("call_id")
-        return bool(call_id) and (
-            call_id in self._live_children
-            or (d.get("name") == CHILD_TOOL and isinstance(d.get("session_id"), str))
-        )
-
-    def _section_due(self, item: Item) -> bool:
-        """Whether ``item`` gets a child section it does not have yet."""
-        return self._has_child(item) and item.data["call_id"] not in self._sections
-
-    def _section_for(self, item: Item) -> ChildSection | None:
-        """The child section under tool call ``item`` (made on first need), or ``None``."""
-        if not self._has_child(item):
-            return None
-        d = item.data
-        call_id = str(d["call_id"])
-        section = self._sections.get(call_id)
-        if section is None:
-            over = d.get("state") in _CALL_OVER
-            section = self._sections[call_id] = ChildSection(
-                call_id,
-                make_view=self._child_view,
-                load=lambda: self._load_child(call_id, str(d.get("session_id"))),
-                session=self._live_children.get(call_id),
-                session_id=d.get("session_id"),
-                opened=not over,
-            )
-            if over:
-                section.freeze()
-        return section
-
-    def _load_child(self, call_id: str, session_id: str) -> Any:
-        seen = self._family.get(session_id)
-        if seen is not None and child_call_id(seen.header, str(self.session.id)) == call_id:
-            return seen
-        return find_child(self._store, self._root, str(self.session.id), call_id, session_id)
-
     def _child_view(self, session: Any) -> SessionView:
         view = SessionView(session, interval=self.throttle.interval, on_fork=self._on_fork)
-        view._family.update(self._family)
-        view._family = self._family  # one record for the whole tree
+        view._subagents.join(self._subagents)
         return view
 
-    def _watch(self, parent_id: str, callback: Callable[[Any], None]) -> None:
-        if parent_id in self._watches or self._root is None or self._store is None:
-            return
-        self._watches[parent_id] = watch_children(self._root, parent_id, callback)
-
-    def _descendant_born(self, session: Any) -> None:
-        self._family[str(session.id)] = session
-        self._watch(str(session.id), self._descendant_born)
-
-    def _child_born(self, session: Any) -> None:
-        # Runs inside the child's creation: only note it; the next render builds its view.
-        call_id = child_call_id(session.header, str(self.session.id))
-        if call_id is None:
-            return
-        self._descendant_born(session)
-        self._live_children[call_id] = session
+    def _child_noted(self, call_id: str) -> None:
         item = self.transcript.call(call_id)
         if item is not None:
             self._dirty.add(item.index)
             self.throttle.poke()
 
-    def _sync_sections(self, dirty: set[int]) -> None:
-        items = self.transcript.items
-        for i in dirty:
-            item = items[i]
-            section = (
-                self._sections.get(item.data.get("call_id", "")) if item.kind == "tool" else None
-            )
-            if section is None:
-                continue
-            live = self._live_children.get(section.call_id)
-            if live is not None:
-                section.attach(live)
-            if item.data.get("state") in _CALL_OVER:
-                section.call_finished()
-
     def child_section(self, call_id: str) -> ChildSection | None:
         """The child section under call ``call_id`` (``None``: none shown)."""
-        return self._sections.get(call_id)
+        return self._subagents.sections.get(call_id)
 
     @property
     def child_sections(self) -> dict[str, ChildSection]:
         """Every child section shown, by call id."""
-        return dict(self._sections)
+        return dict(self._subagents.sections)
 
     # -- forks --------------------------------------------------------------------------------
 
@@ -560,15 +469,13 @@ class SessionView(TextRepr, widgets.VBox):
         """Render everything pending now, child views included (tests; normally the
         throttles do it)."""
         self.throttle.flush()
-        for section in tuple(self._sections.values()):
-            section.flush()
+        self._subagents.flush()
 
     async def settled(self) -> None:
         """Return once this view and its open child views rendered what they were told so
         far, and the forks clicked so far are made (no sleeping)."""
         await self.throttle.settled()
-        for section in tuple(self._sections.values()):
-            await section.settled()
+        await self._subagents.settled()
         await self.forks.settled()
 
     def close_subscriptions(self) -> None:
@@ -576,21 +483,16 @@ class SessionView(TextRepr, widgets.VBox):
         state."""
         self.throttle.close()
         self._off_feed()
-        watches, self._watches = self._watches, {}
-        for off in watches.values():
-            off()
         if self._owns_feed:
             self.feed.close()
-        for section in tuple(self._sections.values()):
-            section.freeze()
+        self._subagents.stop()
 
     def close(self) -> None:
         if hasattr(self, "_off_feed"):  # Widget.__del__ may call close on a half-built view
             self.close_subscriptions()
             for stream in self._streams.values():
                 stream.close()
-            for section in self._sections.values():
-                section.close()
+            self._subagents.close()
             self.forks.close()
             parts = [p for s in self._sealed.values() for p in s.parts]
             for w in (*self._widgets.values(), *parts, *self._turns.values()):

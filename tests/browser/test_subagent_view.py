@@ -53,7 +53,7 @@ def test_a_delegate_call_nests_its_child_view_and_fork_from_here_names_the_fork(
         # The finished call's section is collapsed: the child's text is not on screen yet.
         toggle = view.locator("button.agentloop-child-toggle")
         expect(toggle).to_have_count(1)
-        expect(toggle).to_contain_text("sub-agent boss-sub-")
+        expect(toggle).to_contain_text("▸ sub-agent: what is 6*7")
         expect(view.locator(".agentloop-child-view")).to_have_count(0)
         expect(view).not_to_contain_text("forty-two, from the child")
 
