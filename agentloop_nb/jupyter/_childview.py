@@ -181,7 +181,9 @@ class ChildSection(widgets.VBox):
         self._touched = False  # the reader toggled it: no automatic collapse any more
         self._frozen = False
         self._shown: tuple[Any, ...] = ()
-        self.toggle = widgets.ToggleButton(value=opened, layout=widgets.Layout(width="auto"))
+        self.toggle = widgets.ToggleButton(
+            value=opened, layout=widgets.Layout(width="auto", align_self="flex-start")
+        )
         self.toggle.add_class("agentloop-child-toggle")
         self.toggle.observe(self._toggled, "value")
         self._show(opened)

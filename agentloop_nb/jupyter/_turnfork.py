@@ -26,7 +26,7 @@ import ipywidgets as widgets
 
 __all__ = ["FORK_LABEL", "OnFork", "TurnForks"]
 
-FORK_LABEL = "⑂ fork from here"
+FORK_LABEL = "fork from here"
 
 OnFork = Callable[[Any], "str | None"]
 """``on_fork(agent) -> name``: called with each agent a fork button created; returns the name
@@ -53,7 +53,7 @@ class TurnForks:
         self.on_fork = on_fork
         self._seq_of = seq_of
         self._changed = changed
-        self._layout = widgets.Layout(width="auto", margin="0 0 2px 0")
+        self._layout = widgets.Layout(width="auto", align_self="flex-start")
         self._style = widgets.ButtonStyle()
         self.buttons: dict[int, widgets.Button] = {}
         self.notices: dict[int, widgets.HTML] = {}
