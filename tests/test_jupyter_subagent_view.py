@@ -91,6 +91,7 @@ async def test_a_running_delegate_call_shows_its_child_live_then_collapses_when_
     view.flush()
     assert not section.opened  # collapsed once the child finished
     assert "the child says 42" in section.text  # its final state stays
+    assert "the child says 42" in child.html  # rendered before it stopped following
     section.expand()
     assert section.view is child and child in section.children
     assert "parent done" in view.text
@@ -182,6 +183,8 @@ async def test_closing_the_parent_view_closes_child_views_and_their_subscription
     app = App()
     gate = Gate(text("late"))
     boss = await boss_with_subagents(app, delegate("d1", "wait"), text("done"), kids=[gate])
+    watched = ("session/created", "session/event", "tools/settled")
+    before_view = {name: app.ctx.has_listeners(name) for name in watched}
     view = SessionView(boss.session)
     boss.followup("go")
     await asyncio.wait_for(gate.reached.wait(), 5)
@@ -190,9 +193,11 @@ async def test_closing_the_parent_view_closes_child_views_and_their_subscription
     assert section is not None and section.view is not None
     child = section.view
     child_session = child.session
+    assert all(app.ctx.has_listeners(name) for name in watched)
     view.close()
     # Closed: the widgets' comms are gone and the child's events reach no view any more.
     assert child.comm is None and section.comm is None and view.comm is None
+    assert {name: app.ctx.has_listeners(name) for name in watched} == before_view
     before = child.transcript.events_seen
     gate.open()
     await boss.when_idle()
