@@ -2,10 +2,11 @@
 
 The turn in progress is a box of one widget per item, so a render sends only the items that
 changed (usually the one being streamed); a finished turn never changes again and is one
-widget (history of any length costs one widget per turn). A streaming text is split into segments of at most
-:data:`SEGMENT` characters: full segments are sent once and never again, and each render sends
-only the last, growing one, so the cost of an update does not grow with the answer. When the
-text is finished its segments are replaced by one widget with its Markdown.
+HTML widget (history of any length costs a constant number of widgets per turn). A streaming
+text is split into segments of at most :data:`SEGMENT` characters: full segments are sent once
+and never again, and each render sends only the last, growing one, so the cost of an update
+does not grow with the answer. When the text is finished its segments are replaced by one
+widget with its Markdown.
 
 A view may be limited to the turns a cell started (``own=``: the ids of the messages that
 cell sent); the turns before them then sit behind one collapsed "N earlier turns" toggle
@@ -15,8 +16,8 @@ cells' views.
 A ``delegate`` call whose child session is found gets a collapsible live view of the child
 under it (:mod:`._childview`); a finished turn is then cut into one widget per run of items
 between such sections. Each finished turn ends with a "fork from here" button
-(:mod:`._turnfork`; one widget model per turn: all buttons share a layout and a style, and
-turn boxes and their HTML share one layout).
+(:mod:`._turnfork`). A finished turn costs three widget models (its box, its HTML, its
+button): layouts and styles are shared by all of them.
 """
 
 from __future__ import annotations
@@ -160,9 +161,9 @@ class SessionView(TextRepr, widgets.VBox):
         self.scroll.add_class("agentloop-scroll")
         self.children = (style_widget(), self.earlier_toggle, self.earlier, self.scroll)
         self.throttle = Throttle(self.render, interval)
-        store = getattr(session, "store", None)
-        self._store = store
-        self._root = getattr(store, "dispatch", None) or ctx
+        # Forks and child lookups go through the root context (the store's dispatcher), so
+        # a fork is the App's agent, not one owned by the agent whose view this is.
+        self._root = getattr(getattr(session, "store", None), "dispatch", None) or ctx
         self._on_fork = on_fork
         self.forks = TurnForks(
             str(session.id),
