@@ -148,9 +148,10 @@ def watch_children(dispatch: Any, parent_session_id: str, callback: ChildCallbac
 
 class ChildSection(widgets.VBox):
     """The collapsible section under one ``delegate`` call: a toggle (``toggle``; its label
-    shows the call's ``task``, its tooltip the child's session id) and, once opened, the child's view (``view``), built by
-    ``make_view(session)``. ``session`` is the live child when known, else ``load()`` finds it
-    when the section is first opened (a failure is shown as ``notice``, never raised).
+    shows the call's ``task``, its tooltip the child's session id) and, once opened, the
+    child's view (``view``), built by ``make_view(session)``. ``session`` is the live child
+    when known, else ``load()`` finds it when the section is first opened (a failure is shown
+    as ``notice``, never raised: a toggle has no cell to raise into).
 
     ``opened`` is the initial state: open while the call runs, closed once it finished.
     :meth:`call_finished` closes a section the reader did not toggle and freezes its view (the
@@ -235,19 +236,25 @@ class ChildSection(widgets.VBox):
         session = self.session
         if session is None and self.session_id is None:
             return  # a running call whose child is not created yet: built when attached
-        if session is None:
-            try:
+        try:
+            if session is None:
                 session = self.session = self._load()
-            except LookupError as exc:
-                self.notice = widgets.HTML(
-                    value=f'<div class="agentloop-notice agentloop-child-missing">'
-                    f"{escape(str(exc))}</div>"
-                )
-                return
-        self.view = self._make_view(session)
+            self.view = self._make_view(session)
+        except LookupError as exc:
+            self._say(str(exc))
+            return
+        except Exception as exc:  # a broken child log must not break the parent's view
+            _log.exception("agentloop_nb view: cannot show sub-agent %s", self.session_id)
+            self._say(f"cannot show sub-agent session {self.session_id}: {exc}")
+            return
         self.view.add_class("agentloop-child-view")
         if self._frozen:
             self._freeze_view()
+
+    def _say(self, text: str) -> None:
+        self.notice = widgets.HTML(
+            value=f'<div class="agentloop-notice agentloop-child-missing">{escape(text)}</div>'
+        )
 
     def _label(self) -> None:
         arrow = "▾" if self.opened else "▸"

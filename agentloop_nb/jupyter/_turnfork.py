@@ -1,4 +1,4 @@
-""" "fork from here": one small button per finished turn of a session view.
+"""The "fork from here" button: one small button per finished turn of a session view.
 
 Clicking the button of turn ``N`` forks the session at the end of that turn: ``at_seq`` is the
 seq of turn ``N``'s ``turn/end`` event, so the fork holds every message of turns ``1..N`` and
