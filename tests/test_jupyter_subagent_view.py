@@ -130,6 +130,32 @@ async def test_after_a_restart_the_resumed_parent_finds_its_child_in_the_store(
 
 
 @pytest.mark.anyio
+async def test_a_stored_child_that_cannot_be_read_says_why_in_its_section(
+    tmp_path: Path,
+) -> None:
+    app = App(persistence_root=tmp_path)
+    boss = await boss_with_subagents(app, delegate("d1", "x"), text("done"), kids=[text("c")])
+    boss.followup("go")
+    await boss.when_idle()
+    (result,) = [e.data for e in boss.session.events if e.type == "tool/result"]
+    child_file = app.persistence.path(result["meta"]["session_id"])
+    await app.aclose()
+    lines = child_file.read_text(encoding="utf-8").splitlines(keepends=True)
+    child_file.write_text(lines[0] + "{not json\n" + "".join(lines[1:]), encoding="utf-8")
+
+    again = App(persistence_root=tmp_path)
+    resumed = (await again.ctx.agents.resume(resume_session_id="boss")).agent
+    view = SessionView(resumed.session)
+    section = view.child_section("d1")
+    assert section is not None
+    section.expand()  # raises nothing: the reason is shown in the section
+    assert section.view is None
+    assert "cannot be loaded" in section.text and "corrupt session record" in section.text
+    view.close()
+    await again.aclose()
+
+
+@pytest.mark.anyio
 async def test_a_child_that_is_gone_says_so_in_its_section() -> None:
     app = App()  # no persistence: a view built after the child was disposed cannot load it
     boss = await boss_with_subagents(app, delegate("d1", "x"), text("done"), kids=[text("c")])
