@@ -96,6 +96,14 @@ async def test_a_running_delegate_call_shows_its_child_live_then_collapses_when_
     section.expand()
     assert section.view is child and child in section.children
     assert "parent done" in view.text
+    # The static copy a saved notebook keeps holds the child's transcript under its call.
+    static = view.static_html()
+    start = static.index('<details class="agentloop-box agentloop-child-static">')
+    end = static.index("</details>", start)
+    block = static[start:end]
+    assert "<summary>sub-agent: compute the answer</summary>" in block
+    assert "agentloop-user" in block and "the child says 42" in block
+    assert "turn 1 ended: completed" in block and "parent done" in static[end:]
     # The finished turn keeps the section under the call.
     children, at = section_position(sv, "d1")
     assert "delegate" in children[at - 1].value and "parent done" in children[at + 1].value

@@ -256,11 +256,15 @@ class ChildSection(widgets.VBox):
             value=f'<div class="agentloop-notice agentloop-child-missing">{escape(text)}</div>'
         )
 
-    def _label(self) -> None:
-        arrow = "▾" if self.opened else "▸"
+    @property
+    def title(self) -> str:
+        """``sub-agent: TASK`` (the task cut to a line), what the toggle says."""
         task = " ".join(self.task.split())
         task = task if len(task) <= _TASK_SHOWN else task[: _TASK_SHOWN - 1] + "…"
-        label = f"{arrow} sub-agent: {task}" if task else f"{arrow} sub-agent"
+        return f"sub-agent: {task}" if task else "sub-agent"
+
+    def _label(self) -> None:
+        label = f"{'▾' if self.opened else '▸'} {self.title}"
         if self.toggle.description != label:
             self.toggle.description = label
         tooltip = f"session {self.session_id}" if self.session_id else "starting…"

@@ -443,6 +443,27 @@ class SessionView(TextRepr, widgets.VBox):
                 parts.append(self._widgets[item.index].value)
         return "".join(parts)
 
+    def static_html(self, turns: Iterable[int] | None = None) -> str:
+        """The HTML of ``turns`` (default: the turns shown) for a static copy of the view:
+        the transcript, with each child view built so far (open, or opened once) as a
+        ``<details>`` under its call, its own children nested the same way."""
+        shown = self.shown_turns() if turns is None else sorted(set(turns))
+        sections = self._subagents.sections
+        out = []
+        for turn in shown:
+            for item in self.transcript.turn_items.get(turn, ()):
+                out.append(item_html(item))
+                section = (
+                    sections.get(item.data.get("call_id", "")) if item.kind == "tool" else None
+                )
+                if section is not None and section.view is not None:
+                    out.append(
+                        '<details class="agentloop-box agentloop-child-static">'
+                        f"<summary>{escape(section.title)}</summary>"
+                        f"{section.view.static_html()}</details>"
+                    )
+        return "".join(out)
+
     @property
     def turn_htmls(self) -> list[str]:
         """:meth:`turn_html` of each turn shown, in order."""

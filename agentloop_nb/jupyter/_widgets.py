@@ -255,7 +255,7 @@ class AgentView(TextRepr, widgets.VBox):
             f'<div class="agentloop-static agentloop-root" data-agentloop-view="{self.model_id}">'
             f"<style>{STYLE}{dead}</style>"
             f"<div>{self.status_html(live=False)}</div>{earlier}"
-            f"{self.transcript.turns_html(sv.shown_turns())}{self._queued_html()}</div>"
+            f"{sv.static_html()}{self._queued_html()}</div>"
         )
 
     def _queued_html(self) -> str:
