@@ -353,7 +353,11 @@ def test_a_long_history_renders_one_widget_per_finished_turn() -> None:
         session.append("turn/end", {"turn": turn, "reason": {"kind": "completed"}})
     view = SessionView(session)
     assert len(view.body.children) == 30
-    assert all(len(box.children) == 1 for box in view.body.children)
+    # One HTML widget per finished turn, then its "fork from here" button.
+    assert all(len(box.children) == 2 for box in view.body.children)
+    assert all(
+        box.children[1] is view.fork_button(n) for n, box in enumerate(view.body.children, 1)
+    )
     assert "answer 30" in view.turn_htmls[-1] and "answer 1" in view.turn_htmls[0]
     view.close()
 

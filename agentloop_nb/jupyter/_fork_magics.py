@@ -40,7 +40,7 @@ def run_fork(state: KernelState, args: argparse.Namespace) -> None:
     """Run ``%agent fork``; problems are :class:`UserError` (one usage line, no traceback)."""
     source = state.names.get(args.name)
     session_id = source.session.id if source is not None else args.name
-    new = args.new if args.new is not None else _free_name(state, f"{args.name}_fork")
+    new = args.new if args.new is not None else state.free_name(f"{args.name}_fork")
     if not new.isidentifier() or keyword.iskeyword(new):
         raise UserError(f"%agent fork: NEW must be a Python identifier, got {new!r}")
     if new in state.names:
@@ -62,14 +62,6 @@ def run_fork(state: KernelState, args: argparse.Namespace) -> None:
     state.keep(value)
     value.add_done_callback(bind)
     print(f"forking {session_id} as {new}…")
-
-
-def _free_name(state: KernelState, base: str) -> str:
-    name, n = base, 1
-    while name in state.names:
-        n += 1
-        name = f"{base}{n}"
-    return name
 
 
 def _forked(state: KernelState, name: str, agent: Any) -> None:

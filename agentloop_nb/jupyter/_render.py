@@ -251,6 +251,11 @@ color:var(--jp-error-color1)}
 display:inline !important;margin:0 !important;padding:0 !important;height:auto !important;
 min-height:0 !important;line-height:inherit !important;white-space:pre-wrap !important}
 .agentloop-inbox-item{background:var(--jp-layout-color2);border-radius:4px;padding:0 4px}
+.agentloop-child-toggle,.agentloop-fork{font-size:85%;height:auto;line-height:1.6;
+padding:0 8px;margin:1px 0}
+.agentloop-fork{color:var(--jp-ui-font-color2)}
+.agentloop-child-view{margin-left:14px;padding-left:6px;border-left:2px solid
+var(--jp-border-color2)}
 """
 """The view's stylesheet: every colour is a JupyterLab theme variable (``--jp-*``).
 ``.agentloop-scroll`` lays its one child out bottom-up, so the browser keeps a growing

@@ -2,29 +2,40 @@
 
 The turn in progress is a box of one widget per item, so a render sends only the items that
 changed (usually the one being streamed); a finished turn never changes again and is one
-widget (history of any length costs one widget per turn). A streaming text is split into segments of at most
-:data:`SEGMENT` characters: full segments are sent once and never again, and each render sends
-only the last, growing one, so the cost of an update does not grow with the answer. When the
-text is finished its segments are replaced by one widget with its Markdown.
+HTML widget (history of any length costs a constant number of widgets per turn). A streaming
+text is split into segments of at most :data:`SEGMENT` characters: full segments are sent once
+and never again, and each render sends only the last, growing one, so the cost of an update
+does not grow with the answer. When the text is finished its segments are replaced by one
+widget with its Markdown.
 
 A view may be limited to the turns a cell started (``own=``: the ids of the messages that
 cell sent); the turns before them then sit behind one collapsed "N earlier turns" toggle
 (rendered only while it is open), and turns other cells started later are left to those
 cells' views.
+
+A ``delegate`` call whose child session is found gets a collapsible live view of the child
+under it (:mod:`._childview`); a finished turn is then cut into one widget per run of items
+between such sections. Each finished turn ends with a "fork from here" button
+(:mod:`._turnfork`). A finished turn costs three widget models (its box, its HTML, its
+button): layouts and styles are shared by all of them.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterable
 from html import escape
 from typing import Any
 
 import ipywidgets as widgets
+from ipywidgets.widgets.widget_string import HTMLStyle
 
+from ._childview import ChildSection, Subagents
 from ._feed import SessionFeed
 from ._item import Item
 from ._render import item_html
 from ._throttle import DEFAULT_INTERVAL, Throttle
+from ._turnfork import OnFork, TurnForks
 from ._viewbase import TextRepr, feed_for, style_widget
 
 SEGMENT = 4096
@@ -78,6 +89,17 @@ class _Stream:
         self.box.close()
 
 
+class _Sealed:
+    """A finished turn's widgets: its HTML, cut after each call that has a child section (so
+    the section sits right under its call); usually one part. ``key``: those calls' ids."""
+
+    __slots__ = ("key", "parts")
+
+    def __init__(self, parts: list[widgets.HTML], key: tuple[str, ...]) -> None:
+        self.parts = parts
+        self.key = key
+
+
 class SessionView(TextRepr, widgets.VBox):
     """The live transcript of one session: user/steered/injected messages with their source,
     streaming assistant text (Markdown once finished) and (collapsible) reasoning, tool calls
@@ -85,11 +107,18 @@ class SessionView(TextRepr, widgets.VBox):
     errors and retries. The transcript sits in a box that stays scrolled to its end while it
     grows (unless the reader scrolled up).
 
-    ``SessionView(session, ctx=None, *, interval=0.1, feed=None, own=None)``: ``own=None``
-    shows every turn; an iterable of message ids shows the turns those messages are part of
-    (see :meth:`own_message`), with the turns before them behind ``earlier_toggle``.
-    ``close()`` unsubscribes and closes the widgets; ``close_subscriptions()`` only stops
-    following the session.
+    ``SessionView(session, ctx=None, *, interval=0.1, feed=None, own=None, on_fork=None)``:
+    ``own=None`` shows every turn; an iterable of message ids shows the turns those messages
+    are part of (see :meth:`own_message`), with the turns before them behind
+    ``earlier_toggle``. ``close()`` unsubscribes and closes the widgets (the child views
+    included); ``close_subscriptions()`` only stops following the session.
+
+    Sub-agents: under each ``delegate`` call whose child session is found (see
+    :mod:`._childview`) sits a collapsible :class:`ChildSection` holding the child's own
+    ``SessionView`` (open while the call runs, closed once it finished; children of children
+    nest the same way). Forks: each finished turn has a "fork from here" button
+    (:meth:`fork_turn`; ``on_fork(agent) -> name`` names the new agent, see
+    :class:`TurnForks`). The running turn has none.
     """
 
     def __init__(
@@ -100,6 +129,7 @@ class SessionView(TextRepr, widgets.VBox):
         interval: float = DEFAULT_INTERVAL,
         feed: SessionFeed | None = None,
         own: Iterable[str] | None = None,
+        on_fork: OnFork | None = None,
     ) -> None:
         super().__init__()
         self.add_class("agentloop-session")
@@ -109,10 +139,12 @@ class SessionView(TextRepr, widgets.VBox):
         self.transcript = self.feed.transcript
         self._own: set[str] | None = None if own is None else set(own)
         self._before = self.transcript.turn  # turns up to this one started before the view
+        self._turn_layout = widgets.Layout()  # shared by every turn box and sealed part
+        self._part_style = HTMLStyle()  # shared by every sealed part
         self._turns: dict[int, widgets.VBox] = {}
         self._widgets: dict[int, widgets.HTML] = {}  # item index -> widget (finished items)
         self._streams: dict[int, _Stream] = {}  # item index -> widgets (streaming texts)
-        self._sealed: dict[int, widgets.HTML] = {}  # finished turn -> its one widget
+        self._sealed: dict[int, _Sealed] = {}  # finished turn -> its widgets
         self._dirty: set[int] = set()  # item indices changed since the last render
         self._earlier_dirty = False
         self._earlier_shown: tuple[int, ...] | None = None
@@ -129,6 +161,18 @@ class SessionView(TextRepr, widgets.VBox):
         self.scroll.add_class("agentloop-scroll")
         self.children = (style_widget(), self.earlier_toggle, self.earlier, self.scroll)
         self.throttle = Throttle(self.render, interval)
+        # Forks and child lookups go through the root context (the store's dispatcher), so
+        # a fork is the App's agent, not one owned by the agent whose view this is.
+        self._root = getattr(getattr(session, "store", None), "dispatch", None) or ctx
+        self._on_fork = on_fork
+        self.forks = TurnForks(
+            str(session.id),
+            self._root,
+            self.transcript.turn_end_seqs.get,
+            self._turn_changed,
+            on_fork,
+        )
+        self._subagents = Subagents(session, self._root, self._child_view, self._child_noted)
         self._off_feed = self.feed.observe(self._changed)
         self.render()  # history, at once
 
@@ -188,7 +232,7 @@ class SessionView(TextRepr, widgets.VBox):
             box = self._turns.get(turn)
             new = box is None
             if box is None:
-                box = self._turns[turn] = widgets.VBox()
+                box = self._turns[turn] = widgets.VBox(layout=self._turn_layout)
                 box.add_class("agentloop-turn")
                 added = True
             if self._finished(turn):
@@ -203,7 +247,7 @@ class SessionView(TextRepr, widgets.VBox):
                 continue
             if i not in self._widgets and i not in self._streams:
                 changed_turns.add(item.turn)  # a new item: its turn's children change
-            elif self._update(item):
+            elif self._update(item) or self._subagents.due(item):
                 changed_turns.add(item.turn)
         for turn in changed_turns:
             self._fill(self._turns[turn], transcript.turn_items.get(turn, []))
@@ -211,24 +255,40 @@ class SessionView(TextRepr, widgets.VBox):
             self.body.children = tuple(self._turns[t] for t in sorted(self._turns))
         if self._own is not None:
             self._render_earlier(self.earlier_turns(), dirty_turns)
+        self._subagents.sync(items[i] for i in dirty)
 
     def _finished(self, turn: int) -> bool:
         t = self.transcript
         return turn < t.turn or (turn == t.turn and t.turn_ended is not None)
 
     def _seal(self, turn: int, box: widgets.VBox, changed: bool) -> None:
-        """Show finished ``turn`` as one widget (its item widgets, if any, are closed)."""
-        w = self._sealed.get(turn)
-        if w is not None:
+        """Show finished ``turn`` as one widget per run of items between child sections (its
+        item widgets, if any, are closed), then its fork button."""
+        turn_items = self.transcript.turn_items.get(turn, [])
+        groups, key = self._groups(turn_items)
+        sealed = self._sealed.get(turn)
+        if sealed is not None and sealed.key == key:
             if changed:
-                html = self.transcript.turn_html(turn)
-                if w.value != html:
-                    w.value = html
+                for part, group in zip(sealed.parts, groups, strict=True):
+                    html = "".join(item_html(i) for i in group)
+                    if part.value != html:
+                        part.value = html
             return
-        w = self._sealed[turn] = widgets.HTML(value=self.transcript.turn_html(turn))
-        w.add_class("agentloop-item")
-        box.children = (w,)
-        for item in self.transcript.turn_items.get(turn, []):
+        if sealed is not None:  # a child section appeared in a finished turn: cut again
+            for part in sealed.parts:
+                part.close()
+        parts = []
+        for group in groups:
+            w = widgets.HTML(
+                value="".join(item_html(i) for i in group),
+                layout=self._turn_layout,
+                style=self._part_style,
+            )
+            w.add_class("agentloop-item")
+            parts.append(w)
+        self._sealed[turn] = _Sealed(parts, key)
+        self._turn_changed(turn)
+        for item in turn_items:
             stream = self._streams.pop(item.index, None)
             if stream is not None:
                 stream.close()
@@ -236,13 +296,47 @@ class SessionView(TextRepr, widgets.VBox):
             if old is not None:
                 old.close()
 
+    def _groups(self, turn_items: list[Item]) -> tuple[list[list[Item]], tuple[str, ...]]:
+        """``turn_items`` cut after each call with a child section; the calls' ids."""
+        groups: list[list[Item]] = [[]]
+        key: list[str] = []
+        for item in turn_items:
+            groups[-1].append(item)
+            section = self._subagents.section_for(item)
+            if section is not None:
+                key.append(section.call_id)
+                groups.append([])
+        if len(groups) > 1 and not groups[-1]:
+            groups.pop()
+        return groups, tuple(key)
+
+    def _turn_changed(self, turn: int) -> None:
+        """Lay out finished ``turn``'s box again: its parts, sections and fork widgets."""
+        sealed = self._sealed.get(turn)
+        box = self._turns.get(turn)
+        if sealed is None or box is None:
+            return
+        children: list[widgets.Widget] = []
+        for k, part in enumerate(sealed.parts):
+            children.append(part)
+            if k < len(sealed.key):
+                children.append(self._subagents.sections[sealed.key[k]])
+        children.extend(self.forks.widgets_of(turn))
+        if box.children != tuple(children):
+            box.children = tuple(children)
+
     def _fill(self, box: widgets.VBox, turn_items: list[Item]) -> None:
         for item in turn_items:
             if item.index not in self._widgets and item.index not in self._streams:
                 self._update(item)
-        children = tuple(self._widget_of(item) for item in turn_items)
-        if box.children != children:
-            box.children = children
+        children: list[widgets.Widget] = []
+        for item in turn_items:
+            children.append(self._widget_of(item))
+            section = self._subagents.section_for(item)
+            if section is not None:
+                children.append(section)
+        if box.children != tuple(children):
+            box.children = tuple(children)
 
     def _widget_of(self, item: Item) -> widgets.Widget:
         stream = self._streams.get(item.index)
@@ -270,6 +364,44 @@ class SessionView(TextRepr, widgets.VBox):
             return True
         return False
 
+    # -- sub-agents ---------------------------------------------------------------------------
+
+    def _child_view(self, session: Any) -> SessionView:
+        view = SessionView(session, interval=self.throttle.interval, on_fork=self._on_fork)
+        view._subagents.join(self._subagents)
+        return view
+
+    def _child_noted(self, call_id: str) -> None:
+        item = self.transcript.call(call_id)
+        if item is not None:
+            self._dirty.add(item.index)
+            self.throttle.poke()
+
+    def child_section(self, call_id: str) -> ChildSection | None:
+        """The child section under call ``call_id`` (``None``: none shown)."""
+        return self._subagents.sections.get(call_id)
+
+    @property
+    def child_sections(self) -> dict[str, ChildSection]:
+        """Every child section shown, by call id."""
+        return dict(self._subagents.sections)
+
+    # -- forks --------------------------------------------------------------------------------
+
+    def fork_button(self, turn: int) -> widgets.Button | None:
+        """Finished ``turn``'s "fork from here" button (``None``: not shown or not ended)."""
+        return self.forks.buttons.get(turn)
+
+    def fork_turn(self, turn: int) -> asyncio.Task[Any] | None:
+        """What ``turn``'s "fork from here" button does (see :meth:`TurnForks.fork`)."""
+        return self.forks.fork(turn)
+
+    def fork_notice(self, turn: int) -> str:
+        """The outcome line of ``turn``'s last fork, as text (``""`` before a click)."""
+        return self.forks.notice_text(turn)
+
+    # -- earlier turns ------------------------------------------------------------------------
+
     def _render_earlier(self, earlier: list[int], dirty_turns: set[int]) -> None:
         n = len(earlier)
         toggle = self.earlier_toggle
@@ -294,13 +426,14 @@ class SessionView(TextRepr, widgets.VBox):
         self.earlier.layout.display = None
 
     def turn_html(self, turn: int) -> str:
-        """What the widgets of ``turn`` show, as HTML ("" for a turn not shown)."""
+        """What the widgets of ``turn`` show, as HTML ("" for a turn not shown; child
+        sections and fork buttons are not part of it)."""
         box = self._turns.get(turn)
         if box is None:
             return ""
         sealed = self._sealed.get(turn)
         if sealed is not None:
-            return str(sealed.value)
+            return "".join(str(part.value) for part in sealed.parts)
         parts = []
         for item in self.transcript.turn_items.get(turn, []):
             stream = self._streams.get(item.index)
@@ -309,6 +442,27 @@ class SessionView(TextRepr, widgets.VBox):
             elif item.index in self._widgets:
                 parts.append(self._widgets[item.index].value)
         return "".join(parts)
+
+    def static_html(self, turns: Iterable[int] | None = None) -> str:
+        """The HTML of ``turns`` (default: the turns shown) for a static copy of the view:
+        the transcript, with each child view built so far (open, or opened once) as a
+        ``<details>`` under its call, its own children nested the same way."""
+        shown = self.shown_turns() if turns is None else sorted(set(turns))
+        sections = self._subagents.sections
+        out = []
+        for turn in shown:
+            for item in self.transcript.turn_items.get(turn, ()):
+                out.append(item_html(item))
+                section = (
+                    sections.get(item.data.get("call_id", "")) if item.kind == "tool" else None
+                )
+                if section is not None and section.view is not None:
+                    out.append(
+                        '<details class="agentloop-box agentloop-child-static">'
+                        f"<summary>{escape(section.title)}</summary>"
+                        f"{section.view.static_html()}</details>"
+                    )
+        return "".join(out)
 
     @property
     def turn_htmls(self) -> list[str]:
@@ -331,20 +485,42 @@ class SessionView(TextRepr, widgets.VBox):
         head = f"({n} earlier turn{'' if n == 1 else 's'})" if n else ""
         return "\n".join(p for p in (head, body) if p)
 
+    # -- lifetime -----------------------------------------------------------------------------
+
+    def flush(self) -> None:
+        """Render everything pending now, child views included (tests; normally the
+        throttles do it)."""
+        self.throttle.flush()
+        self._subagents.flush()
+
+    async def settled(self) -> None:
+        """Return once this view and its open child views rendered what they were told so
+        far, and the forks clicked so far are made (no sleeping)."""
+        await self.throttle.settled()
+        await self._subagents.settled()
+        await self.forks.settled()
+
     def close_subscriptions(self) -> None:
-        """Stop following the session; the widgets keep their last state."""
+        """Stop following the session (and the child sessions); the widgets keep their last
+        state."""
         self.throttle.close()
         self._off_feed()
         if self._owns_feed:
             self.feed.close()
+        self._subagents.stop()
 
     def close(self) -> None:
         if hasattr(self, "_off_feed"):  # Widget.__del__ may call close on a half-built view
             self.close_subscriptions()
             for stream in self._streams.values():
                 stream.close()
-            for w in (*self._widgets.values(), *self._sealed.values(), *self._turns.values()):
+            self._subagents.close()
+            self.forks.close()
+            parts = [p for s in self._sealed.values() for p in s.parts]
+            for w in (*self._widgets.values(), *parts, *self._turns.values()):
                 w.close()
+            self._turn_layout.close()
+            self._part_style.close()
         super().close()
 
     def __repr__(self) -> str:

@@ -78,6 +78,23 @@ class KernelState:
     def name_of(self, agent: Any) -> str | None:
         return next((n for n, a in self.names.items() if a is agent), None)
 
+    def free_name(self, base: str) -> str:
+        """``base``, or ``base2``, ``base3``, ... : the first name no agent is bound to."""
+        name, n = base, 1
+        while name in self.names:
+            n += 1
+            name = f"{base}{n}"
+        return name
+
+    def bind_fork(self, agent: Any) -> str:
+        """Bind an agent a view's "fork from here" button created to a free name
+        (``<source name>_fork``, or ``fork`` when its source has no name); returns it."""
+        source = agent.session.header.meta.get("forked_from")
+        base = next((n for n, a in self.names.items() if a.session.id == source), None)
+        name = self.free_name(f"{base}_fork" if base else "fork")
+        self.bind(name, agent)
+        return name
+
     def feed(self, agent: Any) -> SessionFeed:
         """The agent's feed, shared by all its views (a chunk is folded once)."""
         feed = self.feeds.get(agent.id)
@@ -90,14 +107,16 @@ class KernelState:
         view = self.views.get(agent.id)
         if view is None:
             view = self.views[agent.id] = AgentView(
-                agent, name=self.name_of(agent), feed=self.feed(agent)
+                agent, name=self.name_of(agent), feed=self.feed(agent), on_fork=self.bind_fork
             )
         return view
 
     def cell_view(self, agent: Any, own: list[str]) -> AgentView:
         """A new ``AgentView`` of the turns of messages ``own`` (what a ``%%agent`` cell
         shows), kept until the agent is disposed."""
-        view = AgentView(agent, name=self.name_of(agent), feed=self.feed(agent), own=own)
+        view = AgentView(
+            agent, name=self.name_of(agent), feed=self.feed(agent), own=own, on_fork=self.bind_fork
+        )
         self.cell_views.setdefault(agent.id, []).append(view)
         return view
 

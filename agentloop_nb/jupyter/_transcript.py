@@ -56,7 +56,10 @@ class Transcript:
     ``pools`` every such step's calls by ``(turn, step)``; ``usage`` the token totals (a turn's own usage is one ``usage`` item at its end);
     ``turn`` / ``last_end`` the latest turn and end reason; ``last_end_shown`` whether that
     end's error was already shown as an error item of its turn; ``turn_messages`` the ids of
-    each turn's user messages (what a per-cell view recognises its turns by).
+    each turn's user messages (what a per-cell view recognises its turns by);
+    ``turn_end_seqs`` the seq of each ended turn's ``turn/end`` event (where "fork from here"
+    cuts). A tool call whose result meta names a ``session_id`` (a sub-agent's) keeps it in
+    its item's ``data["session_id"]``.
     ``table`` prices the usage (default: the built-in model table).
     """
 
@@ -71,6 +74,7 @@ class Transcript:
         self.last_end: Mapping[str, Any] | None = None
         self.last_end_shown = False
         self.turn_messages: dict[int, list[str]] = {}
+        self.turn_end_seqs: dict[int, int] = {}
         self.turn_items: dict[int, list[Item]] = {}
         self.turn_started: float | None = None
         self.turn_ended: float | None = None
@@ -101,6 +105,9 @@ class Transcript:
         handler = _HANDLERS.get(kind)
         if handler is not None:
             handler(self, data, event.time)
+            seq = getattr(event, "seq", None)
+            if kind == "turn/end" and isinstance(seq, int):
+                self.turn_end_seqs[self.turn] = seq
 
     def turns_with(self, message_ids: Iterable[str]) -> list[int]:
         """The turns (in order) whose user messages include one of ``message_ids``."""
@@ -331,6 +338,10 @@ class Transcript:
         self._finish(item, code, bool(data.get("is_error")), d.get("settled", time))
         content = data.get("content")
         d.update(result="" if content is None else content, code=code)
+        meta = data.get("meta")
+        child = meta.get("session_id") if isinstance(meta, Mapping) else None
+        if isinstance(child, str) and child:
+            d["session_id"] = child  # a sub-agent's session (the delegate tool's result meta)
         self._touch(item)
 
     def settle(self, call_id: str, at: float, *, is_error: bool, code: str | None) -> bool:

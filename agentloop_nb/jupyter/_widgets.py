@@ -34,6 +34,7 @@ from ._render import STYLE, end_label
 from ._sessionview import SessionView
 from ._throttle import DEFAULT_INTERVAL, Throttle
 from ._transcript import Transcript
+from ._turnfork import OnFork
 from ._viewbase import TextRepr, feed_for, style_widget
 
 _STATUS_TYPES = frozenset({"turn/start", "turn/end", "assistant/message"})
@@ -47,13 +48,14 @@ class AgentView(TextRepr, widgets.VBox):
     call ``agent.followup/steer/inject/cancel``; a problem is shown under the controls, never
     raised into the front end).
 
-    ``AgentView(agent, *, interval=0.1, name=None, feed=None, own=None)``; ``close()``
+    ``AgentView(agent, *, interval=0.1, name=None, feed=None, own=None, on_fork=None)``; ``close()``
     unsubscribes everything, ``freeze()`` unsubscribes but keeps the widgets on screen.
     ``name`` (the variable a magic bound the agent to; settable later) is what the header and
     ``repr`` call the agent; the long ``NAME-session-<uuid>`` id stays in the header's tooltip
     and at the end of ``repr``. Without a name both show the id. ``own`` limits the transcript
     to the turns of the given message ids (a ``%%agent`` cell's view; see :class:`SessionView`);
-    messages sent from this view's controls join them.
+    messages sent from this view's controls join them. ``on_fork(agent) -> name`` names the
+    agents the transcript's "fork from here" buttons create (see :class:`SessionView`).
     """
 
     def __init__(
@@ -64,6 +66,7 @@ class AgentView(TextRepr, widgets.VBox):
         name: str | None = None,
         feed: SessionFeed | None = None,
         own: Iterable[str] | None = None,
+        on_fork: OnFork | None = None,
     ) -> None:
         super().__init__()
         self.add_class("agentloop-agent")
@@ -74,7 +77,9 @@ class AgentView(TextRepr, widgets.VBox):
         self.status = widgets.HTML()
         self.status_bottom = widgets.HTML()
         self.status_bottom.add_class("agentloop-status-bottom")
-        self.session_view = SessionView(agent.session, interval=interval, feed=self.feed, own=own)
+        self.session_view = SessionView(
+            agent.session, interval=interval, feed=self.feed, own=own, on_fork=on_fork
+        )
         self.inbox_view = InboxView(agent, interval=interval)
         self.pool_view = ToolPoolView(agent, interval=interval, feed=self.feed, own=own)
         self.prompt = PromptBox(placeholder="message the agent… (Ctrl/Cmd+Enter sends)")
@@ -250,7 +255,7 @@ class AgentView(TextRepr, widgets.VBox):
             f'<div class="agentloop-static agentloop-root" data-agentloop-view="{self.model_id}">'
             f"<style>{STYLE}{dead}</style>"
             f"<div>{self.status_html(live=False)}</div>{earlier}"
-            f"{self.transcript.turns_html(sv.shown_turns())}{self._queued_html()}</div>"
+            f"{sv.static_html()}{self._queued_html()}</div>"
         )
 
     def _queued_html(self) -> str:
@@ -289,17 +294,13 @@ class AgentView(TextRepr, widgets.VBox):
     async def settled(self) -> None:
         """Return once every sub-view has rendered what it was told so far (no sleeping:
         e.g. ``await view.settled()`` in a later cell before reading widget values)."""
-        for throttle in (
-            self.session_view.throttle,
-            self.pool_view.throttle,
-            self.inbox_view.throttle,
-            self.throttle,
-        ):
+        await self.session_view.settled()
+        for throttle in (self.pool_view.throttle, self.inbox_view.throttle, self.throttle):
             await throttle.settled()
 
     def flush(self) -> None:
         """Render everything pending now (tests; normally the throttles do it)."""
-        self.session_view.throttle.flush()
+        self.session_view.flush()
         self.pool_view.throttle.flush()
         self.inbox_view.throttle.flush()
         self.throttle.flush()
