@@ -10,7 +10,7 @@ import asyncio
 import inspect
 import logging
 from collections.abc import Awaitable, Callable, Iterable
-from types import CoroutineType
+from types import CoroutineType, GeneratorType
 from typing import Any
 
 from ._disposer import Disposer
@@ -23,8 +23,14 @@ class InactiveContextError(RuntimeError):
 
 
 def is_awaitable(value: object) -> bool:
-    """``inspect.isawaitable`` with a fast exit for plain coroutines (the common async case)."""
-    return type(value) is CoroutineType or inspect.isawaitable(value)
+    """``inspect.isawaitable``, without its abstract-base-class check (slow, and run on every
+    hook answer): an object is awaitable when its type defines ``__await__`` (coroutines,
+    futures, tasks) or it is a generator-based coroutine. A class registered as a virtual
+    ``Awaitable`` without defining ``__await__`` is not recognised (it could not be awaited)."""
+    kind = type(value)
+    if kind is CoroutineType or hasattr(kind, "__await__"):
+        return True
+    return kind is GeneratorType and inspect.isawaitable(value)
 
 
 def close_unstarted(awaitables: Iterable[object]) -> None:

@@ -4,6 +4,8 @@ or the process from ending."""
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
 import logging
 import os
 import subprocess
@@ -11,11 +13,23 @@ import sys
 import textwrap
 import threading
 from pathlib import Path
+from typing import Any
 
 import anyio
+import anyio.lowlevel
 import anyio.to_thread
 import pytest
-from _loop_helpers import WAIT, data, is_type, make_app, new_agent, reasons, register, wait_for
+from _loop_helpers import (
+    WAIT,
+    data,
+    is_type,
+    make_app,
+    new_agent,
+    reasons,
+    register,
+    run,
+    wait_for,
+)
 
 from agentloop_nb.context import Context
 from agentloop_nb.messages import ToolCallBlock
@@ -192,3 +206,213 @@ def test_a_sync_body_that_never_returns_keeps_neither_aclose_nor_the_process_ali
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "closed"
     assert "abandoning 1 tool body(ies)" in done.stderr and "sleeper" in done.stderr
+
+
+# -- async bodies: driven in the calling task --------------------------------------------------
+
+_marker: contextvars.ContextVar[str] = contextvars.ContextVar("marker", default="caller")
+
+
+def _execution(ctx: Context, name: str) -> Any:
+    return ctx.tools.new_execution(ToolCallBlock(id="c1", name=name, arguments="{}"))
+
+
+async def test_an_async_body_runs_in_the_calling_task_with_its_own_context_variables() -> None:
+    ctx = Context()
+    ctx.provide("tools", ToolRuntime(ctx))
+    seen: list[Any] = []
+
+    @tool
+    async def probe() -> str:
+        """Report the task and change a context variable."""
+        seen.append(asyncio.current_task())
+        _marker.set("body")
+        await anyio.lowlevel.checkpoint()  # a suspension: still the same task afterwards
+        seen.append(asyncio.current_task())
+        return _marker.get()
+
+    ctx.tools.register(probe)
+    result = await ctx.tools.execute(_execution(ctx, "probe"))
+    assert result.content == "body"
+    assert seen == [asyncio.current_task()] * 2
+    assert _marker.get() == "caller"  # the body's change stayed in its own copy
+
+
+async def test_a_cancelled_error_from_a_future_someone_else_cancelled_is_a_tool_error() -> None:
+    ctx = Context()
+    ctx.provide("tools", ToolRuntime(ctx))
+    waiting = anyio.Event()
+    future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    @tool
+    async def victim() -> str:
+        """Await a future another party cancels."""
+        waiting.set()
+        await future
+        return "never"
+
+    ctx.tools.register(victim)
+    async with anyio.create_task_group() as tg:
+        results: list[Any] = []
+
+        async def call() -> None:
+            results.append(await ctx.tools.execute(_execution(ctx, "victim")))
+
+        tg.start_soon(call)
+        await waiting.wait()
+        future.cancel()  # not a cancellation of the call: the body just sees an error
+    assert results[0].error.code == "TOOL_ERROR"
+    assert "CancelledError" in results[0].error.message
+
+
+async def test_a_body_still_ignoring_its_cancellation_after_the_grace_is_closed(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    app = make_app()
+    app.ctx.tools.disposal_grace = 0.05
+    started, release = anyio.Event(), anyio.Event()
+    cleaned: list[str] = []
+
+    @tool
+    async def stubborn_async() -> str:
+        """Swallow every cancellation; clean up when closed."""
+        started.set()
+        try:
+            while True:
+                try:
+                    await release.wait()
+                    return "released"
+                except asyncio.CancelledError:
+                    pass
+        finally:
+            cleaned.append("finally ran")
+
+    register(app, stubborn_async)
+    agent, _ = new_agent(app, combine(tool_call("c1", "stubborn_async", {})), text("never"))
+    caplog.set_level(logging.WARNING, logger="agentloop_nb.tools")
+    agent.followup("go")
+    with anyio.fail_after(WAIT):
+        await started.wait()
+    agent.cancel()
+    with anyio.fail_after(WAIT):
+        await agent.when_idle()
+    assert reasons(agent) == ["aborted"]
+    assert data(agent, "tool/result")[0]["error"]["code"] == "ABORTED"
+    assert cleaned == ["finally ran"]  # closed at its await, where its own scopes live
+    assert "abandoning tool body 'stubborn_async'" in caplog.text
+    assert "closed at its await" in caplog.text
+    await app.aclose()
+
+
+async def test_a_body_that_awaits_while_being_closed_is_dropped_with_a_warning(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    app = make_app()
+    app.ctx.tools.disposal_grace = 0.05
+    started, release = anyio.Event(), anyio.Event()
+    finished: list[bool] = []
+
+    @tool
+    async def clingy() -> str:
+        """Swallow cancellation, and await even while being closed."""
+        started.set()
+        try:
+            while True:
+                try:
+                    await release.wait()
+                    return "released"
+                except asyncio.CancelledError:
+                    pass
+        finally:
+            await release.wait()  # awaiting while closed: it cannot be closed cleanly
+            finished.append(True)
+
+    register(app, clingy)
+    agent, _ = new_agent(app, combine(tool_call("c1", "clingy", {})), text("after"))
+    caplog.set_level(logging.WARNING, logger="agentloop_nb.tools")
+    agent.followup("go")
+    with anyio.fail_after(WAIT):
+        await started.wait()
+    agent.cancel()
+    with anyio.fail_after(WAIT):
+        await agent.when_idle()
+    assert reasons(agent) == ["aborted"]
+    assert "ignored GeneratorExit too; dropped" in caplog.text
+    await run(agent, "again")  # the agent is usable at once
+    assert reasons(agent) == ["aborted", "completed"]
+    release.set()
+    await app.aclose()
+    assert finished == []  # dropped: it never resumes
+
+
+class Shielded:
+    """An async tool that shields itself from cancellation until released."""
+
+    def __init__(self, name: str = "shielded", timeout: float | None = None) -> None:
+        self.started = anyio.Event()
+        self.release = anyio.Event()
+        self.cleaned: list[str] = []
+
+        async def body() -> str:
+            """Wait for the release, shielded from any cancellation."""
+            self.started.set()
+            try:
+                with anyio.CancelScope(shield=True):
+                    await self.release.wait()
+                return "released"
+            finally:
+                self.cleaned.append("finally ran")
+
+        body.__name__ = name
+        self.tool: Tool = tool(name=name, timeout=timeout)(body)
+
+
+async def test_a_shielded_body_past_the_grace_after_a_cancel_is_closed_and_the_turn_ends(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    app = make_app()
+    app.ctx.tools.disposal_grace = 0.05
+    body = Shielded()
+    register(app, body.tool)
+    agent, _ = new_agent(app, combine(tool_call("c1", "shielded", {})), text("never"))
+    caplog.set_level(logging.WARNING, logger="agentloop_nb.tools")
+    agent.followup("go")
+    with anyio.fail_after(WAIT):
+        await body.started.wait()
+    agent.cancel()
+    with anyio.fail_after(WAIT):
+        await agent.when_idle()
+    assert reasons(agent) == ["aborted"]
+    assert data(agent, "tool/result")[0]["error"]["code"] == "ABORTED"
+    assert body.cleaned == ["finally ran"]
+    assert "abandoning tool body 'shielded'" in caplog.text
+    await run(agent, "again")
+    assert reasons(agent) == ["aborted", "completed"]
+    await app.aclose()
+
+
+async def test_a_shielded_body_past_its_timeout_and_the_grace_is_a_timeout() -> None:
+    app = make_app()
+    app.ctx.tools.disposal_grace = 0.05
+    body = Shielded("slow_shielded", timeout=0.01)
+    register(app, body.tool)
+    agent, _ = new_agent(app, combine(tool_call("c1", "slow_shielded", {})), text("after"))
+    await run(agent)
+    assert data(agent, "tool/result")[0]["error"]["code"] == "TOOL_TIMEOUT"
+    assert reasons(agent) == ["completed"]
+    assert body.cleaned == ["finally ran"]
+    await app.aclose()
+
+
+async def test_aclose_returns_while_a_shielded_body_holds_on() -> None:
+    app = make_app()
+    app.ctx.tools.disposal_grace = 0.05
+    body = Shielded()
+    register(app, body.tool)
+    agent, _ = new_agent(app, combine(tool_call("c1", "shielded", {})), text("never"))
+    agent.followup("go")
+    with anyio.fail_after(WAIT):
+        await body.started.wait()
+        await app.aclose()
+    assert reasons(agent) == ["disposed"]
+    assert body.cleaned == ["finally ran"]

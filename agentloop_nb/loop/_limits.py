@@ -10,8 +10,7 @@ admitted first come, first served.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import anyio
@@ -43,15 +42,12 @@ class Gate:
         """How many callers wait for a slot."""
         return len(self._waiters)
 
-    @asynccontextmanager
-    async def slot(self, signal: AbortSignal | None = None) -> AsyncIterator[None]:
-        """Hold one slot for the block. Raises ``AbortError`` when ``signal`` aborts while
-        waiting (the slot is then not taken); cancellation while waiting leaves no slot held."""
-        await self._acquire(signal)
-        try:
-            yield
-        finally:
-            self._release()
+    def slot(self, signal: AbortSignal | None = None) -> _Slot:
+        """``async with gate.slot(signal):`` holds one slot for the block. Raises
+        ``AbortError`` when ``signal`` aborts while waiting (the slot is then not taken);
+        cancellation while waiting leaves no slot held. (A small class rather than an
+        ``asynccontextmanager``: it wraps every tool body and model request.)"""
+        return _Slot(self, signal)
 
     def wake(self) -> None:
         """Admit waiters while the (possibly changed) cap allows."""
@@ -82,6 +78,24 @@ class Gate:
     def _release(self) -> None:
         self._held -= 1
         self.wake()
+
+
+class _Slot:
+    __slots__ = ("_gate", "_signal")
+
+    def __init__(self, gate: Gate, signal: AbortSignal | None) -> None:
+        self._gate = gate
+        self._signal = signal
+
+    async def __aenter__(self) -> None:
+        gate = self._gate
+        if not gate._waiters and gate._room():  # free: taken without a wait
+            gate._held += 1
+            return
+        await gate._acquire(self._signal)
+
+    async def __aexit__(self, *exc: object) -> None:
+        self._gate._release()
 
 
 class GlobalLimits:

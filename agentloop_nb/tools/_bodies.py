@@ -1,17 +1,18 @@
 """Where tool bodies run, how they may end, and who waits for bodies that outlive their call.
 
-Every body runs in a task of its own (:func:`run_async`), so whatever it does cannot unwind
-the caller, the loop or the kernel:
+An async body runs in the calling task, driven step by step by :func:`run_async` the way a
+task drives a coroutine, so whatever it does cannot unwind the caller, the loop or the kernel:
 
 - **Any ending is an outcome.** A body's ``Exception`` is re-raised in the caller; any other
   ``BaseException`` (``SystemExit`` from argparse, ``KeyboardInterrupt``, ``GeneratorExit``, a
   custom subclass, a ``CancelledError`` the body raised itself) is re-raised as
   :class:`BodyRaised`, an ``Exception``: it cannot stop the event loop nor pose as a
   cancellation. Only cancelling the *caller* (an abort, a timeout, a teardown) cancels a body.
-- **Cancellation is bounded.** Cancelling the caller cancels the body's task and waits for it
-  up to the grace period (``ctx.tools.disposal_grace``); a body that ignores the cancellation
-  longer is *abandoned* with a warning on the ``agentloop_nb.tools`` logger (it keeps running
-  until it returns; the module keeps it referenced) and the caller's cancellation proceeds.
+- **Cancellation is bounded.** A body that ignores the caller's cancellation gets the grace
+  period (``ctx.tools.disposal_grace``); one still waiting then is *closed* at its await with
+  a warning on the ``agentloop_nb.tools`` logger, and the caller's cancellation proceeds.
+- **It costs nothing extra.** No task, no event-loop pass: a body that finishes without
+  waiting is one call (a task per body cost a third of a zero-latency step).
 
 A sync body cannot be interrupted: on abort or timeout its call returns at once and the body
 is *abandoned*, finishing in its thread. Two rules keep such bodies from holding anything up:
@@ -35,13 +36,17 @@ import contextvars
 import logging
 import queue
 import threading
-from collections.abc import Callable, Coroutine
-from typing import Any, Final
+from collections.abc import Awaitable, Callable, Coroutine, Generator
+from typing import TYPE_CHECKING, Any, Final
 
 import anyio
 
+if TYPE_CHECKING:
+    from ..signals import AbortSignal
+
 __all__ = [
     "DEFAULT_DISPOSAL_GRACE",
+    "BodyAbandoned",
     "BodyRaised",
     "BodyTracker",
     "TrackerFactory",
@@ -177,75 +182,246 @@ async def run_sync(fn: Callable[[], Any]) -> Any:
     return value
 
 
-# Bodies that ignored their cancellation past the grace period, referenced until they end.
-_abandoned: set[asyncio.Task[Any]] = set()
+class BodyAbandoned(Exception):
+    """A body that shielded itself from its call's cancellation (abort or timeout) past the
+    grace period was closed; its call has no outcome of its own."""
 
 
-async def run_async(body: Coroutine[Any, Any, Any]) -> Any:
-    """Run the coroutine ``body`` in a task of its own and return its value.
+def run_async(
+    body: Coroutine[Any, Any, Any],
+    *,
+    signal: AbortSignal | None = None,
+    timeout: float | None = None,
+) -> Awaitable[Any]:
+    """Run the coroutine ``body`` in the calling task; await the result for its value.
 
-    Raises the body's ``Exception``, or :class:`BodyRaised` for any other ``BaseException``
-    it ends with (a ``CancelledError`` included, unless this call cancelled it). Cancelling the
-    caller cancels the body (through an anyio cancel scope, so the body's shielded sections are
-    honoured) and waits for it up to the grace period of the active :class:`Tracking` block
-    (else :data:`DEFAULT_DISPOSAL_GRACE`): a body that still ends with a value or an exception
-    keeps that outcome (the call returns or raises it, as if the body had been awaited
-    directly); a body still running then is abandoned with a warning and the cancellation
-    proceeds.
+    The body runs as ``await body`` would (its cancel scopes, timeouts and shields belong to the
+    caller's task, so they nest in the caller's scopes), under a copy of the caller's context
+    variables, and driven step by step so that how it ends can be sorted: its ``Exception`` is
+    re-raised; any other ``BaseException`` it ends with (``SystemExit``, ``KeyboardInterrupt``,
+    ``GeneratorExit``, a ``CancelledError`` it raised although nobody cancelled the caller) is
+    raised as :class:`BodyRaised`. A body that finishes without waiting costs no task and no
+    event-loop pass.
+
+    Cancelling the caller cancels the body at its await. Once the call is over for its caller
+    (a cancellation reached the body, ``signal`` aborted, or ``timeout`` seconds passed), a body
+    still running gets the grace period of the active :class:`Tracking` block (else
+    :data:`DEFAULT_DISPOSAL_GRACE`): if it ends within it, its value or exception is the outcome
+    (as for a direct await; an anyio scope re-delivers its cancellation at the caller's next
+    await); if it is still waiting then, it is closed (``GeneratorExit`` at its await, so its
+    ``finally`` blocks run) with a warning on the ``agentloop_nb.tools`` logger, and the call
+    raises the cancellation it ignored, or :class:`BodyAbandoned` when it shielded itself from
+    it (no cancellation ever reached it).
     """
-    scope = anyio.CancelScope()
-    task = asyncio.get_running_loop().create_task(_guarded(body, scope))
-    try:
-        outcome = await asyncio.shield(task)
-    except asyncio.CancelledError:
-        if not task.done():
-            scope.cancel()
-            await _bounded_wait(task)
-        if not task.done() or task.result() is None:
+    return _Driven(body, signal, timeout)
+
+
+class _Driven:
+    """The awaitable behind :func:`run_async`: drives a body the way a task drives its
+    coroutine (each step under the body's own context), in the task that awaits it.
+
+    Nothing is watched until the body first suspends, so a body that finishes at once costs a
+    context copy and one step."""
+
+    __slots__ = (
+        "_base",
+        "_body",
+        "_context",
+        "_entry",
+        "_forced",
+        "_grace",
+        "_signal",
+        "_task",
+        "_timeout",
+        "_unwatch",
+    )
+
+    def __init__(
+        self, body: Coroutine[Any, Any, Any], signal: AbortSignal | None, timeout: float | None
+    ) -> None:
+        self._body = body
+        self._context = contextvars.copy_context()
+        self._entry = _current.get()
+        self._signal = signal
+        self._timeout = timeout
+        task = self._task = asyncio.current_task()
+        # Cancel requests on the caller before the body started: one more later is ours.
+        self._base = task.cancelling() if task is not None else -1
+        self._grace: _Grace | None = None
+        self._unwatch: list[Callable[[], Any]] | None = None
+        self._forced = False  # the grace ran out while the task awaited the body's future
+
+    def __await__(self) -> Generator[Any, Any, Any]:
+        body, run = self._body, self._context.run
+        send, throw = body.send, body.throw
+        value: Any = None
+        error: BaseException | None = None
+        try:
+            while True:
+                try:
+                    yielded = run(send, value) if error is None else run(throw, error)
+                except StopIteration as stop:
+                    return stop.value
+                except Exception:
+                    raise
+                except asyncio.CancelledError as exc:
+                    if self._grace is not None and self._grace.cancelled is not None:
+                        raise  # the cancellation delivered to it
+                    raise BodyRaised(exc) from exc
+                except BaseException as exc:  # SystemExit, KeyboardInterrupt, GeneratorExit
+                    raise BodyRaised(exc) from exc
+                if self._unwatch is None:
+                    self._watch()
+                value, error = None, None
+                try:
+                    if self._grace is None:
+                        value = yield yielded  # the task waits on what the body waits on
+                    else:
+                        yield from self._grace.wait(yielded)
+                except asyncio.CancelledError as exc:
+                    if self._forced:
+                        raise self._abandon() from None
+                    error = exc
+                    if self._is_cancel():
+                        self._begin_grace().cancelled = exc
+                except _Expired:
+                    raise self._abandon() from None
+                except GeneratorExit:  # our awaiter is closed: the body goes with it
+                    body.close()
+                    raise
+                except BaseException as exc:  # what the awaited future failed with
+                    error = exc
+        finally:
+            for undo in self._unwatch or ():
+                undo()
+            if self._grace is not None:
+                self._grace.stop()
+
+    def _watch(self) -> None:
+        """At the first suspension: start the grace when the signal aborts or the timeout
+        passes, even if the body shields itself from the cancellation they cause."""
+        undo: list[Callable[[], Any]] = []
+        self._unwatch = undo
+        if self._signal is not None:
+            undo.append(self._signal.add_callback(self._on_over))
+        if self._timeout is not None:
+            undo.append(asyncio.get_running_loop().call_later(self._timeout, self._on_over).cancel)
+
+    def _on_over(self, _reason: Any = None) -> None:
+        self._begin_grace()
+
+    def _begin_grace(self) -> _Grace:
+        if self._grace is None:
+            self._grace = _Grace(self._entry, self._expired)
+        return self._grace
+
+    def _expired(self) -> None:
+        """The grace ran out: wake the task if it awaits the body's own future (a proxy
+        future of the grace wakes by itself)."""
+        grace = self._grace
+        assert grace is not None
+        if not grace.wake() and self._task is not None:
+            self._forced = True
+            self._task.cancel()
+
+    def _abandon(self) -> BaseException:
+        """Close the body; the exception the call ends with."""
+        grace = self._grace
+        assert grace is not None
+        if self._forced and self._task is not None:
+            self._task.uncancel()  # our own wake-up call, not a cancellation of the caller
+        grace.abandon(self._body, self._context)
+        if grace.cancelled is not None:
+            return grace.cancelled
+        return BodyAbandoned(
+            f"tool body {grace.name!r} ignored its cancellation for the {grace.seconds:g} s "
+            "grace period (ctx.tools.disposal_grace) and was closed"
+        )
+
+    def _is_cancel(self) -> bool:
+        """Whether a ``CancelledError`` thrown in cancels the caller (a new cancel request on
+        its task), not just a future the body awaited that somebody else cancelled."""
+        if self._base < 0:
+            return True
+        task = asyncio.current_task()
+        return task is None or task.cancelling() > self._base
+
+
+class _Expired(Exception):
+    """The grace period of a cancelled body ran out while it was still waiting."""
+
+
+class _Grace:
+    """The bounded wait for a body that keeps running after its call is over."""
+
+    __slots__ = ("_timer", "_waiter", "cancelled", "expired", "name", "seconds")
+
+    def __init__(self, entry: _Entry | None, on_expiry: Callable[[], None]) -> None:
+        self.seconds = entry[2]() if entry is not None else DEFAULT_DISPOSAL_GRACE
+        self.name = entry[1] if entry is not None else "?"
+        self._waiter: asyncio.Future[None] | None = None
+        self.cancelled: BaseException | None = None
+        self.expired = False
+
+        def expire() -> None:
+            self.expired = True
+            on_expiry()
+
+        self._timer = asyncio.get_running_loop().call_later(self.seconds, expire)
+
+    def wake(self) -> bool:
+        """Resolve the proxy future the task awaits, if it awaits one; whether it did."""
+        waiter = self._waiter
+        if waiter is None or waiter.done():
+            return False
+        waiter.set_result(None)
+        return True
+
+    def wait(self, yielded: Any) -> Generator[Any, Any, None]:
+        """Wait for what the body yielded, but no longer than the grace period: raises
+        :class:`_Expired` then (the body is still waiting). A cancellation thrown in cancels
+        the awaited future (as a task does) and propagates."""
+        if self.expired:
+            raise _Expired
+        if not asyncio.isfuture(yielded):  # a bare ``yield`` (sleep(0)) or a bad yield
+            yield yielded
+            if self.expired:
+                raise _Expired
+            return
+        waiter = self._waiter = asyncio.get_running_loop().create_future()
+
+        def wake(_: Any) -> None:
+            if not waiter.done():
+                waiter.set_result(None)
+
+        yielded.add_done_callback(wake)
+        try:
+            yield waiter
+        except BaseException:
+            yielded.remove_done_callback(wake)
+            yielded.cancel()
             raise
-        # The body ended with an outcome although cancelled (it finished in the loop iteration
-        # that cancelled us, or it shielded its work): keep it, as an await in this task would
-        # have; an anyio scope re-delivers its cancellation at the caller's next await.
-        outcome = task.result()
-    assert outcome is not None, "only run_async cancels the body's scope, and then re-raises"
-    value, exc = outcome
-    if exc is not None:
-        raise exc
-    return value
+        if self.expired and not yielded.done():
+            yielded.remove_done_callback(wake)
+            raise _Expired
 
+    def stop(self) -> None:
+        self._timer.cancel()
 
-async def _guarded(body: Coroutine[Any, Any, Any], scope: anyio.CancelScope) -> _Outcome | None:
-    """``body``'s outcome, or ``None`` when ``scope`` (cancelled by :func:`run_async`) caught
-    the body's cancellation. Nothing the body raises escapes the task."""
-    try:
-        with scope:
-            return await body, None
-        return None
-    except Exception as exc:
-        return None, exc
-    except BaseException as exc:  # SystemExit, a CancelledError of its own & co.
-        return None, BodyRaised(exc)
-
-
-async def _bounded_wait(task: asyncio.Task[Any]) -> None:
-    """Wait for the cancelled ``task`` up to the grace period, shielded from the caller's own
-    cancellation; abandon it (logged, kept referenced) if it is still running then."""
-    current = _current.get()
-    grace = current[2]() if current is not None else DEFAULT_DISPOSAL_GRACE
-    name = current[1] if current is not None else "?"
-    try:
-        with anyio.CancelScope(shield=True):
-            await asyncio.wait((task,), timeout=grace)
-    finally:
-        if not task.done():
-            _log.warning(
-                "abandoning tool body %r: it ignored its cancellation for the %g s grace period "
-                "(ctx.tools.disposal_grace) and keeps running until it returns",
-                name,
-                grace,
-            )
-            _abandoned.add(task)
-            task.add_done_callback(_abandoned.discard)
+    def abandon(self, body: Coroutine[Any, Any, Any], context: contextvars.Context) -> None:
+        """Close ``body``, still waiting after the grace period, with a warning."""
+        _log.warning(
+            "abandoning tool body %r: it ignored its cancellation for the %g s grace period "
+            "(ctx.tools.disposal_grace); it is closed at its await",
+            self.name,
+            self.seconds,
+        )
+        try:
+            context.run(body.close)
+        except RuntimeError:
+            # It awaited while being closed: the part that did is left suspended (the
+            # interpreter closes it again when it is collected); nothing more can be done.
+            _log.warning("tool body %r ignored GeneratorExit too; dropped", self.name)
 
 
 class _Worker(threading.Thread):

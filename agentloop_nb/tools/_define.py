@@ -380,16 +380,18 @@ def _strip_titles(schema: Any) -> Any:
 
 
 async def call_execute(tool: Tool, args: dict[str, Any], execution: ToolExecution) -> Any:
-    """Run ``tool.execute`` in a task of its own (see ``_bodies.run_async``): awaited when it
-    is async, in a daemon worker thread when it is sync.
+    """Run ``tool.execute``: an async body in the calling task through ``_bodies.run_async``,
+    a sync one in a daemon worker thread.
 
     Raises the body's ``Exception``, or ``BodyRaised`` wrapping any other ``BaseException``
-    it ended with; cancelling the caller cancels the body (abandoned after the grace period
-    when it ignores that)."""
+    it ended with; cancelling the caller cancels the body (closed after the grace period when
+    it ignores that)."""
     execute = tool.execute
     if execute is tool._threaded_execute:  # a sync @tool body: run_sync isolates it already
         return await execute(args, execution)
-    return await run_async(_execute(tool, args, execution))
+    return await run_async(
+        _execute(tool, args, execution), signal=execution.signal, timeout=tool.timeout
+    )
 
 
 async def _execute(tool: Tool, args: dict[str, Any], execution: ToolExecution) -> Any:

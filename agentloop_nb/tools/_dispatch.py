@@ -1,10 +1,10 @@
 """Phase 2 of a call, dispatch: the ``tools/execute`` waterfall around the body.
 
 The waterfall's default runs the body under the tool's ``timeout`` and the execution's abort
-signal, in a task of its own (see ``_bodies``): an ``async`` body is cancelled on abort or
-timeout (and abandoned after the grace period if it ignores that); a sync body runs in a daemon
-worker thread, which cannot be interrupted: its call returns at once and the body is tracked
-until it finishes. Every way a body can end is an outcome: tool problems (any exception, any
+signal (see ``_bodies``): an ``async`` body runs in the calling task and is cancelled on abort
+or timeout (and closed after the grace period if it ignores that); a sync body runs in a
+daemon worker thread, which cannot be interrupted: its call returns at once and the body is
+tracked until it finishes. Every way a body can end is an outcome: tool problems (any exception, any
 other ``BaseException`` the body raises, a result over the serialisation caps) become error
 results; only listener failures and cancellation from outside raise.
 """
@@ -19,7 +19,13 @@ import anyio
 
 from ..signals import AbortError, AbortScope
 from ._admit import aborted
-from ._bodies import DEFAULT_DISPOSAL_GRACE, BodyRaised, TrackerFactory, Tracking
+from ._bodies import (
+    DEFAULT_DISPOSAL_GRACE,
+    BodyAbandoned,
+    BodyRaised,
+    TrackerFactory,
+    Tracking,
+)
 from ._decisions import (
     CALL_CANCELLED,
     TOOL_ERROR,
@@ -102,6 +108,8 @@ async def run_body(
                 timed_out = deadline.cancelled_caught
     except AbortError:  # aborted while running (an error raised after the abort included)
         return aborted(execution, "while running")
+    except BodyAbandoned:  # it shielded itself past its timeout (an abort is an AbortError)
+        timed_out = True
     except Exception as exc:
         return _body_error(execution, exc)
     if timed_out:
