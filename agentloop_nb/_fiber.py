@@ -28,9 +28,19 @@ def is_awaitable(value: object) -> bool:
     futures, tasks) or it is a generator-based coroutine. A class registered as a virtual
     ``Awaitable`` without defining ``__await__`` is not recognised (it could not be awaited)."""
     kind = type(value)
-    if kind is CoroutineType or hasattr(kind, "__await__"):
+    if kind is CoroutineType:
         return True
-    return kind is GeneratorType and inspect.isawaitable(value)
+    known = _AWAITABLE_TYPES.get(kind)
+    if known is None:
+        # A plain attribute probe, not hasattr on the class: a pydantic model class answers a
+        # missing attribute from Python code (and hook answers are mostly models).
+        known = any("__await__" in vars(base) for base in kind.__mro__)
+        if len(_AWAITABLE_TYPES) < 1024:  # hook answers come in few types; never grow unbounded
+            _AWAITABLE_TYPES[kind] = known
+    return known or (kind is GeneratorType and inspect.isawaitable(value))
+
+
+_AWAITABLE_TYPES: dict[type, bool] = {}
 
 
 def close_unstarted(awaitables: Iterable[object]) -> None:

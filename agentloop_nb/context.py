@@ -44,7 +44,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ._bus import INTERNAL_ERROR, Bus, ErrorReport, Handler, Lazy, Listener, call_default
+from ._bus import INTERNAL_ERROR, Bus, ErrorReport, Handler, Lazy, Listener
 from ._disposer import Disposer
 from ._fiber import Fiber, InactiveContextError, close_unstarted, is_awaitable
 from ._plugins import (
@@ -331,7 +331,13 @@ class Context:
         if name not in self._listeners:  # unobserved: the default, with no chain or scope
             if signal is not None and signal.aborted:
                 raise AbortError(signal.reason)
-            return await call_default(default)
+            if default is None:
+                return None
+            # call_default inlined: this runs for every unobserved hook of every step
+            result = default()
+            if result is not None and is_awaitable(result):
+                result = await result
+            return result
         return await self._bus.waterfall(name, payload, default, self.agent, signal)
 
     def __repr__(self) -> str:

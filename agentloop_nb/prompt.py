@@ -17,11 +17,13 @@ cache depends on it).
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, field, replace
+from functools import partial
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, TypeAlias
 
+from ._bus import Lazy
 from ._disposer import Disposer
 from ._scoped import BoundView, ScopedRegistry
 
@@ -198,11 +200,12 @@ class SystemPrompt:
         dispatcher = getattr(agent, "ctx", None)
         if dispatcher is None:
             dispatcher = ctx if ctx is not None else self._ctx
-        payload = AssemblePayload(assembly, agent)
-        if signal is None:
-            result = await dispatcher.waterfall(_ASSEMBLE, payload, lambda: assembly)
-        else:
-            result = await dispatcher.waterfall(_ASSEMBLE, payload, lambda: assembly, signal=signal)
+        result = await dispatcher.waterfall(
+            _ASSEMBLE,
+            Lazy(AssemblePayload, assembly, agent),
+            partial(_same, assembly),
+            signal=signal,
+        )
         if not isinstance(result, Assembly):
             raise TypeError(
                 f"a 'system-prompt/assemble' listener returned {type(result).__name__}; "
@@ -223,6 +226,10 @@ class SystemPrompt:
                 text = _VARIABLE.sub(_substituter(variables, section.name), text)
             parts.append(text)
         return "\n\n".join(parts)
+
+
+def _same(assembly: Assembly) -> Assembly:
+    return assembly
 
 
 def _order(section: Section) -> int:
@@ -272,8 +279,11 @@ class BoundSystemPrompt(BoundView[SystemPrompt]):
     def collect(self, agent: Any) -> Assembly:
         return self.service.collect(agent)
 
-    async def assemble(self, agent: Any, *, signal: AbortSignal | None = None) -> Assembly:
-        return await self.service.assemble(agent, ctx=self.ctx, signal=signal)
+    def assemble(
+        self, agent: Any, *, signal: AbortSignal | None = None
+    ) -> Coroutine[Any, Any, Assembly]:
+        # The service's coroutine itself: a delegating ``async def`` costs a frame per step.
+        return self.service.assemble(agent, ctx=self.ctx, signal=signal)
 
     @staticmethod
     def render(assembly: Assembly) -> str:

@@ -34,9 +34,9 @@ def test_visible_keeps_a_shadowed_name_in_place_and_lists_agent_only_names_last(
     registry.add("one", "g1")
     registry.add("two", "g2")
     registry.add("one", "a1", a)
-    assert registry.visible(a) == [("one", "a1"), ("two", "g2"), ("own", "a-only")]
-    assert registry.visible(None) == [("one", "g1"), ("two", "g2")]
-    assert registry.visible(Agent("b")) == [("one", "g1"), ("two", "g2")]
+    assert registry.visible(a) == (("one", "a1"), ("two", "g2"), ("own", "a-only"))
+    assert registry.visible(None) == (("one", "g1"), ("two", "g2"))
+    assert registry.visible(Agent("b")) == (("one", "g1"), ("two", "g2"))
 
 
 def test_a_unique_registry_refuses_a_second_entry_in_the_same_scope_only() -> None:
@@ -124,3 +124,19 @@ def test_a_bound_view_routes_registrations_through_its_context_and_forwards_the_
     assert service.registry.lookup("n", agent) is None
     with pytest.raises(AttributeError):
         view._private  # noqa: B018
+
+
+def test_visible_reflects_every_add_and_removal_although_its_answer_is_reused() -> None:
+    registry: ScopedRegistry[str] = ScopedRegistry("thing")
+    a = Agent("a")
+    first = registry.visible(a)
+    assert first == () and registry.visible(a) is first  # unchanged: the same answer
+    undo = registry.add("x", "global")
+    assert registry.visible(a) == (("x", "global"),)
+    undo_own = registry.add("x", "mine", a)
+    assert registry.visible(a) == (("x", "mine"),)
+    assert registry.visible(None) == (("x", "global"),)  # another viewer: its own answer
+    undo_own()
+    assert registry.visible(a) == (("x", "global"),)
+    undo()
+    assert registry.visible(a) == ()

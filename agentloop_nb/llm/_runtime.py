@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import inspect
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -466,10 +466,11 @@ class BoundLlmRuntime(BoundView["LlmRuntime"]):
     def adapter_for(self, provider: str) -> Any | None:
         return self.service.adapter_for(provider)
 
-    async def prepare_call(
+    def prepare_call(
         self, config: C, *, signal: AbortSignal | None = None
-    ) -> PreparedCall[C]:
-        return await self.service.prepare_call(config, signal=signal)
+    ) -> Coroutine[Any, Any, PreparedCall[C]]:
+        # The service's coroutine itself: a delegating ``async def`` costs a frame per request.
+        return self.service.prepare_call(config, signal=signal)
 
     def stream(
         self, options: GenerateOptions, *, prepared: PreparedCall[Any] | None = None

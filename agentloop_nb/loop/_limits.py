@@ -45,9 +45,26 @@ class Gate:
     def slot(self, signal: AbortSignal | None = None) -> _Slot:
         """``async with gate.slot(signal):`` holds one slot for the block. Raises
         ``AbortError`` when ``signal`` aborts while waiting (the slot is then not taken);
-        cancellation while waiting leaves no slot held. (A small class rather than an
-        ``asynccontextmanager``: it wraps every tool body and model request.)"""
+        cancellation while waiting leaves no slot held."""
         return _Slot(self, signal)
+
+    def try_acquire(self) -> bool:
+        """Take a slot if one is free and nobody waits (no await); whether it did. Hot paths
+        call this first and :meth:`acquire` only when it fails; :meth:`release` either way."""
+        if not self._waiters and self._room():
+            self._held += 1
+            return True
+        return False
+
+    async def acquire(self, signal: AbortSignal | None = None) -> None:
+        """Wait for a slot (first come, first served) and take it. Raises ``AbortError`` when
+        ``signal`` aborts while waiting; cancellation while waiting leaves no slot held."""
+        if not self.try_acquire():
+            await self._acquire(signal)
+
+    def release(self) -> None:
+        """Give back a slot taken by :meth:`try_acquire` or :meth:`acquire`."""
+        self._release()
 
     def wake(self) -> None:
         """Admit waiters while the (possibly changed) cap allows."""
@@ -60,9 +77,6 @@ class Gate:
         return cap is None or self._held < cap
 
     async def _acquire(self, signal: AbortSignal | None) -> None:
-        if not self._waiters and self._room():
-            self._held += 1
-            return
         admitted = anyio.Event()
         self._waiters.append(admitted)
         try:
@@ -88,14 +102,10 @@ class _Slot:
         self._signal = signal
 
     async def __aenter__(self) -> None:
-        gate = self._gate
-        if not gate._waiters and gate._room():  # free: taken without a wait
-            gate._held += 1
-            return
-        await gate._acquire(self._signal)
+        await self._gate.acquire(self._signal)
 
     async def __aexit__(self, *exc: object) -> None:
-        self._gate._release()
+        self._gate.release()
 
 
 class GlobalLimits:

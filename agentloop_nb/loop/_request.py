@@ -186,8 +186,13 @@ class RequestPath:
             )
             # The loop-wide model gate (``max_concurrent_model_calls``): waiting for a slot
             # is bounded by the signal (AbortError), like the preparation above.
-            async with ctx.agent_loop.limits.model_calls.slot(signal):
+            gate = ctx.agent_loop.limits.model_calls
+            if not gate.try_acquire():
+                await gate.acquire(signal)
+            try:
                 reply = await self._stream(options, prepared, turn, step)
+            finally:
+                gate.release()
             if reply.kind != "error":
                 return reply
             await self._recover(reply, prepared, options, turn, step, attempt, signal)

@@ -288,15 +288,15 @@ async def _dispatch(st: _StepTools, execution: ToolExecution) -> ToolResult:
     A call whose turn aborts while it waits for a slot never starts its body: it ends
     ``ABORTED_BEFORE_DISPATCH``."""
     gate = st.agent.ctx.agent_loop.limits.tool_calls
-    started = False
+    if not gate.try_acquire():  # the common case takes a free slot without an await
+        try:
+            await gate.acquire(st.signal)
+        except AbortError:
+            return aborted_before_dispatch(execution.call_id)
     try:
-        async with gate.slot(st.signal):
-            started = True
-            return await st.agent.ctx.tools.dispatch(execution)
-    except AbortError:
-        if started:  # the body's own outcome: not the gate's to interpret
-            raise
-        return aborted_before_dispatch(execution.call_id)
+        return await st.agent.ctx.tools.dispatch(execution)
+    finally:
+        gate.release()
 
 
 def _commit(st: _StepTools, i: int, result: ToolResult) -> None:
