@@ -184,10 +184,15 @@ class Context:
         return self.fiber.own(publish(self._layer, self._tree.gen, name, service))
 
     def __getattr__(self, name: str) -> Any:
-        # Only reached when normal lookup fails, i.e. for service names.
-        if name.startswith("_"):
+        # Only reached when normal lookup fails, i.e. for service names (several per model
+        # step): a cached answer of the current generation is returned right here.
+        if name[:1] == "_":  # never a service (and the fields below may not exist yet)
             raise AttributeError(name)
-        value = self._resolver.resolve(self._layer, self._tree.gen, name, self)
+        entry = self._resolver.cache.get(name)
+        gen = self._tree.gen
+        if entry is not None and entry[0] == gen.value:
+            return entry[2]
+        value = self._resolver.resolve(self._layer, gen, name, self)
         if value is MISSING:
             raise AttributeError(
                 f"context {self.fiber.path!r} has no service {name!r}; provide it with "

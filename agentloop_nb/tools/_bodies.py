@@ -224,7 +224,6 @@ class _Driven:
     context copy and one step."""
 
     __slots__ = (
-        "_base",
         "_body",
         "_context",
         "_entry",
@@ -241,15 +240,10 @@ class _Driven:
     ) -> None:
         self._body = body
         self._context = contextvars.copy_context()
-        self._entry = _current.get()
         self._signal = signal
         self._timeout = timeout
-        task = self._task = asyncio.current_task()
-        # Cancel requests on the caller before the body started: one more later is ours.
-        self._base = task.cancelling() if task is not None else -1
         self._grace: _Grace | None = None
-        self._unwatch: list[Callable[[], Any]] | None = None
-        self._forced = False  # the grace ran out while the task awaited the body's future
+        self._unwatch: list[Callable[[], Any]] | None = None  # set at the first suspension
 
     def __await__(self) -> Generator[Any, Any, Any]:
         body, run = self._body, self._context.run
@@ -302,6 +296,9 @@ class _Driven:
         passes, even if the body shields itself from the cancellation they cause."""
         undo: list[Callable[[], Any]] = []
         self._unwatch = undo
+        self._entry = _current.get()  # still in the caller's context here
+        self._task = asyncio.current_task()
+        self._forced = False  # the grace ran out while the task awaited the body's future
         if self._signal is not None:
             undo.append(self._signal.add_callback(self._on_over))
         if self._timeout is not None:
@@ -339,12 +336,10 @@ class _Driven:
         )
 
     def _is_cancel(self) -> bool:
-        """Whether a ``CancelledError`` thrown in cancels the caller (a new cancel request on
-        its task), not just a future the body awaited that somebody else cancelled."""
-        if self._base < 0:
-            return True
-        task = asyncio.current_task()
-        return task is None or task.cancelling() > self._base
+        """Whether a ``CancelledError`` thrown in cancels the caller (its task has a cancel
+        request pending), not just a future the body awaited that somebody else cancelled."""
+        task = self._task
+        return task is None or task.cancelling() > 0
 
 
 class _Expired(Exception):
