@@ -416,3 +416,40 @@ async def test_aclose_returns_while_a_shielded_body_holds_on() -> None:
         await app.aclose()
     assert reasons(agent) == ["disposed"]
     assert body.cleaned == ["finally ran"]
+
+
+async def test_a_body_that_shields_its_cleanup_after_a_cancel_keeps_its_outcome() -> None:
+    """After the cancellation reached it, the body awaits more (shielded) before it returns:
+    within the grace, its own outcome is the call's."""
+    app = make_app()
+    started, release, cleanup = anyio.Event(), anyio.Event(), anyio.Event()
+    reached: list[str] = []
+
+    @tool
+    async def tidy() -> str:
+        """On cancellation, finish the cleanup (shielded), then say so."""
+        started.set()
+        try:
+            await release.wait()
+            return "released"
+        except asyncio.CancelledError:
+            reached.append("cancelled")
+            with anyio.CancelScope(shield=True):
+                await cleanup.wait()
+            return "cleaned up"
+
+    register(app, tidy)
+    agent, _ = new_agent(app, combine(tool_call("c1", "tidy", {})), text("never"))
+    agent.followup("go")
+    with anyio.fail_after(WAIT):
+        await started.wait()
+    agent.cancel()
+    with anyio.fail_after(WAIT):
+        while not reached:  # the cancellation is delivered at the body's await
+            await anyio.lowlevel.checkpoint()
+    cleanup.set()
+    with anyio.fail_after(WAIT):
+        await agent.when_idle()
+    assert data(agent, "tool/result")[0]["content"] == "cleaned up"
+    assert reasons(agent) == ["aborted"]
+    await app.aclose()

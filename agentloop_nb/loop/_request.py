@@ -165,9 +165,8 @@ class RequestPath:
             attempt += 1
             config = await self._config(turn, step, signal)
             # Bounded by the signal inside (AbortError); a sync adapter never suspends here.
-            prepared: PreparedCall[RequestConfig] = await ctx.llm.prepare_call(
-                config, signal=signal
-            )
+            llm = ctx.llm
+            prepared: PreparedCall[RequestConfig] = await llm.prepare_call(config, signal=signal)
             system = ctx.system_prompt.render(effective_assembly(assembly, agent, prepared.config))
             tools = list(assembly.tools)
             self._log_header(prepared, system, tools)
@@ -190,7 +189,7 @@ class RequestPath:
             if not gate.try_acquire():
                 await gate.acquire(signal)
             try:
-                reply = await self._stream(options, prepared, turn, step)
+                reply = await self._stream(llm, options, prepared, turn, step)
             finally:
                 gate.release()
             if reply.kind != "error":
@@ -256,13 +255,18 @@ class RequestPath:
         self._last_header = header
 
     async def _stream(
-        self, options: GenerateOptions, prepared: PreparedCall[RequestConfig], turn: int, step: int
+        self,
+        llm: Any,
+        options: GenerateOptions,
+        prepared: PreparedCall[RequestConfig],
+        turn: int,
+        step: int,
     ) -> Reply:
         agent = self._agent
         append = agent.session.append
         asm = BlockAssembler()
         seqs: list[int] = []
-        async for chunk in agent.ctx.llm.stream(options, prepared=prepared):
+        async for chunk in llm.stream(options, prepared=prepared):
             seqs.append(
                 append(
                     ASSISTANT_CHUNK, {"turn": turn, "step": step, "chunk": _chunk_data(chunk)}

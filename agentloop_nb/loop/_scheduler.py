@@ -39,6 +39,7 @@ if TYPE_CHECKING:
 @dataclass(slots=True)
 class _StepTools:
     agent: Agent
+    tools: Any  # ``agent.ctx.tools``, resolved once per step
     turn: int
     step: int
     signal: AbortSignal
@@ -64,7 +65,8 @@ async def run_tool_calls(
     controller until its body settles. Raises the first plugin failure (a raising ``tools/*``
     listener) after every started call has drained and every unstarted call has its synthetic
     result."""
-    st = _StepTools(agent, turn, step, signal, calls, running if running is not None else {})
+    tools = agent.ctx.tools
+    st = _StepTools(agent, tools, turn, step, signal, calls, running if running is not None else {})
     try:
         return await _run_groups(st)
     finally:
@@ -73,8 +75,7 @@ async def run_tool_calls(
 
 
 async def _run_groups(st: _StepTools) -> list[ToolResult]:
-    agent, calls, signal = st.agent, st.calls, st.signal
-    tools = agent.ctx.tools
+    agent, calls, signal, tools = st.agent, st.calls, st.signal, st.tools
     for mode, idxs in _groups(tools, agent, calls):
         if signal.aborted or st.failure is not None:
             break
@@ -115,7 +116,7 @@ def _execution(st: _StepTools, i: int) -> ToolExecution:
         controller = AbortController()
         st.links[i] = (controller, st.signal.add_callback(controller.abort))
     signal = st.links[i][0].signal
-    return st.agent.ctx.tools.new_execution(
+    return st.tools.new_execution(
         st.calls[i], agent=st.agent, signal=signal, turn=st.turn, step=st.step
     )
 
@@ -159,7 +160,7 @@ def _mark_started(st: _StepTools, i: int) -> None:
 
 
 async def _run_one(st: _StepTools, i: int) -> None:
-    tools = st.agent.ctx.tools
+    tools = st.tools
     execution = _start(st, i)
     try:
         try:
@@ -208,7 +209,7 @@ async def _run_pool(st: _StepTools, idxs: list[int], cap: int) -> None:
     A call reclassified as exclusive waits (holding the lock, so nothing else starts) for the
     running bodies, then runs its body still holding the lock: alone.
     ``tools/post-execute`` and the durable commit run in model order in a separate task."""
-    tools = st.agent.ctx.tools
+    tools = st.tools
     loop = asyncio.get_running_loop()
     slots: dict[int, asyncio.Future[tuple[ToolExecution, ToolResult] | None]] = {
         i: loop.create_future() for i in idxs
@@ -294,7 +295,7 @@ async def _dispatch(st: _StepTools, execution: ToolExecution) -> ToolResult:
         except AbortError:
             return aborted_before_dispatch(execution.call_id)
     try:
-        return await st.agent.ctx.tools.dispatch(execution)
+        return await st.tools.dispatch(execution)
     finally:
         gate.release()
 

@@ -391,7 +391,7 @@ class _Grace:
 
         yielded.add_done_callback(wake)
         try:
-            yield waiter
+            yield from waiter.__await__()  # as ``await waiter`` (the task checks the protocol)
         except BaseException:
             yielded.remove_done_callback(wake)
             yielded.cancel()
