@@ -13,7 +13,7 @@ import inspect
 import re
 import sys
 import typing
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from functools import partial
 from typing import Any, Literal, overload
 
@@ -379,18 +379,23 @@ def _strip_titles(schema: Any) -> Any:
     return schema
 
 
-async def call_execute(tool: Tool, args: dict[str, Any], execution: ToolExecution) -> Any:
-    """Run ``tool.execute``: an async body in the calling task through ``_bodies.run_async``,
-    a sync one in a daemon worker thread.
+def call_execute(tool: Tool, args: dict[str, Any], execution: ToolExecution) -> Awaitable[Any]:
+    """Run ``tool.execute`` (await the result): an async body in the calling task through
+    ``_bodies.run_async``, a sync one in a daemon worker thread.
 
     Raises the body's ``Exception``, or ``BodyRaised`` wrapping any other ``BaseException``
     it ended with; cancelling the caller cancels the body (closed after the grace period when
-    it ignores that)."""
+    it ignores that). (Not itself a coroutine: it runs for every call, and each delegating
+    frame costs.)"""
     execute = tool.execute
     if execute is tool._threaded_execute:  # a sync @tool body: run_sync isolates it already
-        return await execute(args, execution)
-    return await run_async(
-        _execute(tool, args, execution), signal=execution.signal, timeout=tool.timeout
+        return execute(args, execution)
+    # A known coroutine function is driven directly; anything else is sorted by ``_execute``.
+    body = execute(args, execution) if execute is tool._async_execute else None
+    return run_async(
+        body if body is not None else _execute(tool, args, execution),
+        signal=execution.signal,
+        timeout=tool.timeout,
     )
 
 

@@ -22,7 +22,7 @@ Exceptions raised by *listeners* of ``tools/pre-execute``, ``tools/execute`` and
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 from .._disposer import Disposer
@@ -224,12 +224,14 @@ class ToolRuntime:
         announce_settled(execution, result)
         return result
 
-    async def post_execute(self, execution: ToolExecution, result: ToolResult) -> ToolResult:
-        """Settle the call: the ``tools/post-execute`` waterfall (default ``Accept()``) and its
-        decision, the tool's ``finalize_content`` (successful results only; failure →
-        ``TOOL_ERROR``), then ``tools/result``. Call it for every result, early errors
-        included, so observers see every call. Listener exceptions propagate."""
-        return await settle(execution, result)
+    def post_execute(
+        self, execution: ToolExecution, result: ToolResult
+    ) -> Coroutine[Any, Any, ToolResult]:
+        """Settle the call (await the result): the ``tools/post-execute`` waterfall (default
+        ``Accept()``) and its decision, the tool's ``finalize_content`` (successful results
+        only; failure → ``TOOL_ERROR``), then ``tools/result``. Call it for every result,
+        early errors included, so observers see every call. Listener exceptions propagate."""
+        return settle(execution, result)
 
     async def execute(self, execution: ToolExecution) -> ToolResult:
         """``pre_execute``, then ``dispatch`` when admitted, then ``post_execute``."""
