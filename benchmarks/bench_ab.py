@@ -148,9 +148,10 @@ def instructions(tmp: Path, name: str, steps: int) -> int:
             "    for _ in range(2 + int(sys.argv[5])): await v.run(None)\n"
             "asyncio.run(main())\n"
         )
+        valgrind = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null"]
+        here = str(Path(__file__).parent)
         done = subprocess.run(
-            ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable]
-            + ["-c", code, str(tmp), str(Path(__file__).parent), name, str(steps), str(runs)],
+            [*valgrind, sys.executable, "-c", code, str(tmp), here, name, str(steps), str(runs)],
             capture_output=True,
             text=True,
             check=True,
