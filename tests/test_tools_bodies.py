@@ -265,6 +265,20 @@ async def test_a_cancelled_error_from_a_future_someone_else_cancelled_is_a_tool_
     assert "CancelledError" in results[0].error.message
 
 
+async def cancel_while_running(app: Any, body: Tool, started: anyio.Event, then: str) -> Any:
+    """Run ``body`` as the agent's one tool call, cancel the turn once it started, and return
+    the agent after the turn ended (``then`` is the model's answer to a later turn)."""
+    register(app, body)
+    agent, _ = new_agent(app, combine(tool_call("c1", body.name, {})), text(then))
+    agent.followup("go")
+    with anyio.fail_after(WAIT):
+        await started.wait()
+    agent.cancel()
+    with anyio.fail_after(WAIT):
+        await agent.when_idle()
+    return agent
+
+
 async def test_a_body_still_ignoring_its_cancellation_after_the_grace_is_closed(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
@@ -287,15 +301,8 @@ async def test_a_body_still_ignoring_its_cancellation_after_the_grace_is_closed(
         finally:
             cleaned.append("finally ran")
 
-    register(app, stubborn_async)
-    agent, _ = new_agent(app, combine(tool_call("c1", "stubborn_async", {})), text("never"))
     caplog.set_level(logging.WARNING, logger="agentloop_nb.tools")
-    agent.followup("go")
-    with anyio.fail_after(WAIT):
-        await started.wait()
-    agent.cancel()
-    with anyio.fail_after(WAIT):
-        await agent.when_idle()
+    agent = await cancel_while_running(app, stubborn_async, started, "never")
     assert reasons(agent) == ["aborted"]
     assert data(agent, "tool/result")[0]["error"]["code"] == "ABORTED"
     assert cleaned == ["finally ran"]  # closed at its await, where its own scopes live
@@ -327,15 +334,8 @@ async def test_a_body_that_awaits_while_being_closed_is_dropped_with_a_warning(
             await release.wait()  # awaiting while closed: it cannot be closed cleanly
             finished.append(True)
 
-    register(app, clingy)
-    agent, _ = new_agent(app, combine(tool_call("c1", "clingy", {})), text("after"))
     caplog.set_level(logging.WARNING, logger="agentloop_nb.tools")
-    agent.followup("go")
-    with anyio.fail_after(WAIT):
-        await started.wait()
-    agent.cancel()
-    with anyio.fail_after(WAIT):
-        await agent.when_idle()
+    agent = await cancel_while_running(app, clingy, started, "after")
     assert reasons(agent) == ["aborted"]
     assert "ignored GeneratorExit too; dropped" in caplog.text
     await run(agent, "again")  # the agent is usable at once
@@ -373,15 +373,8 @@ async def test_a_shielded_body_past_the_grace_after_a_cancel_is_closed_and_the_t
     app = make_app()
     app.ctx.tools.disposal_grace = 0.05
     body = Shielded()
-    register(app, body.tool)
-    agent, _ = new_agent(app, combine(tool_call("c1", "shielded", {})), text("never"))
     caplog.set_level(logging.WARNING, logger="agentloop_nb.tools")
-    agent.followup("go")
-    with anyio.fail_after(WAIT):
-        await body.started.wait()
-    agent.cancel()
-    with anyio.fail_after(WAIT):
-        await agent.when_idle()
+    agent = await cancel_while_running(app, body.tool, body.started, "never")
     assert reasons(agent) == ["aborted"]
     assert data(agent, "tool/result")[0]["error"]["code"] == "ABORTED"
     assert body.cleaned == ["finally ran"]
