@@ -279,33 +279,44 @@ async def cancel_while_running(app: Any, body: Tool, started: anyio.Event, then:
     return agent
 
 
+class Swallowing:
+    """An async tool that swallows every cancellation until released; when closed, its
+    ``finally`` records that it ran, or (``await_when_closed``) awaits again first."""
+
+    def __init__(self, name: str, *, await_when_closed: bool = False) -> None:
+        self.started, self.release = anyio.Event(), anyio.Event()
+        self.cleaned: list[str] = []
+
+        async def body() -> str:
+            """Swallow every cancellation until released."""
+            self.started.set()
+            try:
+                while True:
+                    try:
+                        await self.release.wait()
+                        return "released"
+                    except asyncio.CancelledError:
+                        pass
+            finally:
+                if await_when_closed:
+                    await self.release.wait()  # awaiting while closed: cannot be closed cleanly
+                self.cleaned.append("finally ran")
+
+        body.__name__ = name
+        self.tool: Tool = tool(body)
+
+
 async def test_a_body_still_ignoring_its_cancellation_after_the_grace_is_closed(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     app = make_app()
     app.ctx.tools.disposal_grace = 0.05
-    started, release = anyio.Event(), anyio.Event()
-    cleaned: list[str] = []
-
-    @tool
-    async def stubborn_async() -> str:
-        """Swallow every cancellation; clean up when closed."""
-        started.set()
-        try:
-            while True:
-                try:
-                    await release.wait()
-                    return "released"
-                except asyncio.CancelledError:
-                    pass
-        finally:
-            cleaned.append("finally ran")
-
+    body = Swallowing("stubborn_async")
     caplog.set_level(logging.WARNING, logger="agentloop_nb.tools")
-    agent = await cancel_while_running(app, stubborn_async, started, "never")
+    agent = await cancel_while_running(app, body.tool, body.started, "never")
     assert reasons(agent) == ["aborted"]
     assert data(agent, "tool/result")[0]["error"]["code"] == "ABORTED"
-    assert cleaned == ["finally ran"]  # closed at its await, where its own scopes live
+    assert body.cleaned == ["finally ran"]  # closed at its await, where its own scopes live
     assert "abandoning tool body 'stubborn_async'" in caplog.text
     assert "closed at its await" in caplog.text
     await app.aclose()
@@ -316,33 +327,16 @@ async def test_a_body_that_awaits_while_being_closed_is_dropped_with_a_warning(
 ) -> None:
     app = make_app()
     app.ctx.tools.disposal_grace = 0.05
-    started, release = anyio.Event(), anyio.Event()
-    finished: list[bool] = []
-
-    @tool
-    async def clingy() -> str:
-        """Swallow cancellation, and await even while being closed."""
-        started.set()
-        try:
-            while True:
-                try:
-                    await release.wait()
-                    return "released"
-                except asyncio.CancelledError:
-                    pass
-        finally:
-            await release.wait()  # awaiting while closed: it cannot be closed cleanly
-            finished.append(True)
-
+    body = Swallowing("clingy", await_when_closed=True)
     caplog.set_level(logging.WARNING, logger="agentloop_nb.tools")
-    agent = await cancel_while_running(app, clingy, started, "after")
+    agent = await cancel_while_running(app, body.tool, body.started, "after")
     assert reasons(agent) == ["aborted"]
     assert "ignored GeneratorExit too; dropped" in caplog.text
     await run(agent, "again")  # the agent is usable at once
     assert reasons(agent) == ["aborted", "completed"]
-    release.set()
+    body.release.set()
     await app.aclose()
-    assert finished == []  # dropped: it never resumes
+    assert body.cleaned == []  # dropped: it never resumes
 
 
 class Shielded:
