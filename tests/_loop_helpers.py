@@ -4,6 +4,7 @@ tool that records how many bodies overlap."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -212,3 +213,48 @@ async def wait_for_abort(execution: ToolExecution) -> str:
     """Wait until the turn is cancelled, then report the cause."""
     reason = await execution.signal.wait()
     return f"stopped: {reason['kind']}"
+
+
+class Swallower:
+    """An async tool (``swallower`` unless named) that catches every cancellation and keeps
+    waiting until released. ``cancelled`` is set at the first cancellation it swallows,
+    ``finished`` once it returns; its ``finally`` appends to ``cleaned``, after awaiting
+    again when ``await_when_closed`` (so it cannot be closed cleanly)."""
+
+    def __init__(self, name: str = "swallower", *, await_when_closed: bool = False) -> None:
+        self.started = anyio.Event()
+        self.cancelled = anyio.Event()
+        self.release = anyio.Event()
+        self.finished = False
+        self.cleaned: list[str] = []
+
+        async def body() -> str:
+            """Ignore cancellation until released."""
+            self.started.set()
+            try:
+                while not self.release.is_set():
+                    try:
+                        await self.release.wait()
+                    except asyncio.CancelledError:
+                        self.cancelled.set()
+                self.finished = True
+                return "late"
+            finally:
+                if await_when_closed:
+                    await self.release.wait()
+                self.cleaned.append("finally ran")
+
+        body.__name__ = name
+        self.tool: Tool = tool(body)
+
+
+def finished_turns(session: Session, turns: int) -> Session:
+    """Append ``turns`` finished one-step turns (a question, an answer) to ``session``."""
+    for turn in range(1, turns + 1):
+        session.append("turn/start", {"turn": turn})
+        message = {"role": "user", "id": f"m{turn}", "content": [{"type": "text", "text": "q"}]}
+        session.append("user/message", {"message": message})
+        answer = {"role": "assistant", "content": [{"type": "text", "text": f"answer {turn}"}]}
+        session.append("assistant/message", {"turn": turn, "step": 1, "message": answer})
+        session.append("turn/end", {"turn": turn, "reason": {"kind": "completed"}})
+    return session

@@ -9,6 +9,7 @@ from typing import Any
 
 import ipywidgets as widgets
 import pytest
+from _loop_helpers import finished_turns
 
 from agentloop_nb.app import App
 from agentloop_nb.context import Context
@@ -355,14 +356,7 @@ def _models(root: widgets.Widget) -> int:
 
 
 def test_a_1000_turn_history_costs_three_widget_models_per_turn_fork_buttons_included() -> None:
-    session = SessionStore(Context()).create("s")
-    for turn in range(1, 1001):
-        session.append("turn/start", {"turn": turn})
-        message = {"role": "user", "id": f"m{turn}", "content": [{"type": "text", "text": "q"}]}
-        session.append("user/message", {"message": message})
-        answer = {"role": "assistant", "content": [{"type": "text", "text": f"answer {turn}"}]}
-        session.append("assistant/message", {"turn": turn, "step": 1, "message": answer})
-        session.append("turn/end", {"turn": turn, "reason": {"kind": "completed"}})
+    session = finished_turns(SessionStore(Context()).create("s"), 1000)
     view = SessionView(session)
     assert all(view.fork_button(n) is not None for n in range(1, 1001))
     # Per turn: its box, its HTML and its button (layouts and styles are shared).

@@ -8,6 +8,7 @@ import re
 from typing import Any
 
 import pytest
+from _loop_helpers import finished_turns
 
 from agentloop_nb.app import App
 from agentloop_nb.context import Context
@@ -343,14 +344,7 @@ async def test_a_pool_view_of_its_own_turn_keeps_its_calls_when_later_turns_call
 
 
 def test_a_long_history_renders_one_widget_per_finished_turn() -> None:
-    session = SessionStore(Context()).create("s")
-    for turn in range(1, 31):
-        session.append("turn/start", {"turn": turn})
-        message = {"role": "user", "id": f"m{turn}", "content": [{"type": "text", "text": "q"}]}
-        session.append("user/message", {"message": message})
-        answer = {"role": "assistant", "content": [{"type": "text", "text": f"answer {turn}"}]}
-        session.append("assistant/message", {"turn": turn, "step": 1, "message": answer})
-        session.append("turn/end", {"turn": turn, "reason": {"kind": "completed"}})
+    session = finished_turns(SessionStore(Context()).create("s"), 30)
     view = SessionView(session)
     assert len(view.body.children) == 30
     # One HTML widget per finished turn, then its "fork from here" button.

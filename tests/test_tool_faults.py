@@ -18,11 +18,21 @@ from typing import Any
 
 import anyio
 import pytest
-from _loop_helpers import WAIT, data, idle, make_app, new_agent, reasons, register, run
+from _loop_helpers import (
+    WAIT,
+    Swallower,
+    data,
+    idle,
+    make_app,
+    new_agent,
+    reasons,
+    register,
+    run,
+)
 
 from agentloop_nb.app import App
 from agentloop_nb.testing import combine, text, tool_call
-from agentloop_nb.tools import MAX_RESULT_CHARS, MAX_RESULT_DEPTH, MAX_RESULT_ITEMS, Tool, tool
+from agentloop_nb.tools import MAX_RESULT_CHARS, MAX_RESULT_DEPTH, MAX_RESULT_ITEMS, tool
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -135,29 +145,6 @@ async def test_a_cancelled_error_a_body_raises_is_a_tool_error_but_the_turn_abor
     assert codes == ["TOOL_ERROR", "ABORTED"]
     assert "CancelledError: mine" in data(agent, "tool/result")[0]["error"]["message"]
     assert reasons(agent) == ["aborted"]
-
-
-class Swallower:
-    """An async tool that catches every cancellation and keeps waiting until released."""
-
-    def __init__(self) -> None:
-        self.started = anyio.Event()
-        self.cancelled = anyio.Event()
-        self.release = anyio.Event()
-        self.finished = False
-
-        async def swallower() -> str:
-            """Ignore cancellation until released."""
-            self.started.set()
-            while not self.release.is_set():
-                try:
-                    await self.release.wait()
-                except asyncio.CancelledError:
-                    self.cancelled.set()
-            self.finished = True
-            return "late"
-
-        self.tool: Tool = tool(swallower)
 
 
 async def test_aclose_returns_while_an_async_body_swallows_cancellation(

@@ -21,6 +21,7 @@ import anyio.to_thread
 import pytest
 from _loop_helpers import (
     WAIT,
+    Swallower,
     data,
     is_type,
     make_app,
@@ -279,39 +280,12 @@ async def cancel_while_running(app: Any, body: Tool, started: anyio.Event, then:
     return agent
 
 
-class Swallowing:
-    """An async tool that swallows every cancellation until released; when closed, its
-    ``finally`` records that it ran, or (``await_when_closed``) awaits again first."""
-
-    def __init__(self, name: str, *, await_when_closed: bool = False) -> None:
-        self.started, self.release = anyio.Event(), anyio.Event()
-        self.cleaned: list[str] = []
-
-        async def body() -> str:
-            """Swallow every cancellation until released."""
-            self.started.set()
-            try:
-                while True:
-                    try:
-                        await self.release.wait()
-                        return "released"
-                    except asyncio.CancelledError:
-                        pass
-            finally:
-                if await_when_closed:
-                    await self.release.wait()  # awaiting while closed: cannot be closed cleanly
-                self.cleaned.append("finally ran")
-
-        body.__name__ = name
-        self.tool: Tool = tool(body)
-
-
 async def test_a_body_still_ignoring_its_cancellation_after_the_grace_is_closed(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     app = make_app()
     app.ctx.tools.disposal_grace = 0.05
-    body = Swallowing("stubborn_async")
+    body = Swallower("stubborn_async")
     caplog.set_level(logging.WARNING, logger="agentloop_nb.tools")
     agent = await cancel_while_running(app, body.tool, body.started, "never")
     assert reasons(agent) == ["aborted"]
@@ -327,7 +301,7 @@ async def test_a_body_that_awaits_while_being_closed_is_dropped_with_a_warning(
 ) -> None:
     app = make_app()
     app.ctx.tools.disposal_grace = 0.05
-    body = Swallowing("clingy", await_when_closed=True)
+    body = Swallower("clingy", await_when_closed=True)
     caplog.set_level(logging.WARNING, logger="agentloop_nb.tools")
     agent = await cancel_while_running(app, body.tool, body.started, "after")
     assert reasons(agent) == ["aborted"]
