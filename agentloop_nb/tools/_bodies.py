@@ -281,7 +281,8 @@ class _Driven:
                 except _Expired:
                     raise self._abandon() from None
                 except GeneratorExit:  # our awaiter is closed: the body goes with it
-                    body.close()
+                    with contextlib.suppress(RuntimeError):  # it awaited while being closed
+                        body.close()
                     raise
                 except BaseException as exc:  # what the awaited future failed with
                     error = exc
