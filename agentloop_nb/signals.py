@@ -72,7 +72,7 @@ class AbortSignal:
         self._aborted = False
         self._reason: Any = None
         self._callbacks: list[Callable[[Any], Any]] = []
-        self._waiters: list[asyncio.Future[None]] = []
+        self._waiters: list[asyncio.Future[None]] | None = None  # made by the first wait()
 
     @property
     def aborted(self) -> bool:
@@ -108,11 +108,13 @@ class AbortSignal:
         if self._aborted:
             return self._reason
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        if self._waiters is None:
+            self._waiters = []
         self._waiters.append(fut)
         try:
             await fut
         finally:
-            if fut in self._waiters:
+            if self._waiters is not None and fut in self._waiters:
                 self._waiters.remove(fut)
         return self._reason
 
@@ -140,7 +142,7 @@ class AbortSignal:
         self._aborted = True
         self._reason = reason
         callbacks, self._callbacks = self._callbacks, []
-        waiters, self._waiters = self._waiters, []
+        waiters, self._waiters = self._waiters or (), None
         for fut in waiters:
             if not fut.done():
                 fut.set_result(None)
@@ -267,6 +269,20 @@ class AbortController:
     def abort(self, reason: Any = None) -> bool:
         """Abort the signal. Returns ``True`` when this call aborted it, ``False`` if it already was."""
         return self.signal._abort(reason)
+
+    def follow(self, parent: AbortSignal) -> None:
+        """Abort this controller (with the parent's reason) when ``parent`` aborts, at once if
+        it has; :meth:`unfollow` undoes it. The cheap link of a short-lived child (one per
+        tool call): no disposer, no closure."""
+        if parent._aborted:
+            self.abort(parent._reason)
+        else:
+            parent._callbacks.append(self.abort)
+
+    def unfollow(self, parent: AbortSignal) -> None:
+        """Stop following ``parent`` (nothing happens if the link is gone already)."""
+        with contextlib.suppress(ValueError):  # ran (parent aborted) or removed before
+            parent._callbacks.remove(self.abort)
 
     def __repr__(self) -> str:
         return f"<AbortController {self.signal!r}>"

@@ -351,3 +351,19 @@ async def test_a_non_strict_scope_keeps_a_result_returned_cooperatively_after_th
     await started.wait()
     controller.abort("user")
     assert await task == "stopped: user"
+
+
+def test_a_following_controller_aborts_with_its_parent_until_it_unfollows() -> None:
+    parent = AbortController()
+    child, gone = AbortController(), AbortController()
+    child.follow(parent.signal)
+    gone.follow(parent.signal)
+    gone.unfollow(parent.signal)
+    gone.unfollow(parent.signal)  # twice is harmless
+    parent.abort("stop")
+    assert child.signal.aborted and child.signal.reason == "stop"
+    assert not gone.signal.aborted
+    late = AbortController()
+    late.follow(parent.signal)  # an aborted parent aborts the follower at once
+    assert late.signal.reason == "stop"
+    late.unfollow(parent.signal)

@@ -31,7 +31,6 @@ from ..signals import AbortController, AbortError
 from ..tools import TOOL_ERROR, ToolExecution, ToolResult, aborted_before_dispatch, error_result
 
 if TYPE_CHECKING:
-    from .._disposer import Disposer
     from ..signals import AbortSignal
     from ._agent import Agent
 
@@ -47,7 +46,7 @@ class _StepTools:
     running: dict[str, AbortController]
     results: dict[int, ToolResult] = field(default_factory=dict)
     started: set[int] = field(default_factory=set)
-    links: dict[int, tuple[AbortController, Disposer]] = field(default_factory=dict)
+    links: dict[int, AbortController] = field(default_factory=dict)
     failure: BaseException | None = None
 
 
@@ -112,10 +111,11 @@ def _groups(
 
 def _execution(st: _StepTools, i: int) -> ToolExecution:
     """The call's execution, under its own controller linked to the turn's signal."""
-    if i not in st.links:
-        controller = AbortController()
-        st.links[i] = (controller, st.signal.add_callback(controller.abort))
-    signal = st.links[i][0].signal
+    controller = st.links.get(i)
+    if controller is None:
+        controller = st.links[i] = AbortController()
+        controller.follow(st.signal)
+    signal = controller.signal
     return st.tools.new_execution(
         st.calls[i], agent=st.agent, signal=signal, turn=st.turn, step=st.step
     )
@@ -123,11 +123,10 @@ def _execution(st: _StepTools, i: int) -> ToolExecution:
 
 def _settled(st: _StepTools, i: int) -> None:
     """The call's body is over (or never ran): no longer cancellable, unlinked from the turn."""
-    link = st.links.pop(i, None)
-    if link is None:
+    controller = st.links.pop(i, None)
+    if controller is None:
         return
-    controller, unlink = link
-    unlink()
+    controller.unfollow(st.signal)
     call_id = st.calls[i].id
     if st.running.get(call_id) is controller:
         del st.running[call_id]
@@ -156,7 +155,7 @@ def _start(st: _StepTools, i: int) -> ToolExecution:
 def _mark_started(st: _StepTools, i: int) -> None:
     st.started.add(i)
     _log_call(st, i)
-    st.running[st.calls[i].id] = st.links[i][0]
+    st.running[st.calls[i].id] = st.links[i]
 
 
 async def _run_one(st: _StepTools, i: int) -> None:
