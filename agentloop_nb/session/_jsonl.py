@@ -52,6 +52,7 @@ from ._persistence import (
     SessionNotFoundError,
     Subscriber,
     install_write_behind,
+    reserve,
 )
 from ._session import Session, SessionEventPayload, SessionPayload
 
@@ -133,21 +134,6 @@ def _atexit_close(ref: weakref.ref[JsonlPersistence]) -> None:
         backend.close(timeout=10.0)
 
 
-class _Lease:
-    """What ``JsonlPersistence.acquire`` returns (see ``Lease``)."""
-
-    __slots__ = ("_backend", "_held")
-
-    def __init__(self, backend: JsonlPersistence, held: Held | None) -> None:
-        self._backend = backend
-        self._held = held
-
-    def release(self) -> None:
-        held, self._held = self._held, None
-        if held is not None and held.owner is None:
-            self._backend._locks.release(held)
-
-
 class JsonlPersistence:
     """The embedded persistence backend: ``<root>/<id>.jsonl`` per session.
 
@@ -214,14 +200,11 @@ class JsonlPersistence:
         """
         path = self.path(id)
         with self._locks.mutex:
-            held = self._locks.get(id)
-            if held is not None:
-                owner = held.owner
-                if owner is None or owner.state != "detached":
-                    return _Lease(self, None)
-                held.owner = None  # the old session's pending close must not release it
-                return _Lease(self, held)
-            return _Lease(self, self._take(id, path))
+            return reserve(self._locks.get(id), lambda: self._take(id, path), self._unlock)
+
+    def _unlock(self, held: Held) -> None:
+        # A method of the backend, so a lease keeps the backend (and its lock files) alive.
+        self._locks.release(held)
 
     def _take(self, id: str, path: Path) -> Held:
         try:

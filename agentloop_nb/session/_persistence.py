@@ -4,13 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
 
 from .._disposer import Disposer
 from .._hook_names import SESSION_CREATED, SESSION_DISPOSED, SESSION_EVENT, SESSION_FLUSH
 from ._events import SessionEvent, SessionHeader
 
 __all__ = [
+    "HeldLease",
+    "HeldLock",
     "Lease",
     "Persistence",
     "PersistenceError",
@@ -19,6 +21,7 @@ __all__ = [
     "SessionNotFoundError",
     "Subscriber",
     "install_write_behind",
+    "reserve",
 ]
 
 
@@ -29,6 +32,49 @@ class Lease(Protocol):
     session's disposal releases the lock then)."""
 
     def release(self) -> None: ...
+
+
+class HeldLock(Protocol):
+    """A backend's record of a writer lock it holds: ``owner`` is the attached session
+    (``None`` while the lock is only reserved)."""
+
+    owner: Any
+
+
+H = TypeVar("H", bound=HeldLock)
+
+
+class HeldLease(Generic[H]):
+    """The :class:`Lease` both backends hand out: ``release()`` gives the reserved lock back
+    through ``unlock`` once, unless a session has adopted it by then (its disposal releases
+    it). ``unlock`` is a method of the backend: the lease keeps the backend alive through it,
+    so a lease taken from a backend nobody else references still holds the lock."""
+
+    __slots__ = ("_held", "_unlock")
+
+    def __init__(self, held: H | None, unlock: Callable[[H], Any]) -> None:
+        self._held = held
+        self._unlock = unlock
+
+    def release(self) -> None:
+        held, self._held = self._held, None
+        if held is not None and held.owner is None:
+            self._unlock(held)
+
+
+def reserve(held: H | None, take: Callable[[], H], unlock: Callable[[H], Any]) -> HeldLease[H]:
+    """The writer-lock reservation rule of ``acquire``, given the lock this backend holds for
+    the id (or ``None``; call under the backend's mutex): none held → ``take()`` a new one;
+    held by a live (or reserved) session → an empty lease (the session store reports that
+    conflict); held by a detached session → the lease takes it over, so that session's
+    pending close does not release it."""
+    if held is None:
+        return HeldLease(take(), unlock)
+    owner = held.owner
+    if owner is None or owner.state != "detached":
+        return HeldLease(None, unlock)
+    held.owner = None
+    return HeldLease(held, unlock)
 
 
 @runtime_checkable

@@ -51,6 +51,7 @@ from ._persistence import (
     SessionNotFoundError,
     Subscriber,
     install_write_behind,
+    reserve,
 )
 from ._session import Session, SessionEventPayload, SessionPayload
 
@@ -116,21 +117,6 @@ class _Held:
     def __init__(self, id: str) -> None:
         self.id = id
         self.owner: Session | None = None
-
-
-class _Lease:
-    """What ``PostgresPersistence.acquire`` returns (see ``Lease``)."""
-
-    __slots__ = ("_backend", "_held")
-
-    def __init__(self, backend: PostgresPersistence, held: _Held | None) -> None:
-        self._backend = backend
-        self._held = held
-
-    def release(self) -> None:
-        held, self._held = self._held, None
-        if held is not None and held.owner is None:
-            self._backend._unlock(held)
 
 
 class PostgresPersistence:
@@ -303,14 +289,7 @@ class PostgresPersistence:
         reports that conflict).
         """
         with self._mutex:
-            held = self._held.get(id)
-            if held is not None:
-                owner = held.owner
-                if owner is None or owner.state != "detached":
-                    return _Lease(self, None)
-                held.owner = None
-                return _Lease(self, held)
-            return _Lease(self, self._lock(id))
+            return reserve(self._held.get(id), lambda: self._lock(id), self._unlock)
 
     def _lock(self, id: str) -> _Held:
         """Take the advisory lock of ``id`` (with ``_mutex`` held) or raise naming its holder."""
