@@ -142,6 +142,28 @@ async def test_throttle_renders_at_most_once_per_interval_and_always_trails() ->
     assert not throttle.pending
 
 
+@pytest.mark.anyio
+async def test_throttle_poke_after_schedules_one_later_render_until_closed() -> None:
+    rendered = asyncio.Event()
+    seen: list[str] = []
+
+    def render() -> None:
+        seen.append("r")
+        rendered.set()
+
+    throttle = Throttle(render, interval=0)
+    throttle.poke_after(0)
+    throttle.poke_after(0)  # one is scheduled already: no second one
+    assert not throttle.pending  # nothing changed yet: the poke comes later
+    await asyncio.wait_for(rendered.wait(), 5)
+    await throttle.settled()
+    assert seen == ["r"]
+    throttle.poke_after(60)
+    throttle.close()  # drops the scheduled poke (it would otherwise hold a timer for 60 s)
+    throttle.poke_after(0)  # closed: nothing is scheduled
+    assert not throttle.pending and seen == ["r"]
+
+
 def test_throttle_without_a_running_loop_renders_at_once() -> None:
     seen: list[str] = []
     throttle = Throttle(lambda: seen.append("r"))

@@ -6,7 +6,6 @@ execution; colours come from the view's stylesheet (JupyterLab theme variables).
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Iterable
 from html import escape
@@ -73,7 +72,6 @@ class ToolPoolView(TextRepr, widgets.VBox):
         self.throttle = Throttle(self.render, interval)
         self._asking: set[str] = set()  # call ids waiting for a person's answer
         self._answered: dict[str, float] = {}  # call id -> when the answer came (epoch s)
-        self._tick: asyncio.TimerHandle | None = None
         self._buttons: dict[str, tuple[widgets.Button, widgets.Button]] = {}
         self._off_feed = self.feed.observe(self._changed)
         self.approval = approval if approval is not None else approval_of(agent)
@@ -185,7 +183,8 @@ class ToolPoolView(TextRepr, widgets.VBox):
         self._sync_cancels(
             [(cid, str(item.data.get("name"))) for item, cid, state, *_ in rows if state in _LIVE]
         )
-        self._schedule_tick(running)
+        if running:
+            self.throttle.poke_after(_TICK)
 
     def _sync_cancels(self, live: list[tuple[str, str]]) -> None:
         """One Cancel button per running call; rebuilt only when that set changes."""
@@ -209,19 +208,6 @@ class ToolPoolView(TextRepr, widgets.VBox):
     def cancel_button(self, call_id: str) -> widgets.Button | None:
         """The Cancel button shown for a running call, or ``None``."""
         return self._cancel_buttons.get(call_id)
-
-    def _schedule_tick(self, running: bool) -> None:
-        if not running or self._tick is not None:
-            return
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
-            return
-        self._tick = loop.call_later(_TICK, self._on_tick)
-
-    def _on_tick(self) -> None:
-        self._tick = None
-        self.throttle.poke()
 
     def _approvals_changed(self) -> None:
         if self.approval is None:
@@ -272,9 +258,6 @@ class ToolPoolView(TextRepr, widgets.VBox):
     def close_subscriptions(self) -> None:
         """Stop following the agent; the widgets keep their last state."""
         self.throttle.close()
-        if self._tick is not None:
-            self._tick.cancel()
-            self._tick = None
         if self._off_approval is not None:
             self._off_approval()
             self._off_approval = None

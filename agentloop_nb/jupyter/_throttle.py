@@ -34,6 +34,7 @@ class Throttle:
         "_handle",
         "_last",
         "_render",
+        "_tick",
         "_waiters",
         "interval",
         "renders",
@@ -49,6 +50,7 @@ class Throttle:
         self._dirty = False
         self._closed = False
         self._waiters: list[asyncio.Future[None]] = []
+        self._tick: asyncio.TimerHandle | None = None
         self.renders = 0
         """How many renders ran (what a benchmark or a test counts)."""
 
@@ -94,12 +96,29 @@ class Throttle:
         if self._dirty and not self._closed:
             self._fire()
 
+    def poke_after(self, seconds: float) -> None:
+        """Poke once ``seconds`` from now, unless such a poke is already scheduled (a clock on
+        screen: a view showing something running calls this at each render). No-op without a
+        running loop or once closed."""
+        if self._tick is not None or self._closed:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        self._tick = loop.call_later(seconds, self._on_tick)
+
+    def _on_tick(self) -> None:
+        self._tick = None
+        self.poke()
+
     def close(self) -> None:
-        """Stop: drop a scheduled render; later pokes do nothing."""
+        """Stop: drop a scheduled render and a scheduled poke; later pokes do nothing."""
         self._closed = True
-        if self._handle is not None:
-            self._handle.cancel()
-            self._handle = None
+        for handle in (self._handle, self._tick):
+            if handle is not None:
+                handle.cancel()
+        self._handle = self._tick = None
         self._wake()
 
     def _fire(self) -> None:

@@ -17,7 +17,6 @@ nbviewer): the static copy is hidden while its live widget is shown, and it hide
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Iterable
 from html import escape
@@ -116,7 +115,6 @@ class AgentView(TextRepr, widgets.VBox):
         )
         self.style_sheet.value = f"<style>{STYLE}{self._hide_static_rule()}</style>"
         self._handles: list[Any] = []
-        self._tick: asyncio.TimerHandle | None = None
         self.throttle = Throttle(self._render_status, interval)
         self._offs: list[Disposer] = [
             self.feed.observe(self._changed),
@@ -181,20 +179,8 @@ class AgentView(TextRepr, widgets.VBox):
         if self.status.value != html:
             self.status.value = html
             self.status_bottom.value = html
-        self._schedule_tick(str(self.agent.status) == "running")
-
-    def _schedule_tick(self, running: bool) -> None:
-        if not running or self._tick is not None:
-            return
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
-            return
-        self._tick = loop.call_later(_ELAPSED_TICK, self._on_tick)
-
-    def _on_tick(self) -> None:
-        self._tick = None
-        self.throttle.poke()
+        if str(self.agent.status) == "running":
+            self.throttle.poke_after(_ELAPSED_TICK)
 
     @property
     def transcript(self) -> Transcript:
@@ -320,9 +306,6 @@ class AgentView(TextRepr, widgets.VBox):
 
     def _stop(self) -> None:
         self.throttle.close()
-        if self._tick is not None:
-            self._tick.cancel()
-            self._tick = None
         offs, self._offs = self._offs, []
         for off in offs:
             off()
