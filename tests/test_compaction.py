@@ -6,7 +6,6 @@ is loaded throughout (a compaction between steps restarts its prefix check)."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -249,27 +248,6 @@ async def test_the_summary_survives_a_resume(tmp_path: Path) -> None:
 
 
 # -- %agent compact NAME ------------------------------------------------------------------------
-
-
-@pytest.fixture
-async def shell(tmp_path: Path) -> AsyncIterator[Any]:
-    from IPython.core.interactiveshell import InteractiveShell
-    from traitlets.config import Config
-
-    import agentloop_nb.jupyter as J
-
-    config = Config()
-    config.HistoryManager.enabled = False
-    sh = InteractiveShell.instance(config=config)
-    J.configure(persistence_root=tmp_path / "sessions")
-    sh.run_line_magic("load_ext", "agentloop_nb.jupyter")
-    try:
-        yield sh
-    finally:
-        sh.run_line_magic("unload_ext", "agentloop_nb.jupyter")
-        await J.wait_closed()
-        J.configure()
-        sh.user_ns.pop("a", None)
 
 
 async def test_agent_compact_magic_forces_a_compaction(

@@ -3,7 +3,6 @@ the source never changes; a cut inside a step never splits a tool call from its 
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -198,28 +197,6 @@ async def test_fork_of_an_unknown_session_without_persistence_is_a_clear_error()
 
 
 # -- %agent fork ---------------------------------------------------------------------------
-
-
-@pytest.fixture
-async def shell(tmp_path: Path) -> AsyncIterator[Any]:
-    from IPython.core.interactiveshell import InteractiveShell
-    from traitlets.config import Config
-
-    import agentloop_nb.jupyter as J
-
-    config = Config()
-    config.HistoryManager.enabled = False
-    sh = InteractiveShell.instance(config=config)
-    J.configure(persistence_root=tmp_path / "sessions")
-    sh.run_line_magic("load_ext", "agentloop_nb.jupyter")
-    try:
-        yield sh
-    finally:
-        sh.run_line_magic("unload_ext", "agentloop_nb.jupyter")
-        await J.wait_closed()
-        J.configure()
-        for name in ("a", "a_fork", "b"):
-            sh.user_ns.pop(name, None)
 
 
 async def test_agent_fork_magic_binds_a_fork_and_leaves_the_source(

@@ -4,7 +4,6 @@ real-kernel behaviour — background tasks, interrupts, restarts — is in test_
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -18,23 +17,6 @@ from agentloop_nb.jupyter._sync import run_eagerly
 from agentloop_nb.testing import HANG, ScriptedModel, text
 
 EXT = "agentloop_nb.jupyter"
-
-
-@pytest.fixture
-async def shell(tmp_path: Path) -> AsyncIterator[InteractiveShell]:
-    config = Config()
-    config.HistoryManager.enabled = False
-    sh = InteractiveShell.instance(config=config)
-    J.configure(persistence_root=tmp_path / "sessions")
-    sh.run_line_magic("load_ext", EXT)
-    try:
-        yield sh
-    finally:
-        sh.run_line_magic("unload_ext", EXT)
-        await J.wait_closed()
-        J.configure()
-        for name in ("a", "b", "seen", "mine"):
-            sh.user_ns.pop(name, None)
 
 
 def _scripted(sh: InteractiveShell, *script: Any) -> ScriptedModel:

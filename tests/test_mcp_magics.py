@@ -3,36 +3,14 @@
 from __future__ import annotations
 
 import shlex
-from collections.abc import AsyncIterator
-from pathlib import Path
 
 import anyio
 import pytest
 from _mcp_helpers import WAIT, alive, command, wait_dead
 from IPython.core.interactiveshell import InteractiveShell
-from traitlets.config import Config
-
-import agentloop_nb.jupyter as J
 
 EXT = "agentloop_nb.jupyter"
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-async def shell(tmp_path: Path) -> AsyncIterator[InteractiveShell]:
-    config = Config()
-    config.HistoryManager.enabled = False
-    sh = InteractiveShell.instance(config=config)
-    J.configure(persistence_root=tmp_path / "sessions")
-    sh.run_line_magic("load_ext", EXT)
-    try:
-        yield sh
-    finally:
-        sh.run_line_magic("unload_ext", EXT)
-        await J.wait_closed()
-        J.configure()
-        for name in ("a", "b", "MCPServer"):
-            sh.user_ns.pop(name, None)
 
 
 def _cmd() -> str:
