@@ -33,7 +33,6 @@ scope a no-op, for code paths that may run without one.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Generator
 from types import TracebackType
@@ -98,8 +97,10 @@ class AbortSignal:
         self._callbacks.append(callback)
 
         def remove() -> None:
-            with contextlib.suppress(ValueError):  # already ran or already removed
+            try:  # noqa: SIM105  (no context manager object: runs once per model stream)
                 self._callbacks.remove(callback)
+            except ValueError:  # already ran or already removed
+                pass
 
         return Disposer(remove)
 
@@ -222,8 +223,10 @@ class AbortScope:
         signal, cancel = self.signal, self._cancel
         if signal is None or cancel is None:
             return False
-        with contextlib.suppress(ValueError):  # gone already when the abort ran it
+        try:  # noqa: SIM105  (no context manager object: runs once per tool body)
             signal._callbacks.remove(self._on_abort)  # type: ignore[arg-type]
+        except ValueError:  # gone already when the abort ran it
+            pass
         cancel.__exit__(exc_type, exc, tb)
         if cancel.cancelled_caught:
             raise AbortError(signal._reason) from None
@@ -281,8 +284,10 @@ class AbortController:
 
     def unfollow(self, parent: AbortSignal) -> None:
         """Stop following ``parent`` (nothing happens if the link is gone already)."""
-        with contextlib.suppress(ValueError):  # ran (parent aborted) or removed before
+        try:  # noqa: SIM105  (no context manager object: runs once per tool call)
             parent._callbacks.remove(self.abort)
+        except ValueError:  # ran (parent aborted) or removed before
+            pass
 
     def __repr__(self) -> str:
         return f"<AbortController {self.signal!r}>"

@@ -24,9 +24,21 @@ from _loop_helpers import (
 from pydantic import ValidationError
 
 from agentloop_nb.app import App
-from agentloop_nb.llm import Finish, MaxTokens, Stop
+from agentloop_nb.llm import (
+    BlockEnd,
+    BlockStart,
+    ErrorFinish,
+    Finish,
+    MaxTokens,
+    ReasoningDelta,
+    Stop,
+    TextDelta,
+    ToolCallDelta,
+    Usage,
+    UsageChunk,
+)
 from agentloop_nb.loop import AgentOptions, Enter, Reject, RequestConfig, Retry
-from agentloop_nb.messages import TextBlock, UserMessage
+from agentloop_nb.messages import ReasoningBlock, TextBlock, UserMessage
 from agentloop_nb.plugins.retry import RetryPlugin
 from agentloop_nb.testing import error, max_tokens, text, tool_call
 from agentloop_nb.tools import tool
@@ -247,6 +259,38 @@ async def test_each_chunk_is_logged_and_one_message_points_at_them(app: App) -> 
     }
     assert message.data["usage"] == {"input_tokens": 10, "output_tokens": 3}
     assert "interrupted" not in message.data
+
+
+async def test_every_chunk_kind_is_logged_as_its_json_dump(app: App) -> None:
+    # The loop freezes common chunks from their fields instead of dumping them: the log must
+    # hold exactly what the model's JSON dump gives, for every kind and with optional fields
+    # set or unset.
+    chunks = [
+        BlockStart(index=0, block_type="reasoning"),
+        ReasoningDelta(index=0, text="hm"),
+        BlockEnd(index=0, block=ReasoningBlock(text="hm", signature="sig")),
+        BlockStart(index=1, block_type="text"),
+        TextDelta(index=1, text="héllo"),
+        BlockEnd(index=1),
+        BlockStart(index=2, block_type="tool-call"),
+        ToolCallDelta(index=2, id="c1", name="echo", arguments_delta='{"text":'),
+        ToolCallDelta(index=2, id="c1", arguments_delta='"x"}'),
+        BlockEnd(index=2),
+        UsageChunk(usage=Usage(input_tokens=5, output_tokens=2, cache_read_tokens=1)),
+        Finish(reason=MaxTokens()),
+    ]
+    failed = Finish(reason=ErrorFinish(message="boom", code="SERVER", status=503, retry_after=2))
+    agent, _ = new_agent(app, chunks, [failed])
+    await run(agent)
+    logged = [c.data["chunk"] for c in events(agent, "assistant/chunk")]
+    assert logged == [c.model_dump(mode="json", exclude_none=True) for c in chunks]
+    usage = data(agent, "assistant/message")[0]["usage"]
+    assert usage == {"input_tokens": 5, "output_tokens": 2, "cache_read_tokens": 1}
+    await run(agent, "again")
+    (attempt,) = events(agent, "assistant/attempt")
+    chunk = agent.session.events[attempt.data["chunks"][0]].data["chunk"]
+    assert chunk == failed.model_dump(mode="json", exclude_none=True)
+    assert type(chunk["reason"]["retry_after"]) is float
 
 
 async def test_a_content_less_answer_still_logs_exactly_one_assistant_message(app: App) -> None:

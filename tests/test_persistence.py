@@ -10,6 +10,7 @@ import anyio
 import anyio.to_thread
 import pytest
 
+from agentloop_nb.context import Lazy
 from agentloop_nb.session import (
     JsonlPersistence,
     Persistence,
@@ -35,6 +36,8 @@ class FakeBus:
         return lambda: self.listeners[name].remove(handler)
 
     def emit(self, name: str, payload: Any) -> None:
+        if isinstance(payload, Lazy):  # session/event's payload, built as a Context would
+            payload = payload()
         for handler in tuple(self.listeners.get(name, ())):
             with contextlib.suppress(Exception):  # a Context logs these; the test drops them
                 handler(payload)

@@ -11,6 +11,7 @@ import anyio
 import pytest
 from pydantic import BaseModel
 
+from agentloop_nb.context import Lazy
 from agentloop_nb.messages import AssistantMessage, ToolResultMessage, UserMessage
 from agentloop_nb.session import (
     FrozenDict,
@@ -39,6 +40,8 @@ class FakeBus:
         return lambda: self.listeners[name].remove(handler)
 
     def emit(self, name: str, payload: Any) -> None:
+        if isinstance(payload, Lazy):  # session/event's payload, built as a Context would
+            payload = payload()
         self.log.append((name, payload))
         for handler in tuple(self.listeners.get(name, ())):
             try:

@@ -45,8 +45,10 @@ from ..hooks import (
     TurnStoppingPayload,
 )
 from ..session import PersistenceError
+from ..session._frozen import wrap_frozen
 from ..signals import AbortController, AbortError
 from ._inbox import Inbox, InboxChange, make_user_message
+from ._request import flat_dump
 from ._scheduler import run_tool_calls
 from ._state import Status, TurnState
 
@@ -281,12 +283,13 @@ async def _run_steps(agent: Agent, st: TurnState) -> None:
             return  # nothing to say: the turn completes without a step
         st.step = step
         st.claimed.extend(entered)
-        agent.session.append(STEP_START, {"turn": turn, "step": step})
+        # Frozen here (the loop's own ints), not walked by append: twice per step.
+        agent.session.append(STEP_START, wrap_frozen({"turn": turn, "step": step}))
         st.step_open = True
         for m in entered:
             agent.session.append(USER_MESSAGE, {"message": m.model_dump(mode="json")})
         had_tools = await _run_step(agent, st, assembly)
-        agent.session.append(STEP_END, {"turn": turn, "step": step})
+        agent.session.append(STEP_END, wrap_frozen({"turn": turn, "step": step}))
         st.step_open = False
         if had_tools or inbox.has_pending("next-step"):
             continue
@@ -329,7 +332,7 @@ async def _run_step(agent: Agent, st: TurnState, assembly: Any) -> bool:
     message = asm.message(interrupted=interrupted)
     data: dict[str, Any] = {"turn": turn, "step": step, "message": message.model_dump(mode="json")}
     if asm.usage is not None:
-        data["usage"] = asm.usage.model_dump(exclude_none=True)
+        data["usage"] = flat_dump(asm.usage)
     if interrupted:
         data["interrupted"] = True
     session.append(ASSISTANT_MESSAGE, data, source_event_seqs=seqs)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable
+from functools import partial
 from typing import TYPE_CHECKING
 
 import anyio
@@ -51,7 +52,10 @@ class Gate:
     def try_acquire(self) -> bool:
         """Take a slot if one is free and nobody waits (no await); whether it did. Hot paths
         call this first and :meth:`acquire` only when it fails; :meth:`release` either way."""
-        if not self._waiters and self._room():
+        if self._waiters:
+            return False
+        cap = self._cap()  # _room inlined: this runs twice per model step
+        if cap is None or self._held < cap:
             self._held += 1
             return True
         return False
@@ -64,7 +68,9 @@ class Gate:
 
     def release(self) -> None:
         """Give back a slot taken by :meth:`try_acquire` or :meth:`acquire`."""
-        self._release()
+        self._held -= 1
+        if self._waiters:
+            self.wake()
 
     def wake(self) -> None:
         """Admit waiters while the (possibly changed) cap allows."""
@@ -84,14 +90,10 @@ class Gate:
                 await admitted.wait()
         except BaseException:
             if admitted.is_set():
-                self._release()  # admitted as we were cancelled: give the slot back
+                self.release()  # admitted as we were cancelled: give the slot back
             else:
                 self._waiters.remove(admitted)
             raise
-
-    def _release(self) -> None:
-        self._held -= 1
-        self.wake()
 
 
 class _Slot:
@@ -114,8 +116,9 @@ class GlobalLimits:
     __slots__ = ("model_calls", "tool_calls")
 
     def __init__(self, settings: LoopSettings) -> None:
-        self.tool_calls = Gate(lambda: settings.max_parallel_tool_calls_total)
-        self.model_calls = Gate(lambda: settings.max_concurrent_model_calls)
+        # partial(getattr, ...) reads the live setting without a Python frame per admission
+        self.tool_calls = Gate(partial(getattr, settings, "max_parallel_tool_calls_total"))
+        self.model_calls = Gate(partial(getattr, settings, "max_concurrent_model_calls"))
         settings.on_change(self._changed)
 
     def _changed(self) -> None:

@@ -28,6 +28,8 @@ from ..context import Lazy
 from ..events import ASSISTANT_ATTEMPT, ASSISTANT_CHUNK, REQUEST_HEADER
 from ..hooks import RequestConfig, RequestErrorPayload, RequestPayload, Retry
 from ..llm import BlockAssembler, GenerateOptions, LlmError, PreparedCall, RequestFacts
+from ..session import FrozenDict, freeze_json
+from ..session._frozen import Fallback, freeze_fields, wrap_frozen
 
 if TYPE_CHECKING:
     from ..context import Context
@@ -267,11 +269,10 @@ class RequestPath:
         asm = BlockAssembler()
         seqs: list[int] = []
         async for chunk in llm.stream(options, prepared=prepared):
-            seqs.append(
-                append(
-                    ASSISTANT_CHUNK, {"turn": turn, "step": step, "chunk": _chunk_data(chunk)}
-                ).seq
-            )
+            # Frozen here, not by append's walk: turn and step are the loop's own ints and the
+            # chunk is checked by _chunk_data.
+            data = wrap_frozen({"turn": turn, "step": step, "chunk": _chunk_data(chunk)})
+            seqs.append(append(ASSISTANT_CHUNK, data).seq)
             asm.feed(chunk)
         return Reply(asm, getattr(asm.finish, "kind", None), seqs)
 
@@ -343,13 +344,38 @@ def _facade(agent: _Agent) -> Any:
     return agent
 
 
-_FLAT_CHUNKS = frozenset({"text-delta", "reasoning-delta", "tool-call-delta", "block-start"})
+_FLAT_CHUNKS = frozenset(
+    {"text-delta", "reasoning-delta", "tool-call-delta", "block-start", "block-end"}
+)
 
 
-def _chunk_data(chunk: Any) -> dict[str, Any]:
-    """The chunk as logged JSON. The flat, per-token chunk types skip pydantic's serializer
-    (this runs once per streamed token); the rest are dumped normally."""
-    if chunk.type in _FLAT_CHUNKS:
-        return {k: v for k, v in chunk.__dict__.items() if v is not None}
-    data: dict[str, Any] = chunk.model_dump(mode="json", exclude_none=True)
+def flat_dump(model: Any) -> dict[str, Any]:
+    """``model.model_dump(mode="json", exclude_none=True)`` of a flat model (scalar fields,
+    e.g. ``Usage``), frozen straight from its validated fields when they are plain scalars."""
+    try:
+        return freeze_fields(model.__dict__)
+    except Fallback:
+        dumped: dict[str, Any] = model.model_dump(mode="json", exclude_none=True)
+        return dumped
+
+
+def _chunk_data(chunk: Any) -> FrozenDict:
+    """The chunk as logged (frozen) JSON: ``chunk.model_dump(mode="json", exclude_none=True)``.
+    Every chunk model is flat or holds one flat model (usage, finish reason), so the common
+    chunks are frozen straight from their validated fields, skipping pydantic's serializer and
+    a second walk (this runs once per streamed token). Anything else (a ``block-end`` carrying
+    its ``block``, a field that is not a plain scalar) is dumped and checked normally."""
+    kind = chunk.type
+    try:
+        if kind in _FLAT_CHUNKS:
+            return freeze_fields(chunk.__dict__)
+        if kind == "usage":
+            return wrap_frozen({"type": kind, "usage": freeze_fields(chunk.usage.__dict__)})
+        if kind == "finish":
+            return wrap_frozen({"type": kind, "reason": freeze_fields(chunk.reason.__dict__)})
+    except Fallback:
+        pass
+    data: FrozenDict = freeze_json(
+        chunk.model_dump(mode="json", exclude_none=True), label=f"chunk {kind!r}", root="chunk"
+    )
     return data

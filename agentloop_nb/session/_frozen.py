@@ -21,8 +21,11 @@ from typing import Any, NoReturn
 
 __all__ = [
     "EMPTY",
+    "Fallback",
     "FrozenDict",
+    "fast_dict",
     "freeze_checked",
+    "freeze_fields",
     "freeze_json",
     "freeze_plain_dict",
     "wrap_frozen",
@@ -217,17 +220,20 @@ def _format_path(root: str, path: list[str | int]) -> str:
     return root + "".join(f"[{p!r}]" for p in reversed(path))
 
 
-class _Fallback(Exception):
-    """Internal: the fast walk met something only the checked walk may decide."""
+class Fallback(Exception):
+    """The fast walk met something only the checked walk may decide (private to the package:
+    ``freeze_data`` catches it around :func:`fast_dict`)."""
 
 
-_FALLBACK = _Fallback()
+_FALLBACK = Fallback()
 _FAST_DEPTH = 32  # deeper (or cyclic) data is left to the checked walk
 
 
-def _fast_dict(value: dict[Any, Any], depth: int) -> FrozenDict:
+def fast_dict(value: dict[Any, Any], depth: int) -> FrozenDict:
+    """The frozen copy of an exact ``dict`` of exact JSON types (``depth``: 0 at the root).
+    Raises :class:`Fallback` (or ``RecursionError``) when the checked walk must decide."""
     # Exact JSON types only: anything else (subclasses, bad values, deep or cyclic nesting)
-    # raises _Fallback and the checked walk redoes the value from scratch, so results and errors
+    # raises Fallback and the checked walk redoes the value from scratch, so results and errors
     # are exactly the checked walk's. No cycle bookkeeping: the depth cap bounds a cycle.
     out: dict[str, Any] = {}
     for key, item in value.items():
@@ -239,7 +245,7 @@ def _fast_dict(value: dict[Any, Any], depth: int) -> FrozenDict:
         elif t is dict:
             if depth >= _FAST_DEPTH:
                 raise _FALLBACK
-            out[key] = _fast_dict(item, depth + 1)
+            out[key] = fast_dict(item, depth + 1)
         elif t is list or t is tuple:
             if depth >= _FAST_DEPTH:
                 raise _FALLBACK
@@ -248,7 +254,10 @@ def _fast_dict(value: dict[Any, Any], depth: int) -> FrozenDict:
             out[key] = item
         else:
             raise _FALLBACK
-    return wrap_frozen(out)
+    # wrap_frozen inlined: this runs for every dict of every logged event
+    fd: FrozenDict = _new_dict(FrozenDict)
+    _init_dict(fd, out)
+    return fd
 
 
 def _fast_list(value: list[Any] | tuple[Any, ...], depth: int) -> tuple[Any, ...]:
@@ -261,7 +270,7 @@ def _fast_list(value: list[Any] | tuple[Any, ...], depth: int) -> tuple[Any, ...
         elif t is dict:
             if depth >= _FAST_DEPTH:
                 raise _FALLBACK
-            append(_fast_dict(item, depth + 1))
+            append(fast_dict(item, depth + 1))
         elif t is list or t is tuple:
             if depth >= _FAST_DEPTH:
                 raise _FALLBACK
@@ -273,12 +282,28 @@ def _fast_list(value: list[Any] | tuple[Any, ...], depth: int) -> tuple[Any, ...
     return tuple(out)
 
 
+def freeze_fields(fields: dict[str, Any]) -> FrozenDict:
+    """The frozen copy of a flat record's fields (e.g. a model's ``__dict__``) without its
+    ``None`` values. Every other value must be an exact ``str``/``int``/``bool`` or a finite
+    ``float``; anything else raises :class:`Fallback` (serialise the record instead)."""
+    out: dict[str, Any] = {}
+    for key, item in fields.items():
+        t = type(item)
+        if t is str or t is int or t is bool or (t is float and item - item == 0.0):
+            out[key] = item
+        elif item is not None:
+            raise _FALLBACK
+    fd: FrozenDict = _new_dict(FrozenDict)
+    _init_dict(fd, out)
+    return fd
+
+
 def freeze_plain_dict(value: dict[Any, Any]) -> FrozenDict | None:
     """The fast path of :func:`freeze_json` for an exact ``dict``: its frozen copy, or ``None``
     when the value needs the checked walk (which then decides the result or the error)."""
     try:
-        return _fast_dict(value, 0)
-    except (_Fallback, RecursionError):
+        return fast_dict(value, 0)
+    except (Fallback, RecursionError):
         return None
 
 

@@ -9,6 +9,7 @@ from typing import Any, Literal, Protocol, overload
 
 from pydantic import ValidationError
 
+from .._bus import Lazy
 from .._hook_names import SESSION_EVENT, SESSION_FLUSH
 from ..events import ASSISTANT_MESSAGE, REQUEST_HEADER, SURFACE_TYPES, TOOL_RESULT
 from ..messages import AssistantMessage, Message, ToolResultMessage, UserMessage
@@ -44,7 +45,9 @@ class SessionDispatch(Protocol):
 
     ``emit`` contains listener errors; ``emit_strict`` lets the first one propagate (a veto);
     ``parallel`` runs every listener concurrently and raises an ``ExceptionGroup`` after all
-    settle.
+    settle. The ``session/event`` payload reaches ``emit`` as a
+    :class:`~agentloop_nb.context.Lazy` (call it for the ``SessionEventPayload``): it is built
+    only when a listener is reached, as the ``Context`` does.
     """
 
     def emit(self, name: str, payload: Any, /) -> object: ...
@@ -324,7 +327,7 @@ class Session:
             self._header_seq = seq
         emit = self._emit
         if emit is not None:
-            emit(SESSION_EVENT, SessionEventPayload(self, event))
+            emit(SESSION_EVENT, Lazy(SessionEventPayload, self, event))  # built if observed
         return event
 
     def _check_span(self, event_type: str, op: FrozenDict) -> None:
