@@ -11,9 +11,9 @@ alternate A B B A ... and each reports the median and minimum process CPU time p
 Alternating in one process cancels most of what a shared machine adds (frequency, caches,
 other tenants), which separate processes measured minutes apart do not.
 
-``--instructions`` also counts instructions per step under valgrind's callgrind (needs
-``valgrind``; deterministic, so it shows differences of 1-2 % that timings on a loaded machine
-cannot): the count of 5 runs minus the count of 1 run, divided by 4 x N.
+``--instructions`` also counts instructions per step under valgrind's callgrind, JSONL on and
+off (needs ``valgrind``; deterministic, so it shows differences of 1-2 % that timings on a
+loaded machine cannot): the count of 5 runs minus the count of 1 run, divided by 4 x N.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ import asyncio
 import gc
 import importlib
 import io
+import os
 import re
 import shutil
 import statistics
@@ -136,25 +137,29 @@ async def compare(names: list[str], steps: int, reps: int, tmp: Path) -> None:
             )
 
 
-def instructions(tmp: Path, name: str, steps: int) -> int:
-    """Instructions per step of version ``name`` under callgrind (no persistence)."""
+def instructions(tmp: Path, name: str, steps: int, jsonl: bool) -> int:
+    """Instructions per step of version ``name`` under callgrind, JSONL on or off (all threads:
+    the JSONL writer's work counts). ``PYTHONHASHSEED=0`` makes repeated counts identical."""
 
     def count(runs: int) -> int:
         code = (
-            "import asyncio, sys; sys.path.insert(0, sys.argv[1]); "
-            "sys.path.insert(0, sys.argv[2]); import bench_ab as b\n"
+            "import asyncio, sys, tempfile; from pathlib import Path\n"
+            "sys.path.insert(0, sys.argv[1]); sys.path.insert(0, sys.argv[2]); import bench_ab as b\n"
             "v = b.Version(sys.argv[3], int(sys.argv[4]))\n"
+            "def root(): return Path(tempfile.mkdtemp()) if sys.argv[6] == '1' else None\n"
             "async def main():\n"
-            "    for _ in range(2 + int(sys.argv[5])): await v.run(None)\n"
+            "    for _ in range(2 + int(sys.argv[5])): await v.run(root())\n"
             "asyncio.run(main())\n"
         )
         valgrind = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null"]
         here = str(Path(__file__).parent)
+        argv = [tmp, here, name, steps, runs, int(jsonl)]
         done = subprocess.run(
-            [*valgrind, sys.executable, "-c", code, str(tmp), here, name, str(steps), str(runs)],
+            [*valgrind, sys.executable, "-c", code, *map(str, argv)],
             capture_output=True,
             text=True,
             check=True,
+            env={**os.environ, "PYTHONHASHSEED": "0"},
         )
         found = re.search(r"Collected : (\d+)", done.stderr)
         assert found, done.stderr[-2000:]
@@ -179,10 +184,11 @@ def main() -> None:
         print(f"A = {args.a}, B = {args.b}")
         asyncio.run(compare(["a", "b"], args.steps, args.reps, tmp / "logs"))
         if args.instructions:
-            print("\ninstructions per step (callgrind, no persistence)")
-            counts = {n: instructions(tmp, n, args.steps) for n in ("a", "b")}
-            for n, c in counts.items():
-                print(f"  {n}: {c:,}   ({c / counts['a']:.3f}x a)")
+            print("\ninstructions per step (callgrind)")
+            for jsonl, label in ((True, "JSONL on"), (False, "no persistence")):
+                counts = {n: instructions(tmp, n, args.steps, jsonl) for n in ("a", "b")}
+                for n, c in counts.items():
+                    print(f"  {label:15} {n}: {c:,}   ({c / counts['a']:.3f}x a)")
 
 
 if __name__ == "__main__":

@@ -97,17 +97,20 @@ class _AbortWatch:
     guard is parked in. Only the task parked inside the guard's ``__anext__`` await is cancelled,
     and only while it is parked there, so the cancellation can surface nowhere else."""
 
-    __slots__ = ("baseline", "sent", "task")
+    __slots__ = ("aborted", "baseline", "sent", "task")
 
     def __init__(self) -> None:
         self.task: asyncio.Task[Any] | None = None
         self.sent = False
         self.baseline = 0
+        # ``signal.aborted``, as a plain attribute: the guard reads it twice per chunk.
+        self.aborted = False
 
     def __call__(self, _reason: Any) -> None:
+        self.aborted = True
         task = self.task
         # A self-abort from inside the awaited adapter code runs in the parked task itself;
-        # the next loop iteration sees ``signal.aborted`` instead.
+        # the next loop iteration sees ``aborted`` instead.
         if task is None or self.sent or task is asyncio.current_task():
             return
         self.baseline = task.cancelling()
@@ -153,7 +156,7 @@ async def _guard(source: AsyncIterator[Any], signal: AbortSignal | None) -> Asyn
     current_task = asyncio.current_task
     try:
         while True:
-            if signal.aborted:
+            if watch.aborted:
                 yield _ABORTED
                 return
             # ``watch.task`` is set only while parked in the adapter's await, never across a
@@ -163,7 +166,7 @@ async def _guard(source: AsyncIterator[Any], signal: AbortSignal | None) -> Asyn
             try:
                 chunk = await anext_()
             except StopAsyncIteration:
-                final = _ABORTED if signal.aborted else _TRUNCATED
+                final = _ABORTED if watch.aborted else _TRUNCATED
             except asyncio.CancelledError:
                 if not watch.sent or task is None:
                     raise
@@ -174,7 +177,7 @@ async def _guard(source: AsyncIterator[Any], signal: AbortSignal | None) -> Asyn
                 final = _ABORTED
             except Exception as exc:
                 # An adapter that raises because it noticed the abort is still an abort.
-                final = _ABORTED if signal.aborted else _exception_finish(exc)
+                final = _ABORTED if watch.aborted else _exception_finish(exc)
             finally:
                 watch.task = None
                 if watch.sent and task is not None:
@@ -185,7 +188,7 @@ async def _guard(source: AsyncIterator[Any], signal: AbortSignal | None) -> Asyn
                 yield final
                 return
             if isinstance(chunk, Finish):
-                yield _ABORTED if signal.aborted else chunk
+                yield _ABORTED if watch.aborted else chunk
                 return
             yield chunk
     finally:

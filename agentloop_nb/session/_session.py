@@ -16,7 +16,6 @@ from ..messages import AssistantMessage, Message, ToolResultMessage, UserMessage
 from ._events import (
     SessionEvent,
     SessionHeader,
-    SurfaceOp,
     freeze_data,
     make_event,
     normalize_source_seqs,
@@ -78,6 +77,20 @@ class SessionEventPayload:
 
     session: Session
     event: SessionEvent
+
+
+_set_payload_session = SessionEventPayload.__dict__["session"].__set__
+_set_payload_event = SessionEventPayload.__dict__["event"].__set__
+
+
+def _event_payload(session: Session, event: SessionEvent) -> SessionEventPayload:
+    """``SessionEventPayload(session, event)`` without the frozen dataclass's ``__init__``
+    (two ``object.__setattr__`` lookups): built once per logged event while persistence
+    listens."""
+    payload: SessionEventPayload = object.__new__(SessionEventPayload)
+    _set_payload_session(payload, session)
+    _set_payload_event(payload, event)
+    return payload
 
 
 class EventLog(Sequence[SessionEvent]):
@@ -296,38 +309,34 @@ class Session:
         ``surface_op`` / ``source_event_seqs``, a surface event whose data is not a message, or
         a replace span outside the derived surface; ``RuntimeError`` once detached.
         """
-        event_type: str = type
-        when = time
+        # ``type`` and ``time`` are the parameters here (``_type``/``_now`` the builtins). This
+        # runs once per streamed chunk: every line counts.
         if self._state == "detached":
             raise RuntimeError(
                 f"session {self.id!r} is detached: it accepts no more events "
                 "(resume it from persistence to continue)"
             )
-        if _type(event_type) is not str or not event_type:
-            raise ValueError(f"session event type must be a non-empty str, got {event_type!r}")
+        if _type(type) is not str or not type:
+            raise ValueError(f"session event type must be a non-empty str, got {type!r}")
         events = self._events
         seq = len(events)
-        frozen = freeze_data(event_type, data)
-        op: SurfaceOp | None = None
-        if surface_op is not None:
-            op = normalize_surface_op(surface_op, event_type)
-        seqs: tuple[int, ...] = ()
-        if source_event_seqs:
-            seqs = normalize_source_seqs(source_event_seqs, seq, event_type)
-        surface = event_type in SURFACE_TYPES
+        frozen = data if _type(data) is FrozenDict else freeze_data(type, data)
+        op = None if surface_op is None else normalize_surface_op(surface_op, type)
+        seqs = normalize_source_seqs(source_event_seqs, seq, type) if source_event_seqs else ()
+        surface = type in SURFACE_TYPES
         if surface:
-            node = parse_node(event_type, frozen, seq)
+            node = parse_node(type, frozen, seq)
             if op is not None and not isinstance(op, str):
-                self._check_span(event_type, op)
-        event = make_event(event_type, seq, _now() if when is None else when, frozen, op, seqs)
+                self._check_span(type, op)
+        event = make_event(type, seq, _now() if time is None else time, frozen, op, seqs)
         events.append(event)
         if surface:
             self._nodes[seq] = node
-        elif event_type == REQUEST_HEADER:
+        elif type == REQUEST_HEADER:
             self._header_seq = seq
         emit = self._emit
         if emit is not None:
-            emit(SESSION_EVENT, Lazy(SessionEventPayload, self, event))  # built if observed
+            emit(SESSION_EVENT, Lazy(_event_payload, self, event))  # built if observed
         return event
 
     def _check_span(self, event_type: str, op: FrozenDict) -> None:
