@@ -221,8 +221,8 @@ def _format_path(root: str, path: list[str | int]) -> str:
 
 
 class Fallback(Exception):
-    """The fast walk met something only the checked walk may decide (private to the package:
-    ``freeze_data`` catches it around :func:`fast_dict`)."""
+    """Raised by :func:`fast_dict` and :func:`freeze_fields` for a value only the slow path may
+    decide (the checked walk, or serialising the record); their callers catch it and take it."""
 
 
 _FALLBACK = Fallback()
