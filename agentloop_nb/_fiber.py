@@ -28,22 +28,19 @@ def is_awaitable(value: object) -> bool:
     futures, tasks) or it is a generator-based coroutine. A class registered as a virtual
     ``Awaitable`` without defining ``__await__`` is not recognised (it could not be awaited)."""
     kind = type(value)
-    known = AWAITABLE_TYPES.get(kind)
+    if kind is CoroutineType:
+        return True
+    known = _AWAITABLE_TYPES.get(kind)
     if known is None:
-        if kind is GeneratorType:  # awaitable or not per object: never cached
-            return inspect.isawaitable(value)
         # A plain attribute probe, not hasattr on the class: a pydantic model class answers a
         # missing attribute from Python code (and hook answers are mostly models).
         known = any("__await__" in vars(base) for base in kind.__mro__)
-        if len(AWAITABLE_TYPES) < 1024:  # hook answers come in few types; never grow unbounded
-            AWAITABLE_TYPES[kind] = known
-    return known
+        if len(_AWAITABLE_TYPES) < 1024:  # hook answers come in few types; never grow unbounded
+            _AWAITABLE_TYPES[kind] = known
+    return known or (kind is GeneratorType and inspect.isawaitable(value))
 
 
-AWAITABLE_TYPES: dict[type, bool] = {CoroutineType: True, type(None): False}
-"""``type -> is awaitable``, filled by :func:`is_awaitable`. A hot caller may look its answer up
-first (``known = AWAITABLE_TYPES.get(type(x))``) and call :func:`is_awaitable` only when
-``known is None``: generator objects are never cached."""
+_AWAITABLE_TYPES: dict[type, bool] = {}
 
 
 def close_unstarted(awaitables: Iterable[object]) -> None:

@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._bus import INTERNAL_ERROR, Bus, ErrorReport, Handler, Lazy, Listener
 from ._disposer import Disposer
-from ._fiber import AWAITABLE_TYPES, Fiber, InactiveContextError, close_unstarted, is_awaitable
+from ._fiber import Fiber, InactiveContextError, close_unstarted, is_awaitable
 from ._plugins import (
     PluginError,
     check_inject,
@@ -340,8 +340,7 @@ class Context:
                 return None
             # call_default inlined: this runs for every unobserved hook of every step
             result = default()
-            known = AWAITABLE_TYPES.get(type(result))  # is_awaitable's cache, without a call
-            if known or (known is None and is_awaitable(result)):
+            if result is not None and is_awaitable(result):
                 result = await result
             return result
         return await self._bus.waterfall(name, payload, default, self.agent, signal)

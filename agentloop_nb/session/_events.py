@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, NoReturn
 
 from ..events import SURFACE_TYPES
-from ._frozen import EMPTY, Fallback, FrozenDict, fast_dict, freeze_checked, freeze_json
+from ._frozen import EMPTY, FrozenDict, freeze_checked, freeze_json, freeze_plain_dict
 
 __all__ = [
     "HEADER_VERSION",
@@ -308,10 +308,9 @@ def freeze_data(event_type: str, data: object) -> FrozenDict:
         return data
     if type(data) is dict:
         # Fast path before building the error label: most data is plain JSON.
-        try:
-            return fast_dict(data, 0)
-        except (Fallback, RecursionError):
-            pass  # the checked walk below decides the result or the error
+        fast = freeze_plain_dict(data)
+        if fast is not None:
+            return fast
     elif not isinstance(data, dict):
         raise TypeError(
             f"session event {event_type!r}: data must be a dict of JSON values, "

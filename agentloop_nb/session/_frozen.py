@@ -23,7 +23,6 @@ __all__ = [
     "EMPTY",
     "Fallback",
     "FrozenDict",
-    "fast_dict",
     "freeze_checked",
     "freeze_fields",
     "freeze_json",
@@ -221,7 +220,7 @@ def _format_path(root: str, path: list[str | int]) -> str:
 
 
 class Fallback(Exception):
-    """Raised by :func:`fast_dict` and :func:`freeze_fields` for a value only the slow path may
+    """Raised by the fast walk and :func:`freeze_fields` for a value only the slow path may
     decide (the checked walk, or serialising the record); their callers catch it and take it."""
 
 
@@ -229,9 +228,7 @@ _FALLBACK = Fallback()
 _FAST_DEPTH = 32  # deeper (or cyclic) data is left to the checked walk
 
 
-def fast_dict(value: dict[Any, Any], depth: int) -> FrozenDict:
-    """The frozen copy of an exact ``dict`` of exact JSON types (``depth``: 0 at the root).
-    Raises :class:`Fallback` (or ``RecursionError``) when the checked walk must decide."""
+def _fast_dict(value: dict[Any, Any], depth: int) -> FrozenDict:
     # Exact JSON types only: anything else (subclasses, bad values, deep or cyclic nesting)
     # raises Fallback and the checked walk redoes the value from scratch, so results and errors
     # are exactly the checked walk's. No cycle bookkeeping: the depth cap bounds a cycle.
@@ -245,7 +242,7 @@ def fast_dict(value: dict[Any, Any], depth: int) -> FrozenDict:
         elif t is dict:
             if depth >= _FAST_DEPTH:
                 raise _FALLBACK
-            out[key] = fast_dict(item, depth + 1)
+            out[key] = _fast_dict(item, depth + 1)
         elif t is list or t is tuple:
             if depth >= _FAST_DEPTH:
                 raise _FALLBACK
@@ -270,7 +267,7 @@ def _fast_list(value: list[Any] | tuple[Any, ...], depth: int) -> tuple[Any, ...
         elif t is dict:
             if depth >= _FAST_DEPTH:
                 raise _FALLBACK
-            append(fast_dict(item, depth + 1))
+            append(_fast_dict(item, depth + 1))
         elif t is list or t is tuple:
             if depth >= _FAST_DEPTH:
                 raise _FALLBACK
@@ -302,7 +299,7 @@ def freeze_plain_dict(value: dict[Any, Any]) -> FrozenDict | None:
     """The fast path of :func:`freeze_json` for an exact ``dict``: its frozen copy, or ``None``
     when the value needs the checked walk (which then decides the result or the error)."""
     try:
-        return fast_dict(value, 0)
+        return _fast_dict(value, 0)
     except (Fallback, RecursionError):
         return None
 
