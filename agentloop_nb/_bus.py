@@ -131,7 +131,9 @@ class Bus:
 
     # -- dispatch modes ---------------------------------------------------------------------
 
-    def emit(self, name: str, payload: Any, agent: object) -> None:
+    def emit(self, agent: object, name: str, payload: Any = None) -> None:
+        # ``agent`` first: a context's ``emit`` is ``partial(bus.emit, agent)``, so an emit
+        # (once per logged event while persistence listens) is one Python frame, not two.
         listeners = self.listeners.get(name)
         if listeners is None:
             return

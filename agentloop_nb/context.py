@@ -41,8 +41,9 @@ module keeps the public face.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, KeysView
+from functools import partial
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ._bus import INTERNAL_ERROR, Bus, ErrorReport, Handler, Lazy, Listener
 from ._disposer import Disposer
@@ -69,6 +70,12 @@ if TYPE_CHECKING:
         ToolsService,
     )
     from .signals import AbortSignal
+
+
+class Emit(Protocol):
+    """The type of :attr:`Context.emit`."""
+
+    def __call__(self, name: str, payload: Any = None) -> None: ...
 
 
 class _Tree:
@@ -99,6 +106,7 @@ class Context:
         "_resolver",
         "_tree",
         "agent",
+        "emit",
         "fiber",
         "name",
         "parent",
@@ -121,6 +129,9 @@ class Context:
     _named: dict[str, Fiber]
     _resolver: Resolver
     agent: Any
+    emit: Emit
+    """``emit(name, payload=None)``: notify listeners synchronously; their exceptions are
+    contained and reported (the bus's own dispatch, bound to this context's agent)."""
     fiber: Fiber
     name: str
     parent: Context | None
@@ -134,11 +145,12 @@ class Context:
     ) -> None:
         self._tree = tree
         self._bus = tree.bus
-        self._listeners = tree.bus.listeners  # for the inlined no-listener check of `emit`
+        self._listeners = tree.bus.listeners  # for the inlined no-listener checks
         self._layer = layer
         self._named = {}
         self._resolver = Resolver()
         self.agent = agent
+        self.emit = partial(tree.bus.emit, agent)
         self.fiber = fiber
         self.name = fiber.name
         self.parent = parent
@@ -272,6 +284,14 @@ class Context:
 
     # -- dispatch ---------------------------------------------------------------------------
 
+    @property
+    def listened(self) -> KeysView[str]:
+        """The names some listener is registered for anywhere in this context's tree, as a
+        live read-only view (``name in ctx.listened``; agent scopes are not applied: use
+        :meth:`has_listeners` for that). Lets a producer that appends at a high rate skip
+        even the call of :meth:`emit` while nobody listens (the session log does)."""
+        return self._listeners.keys()
+
     def has_listeners(self, name: str) -> bool:
         """Whether a dispatch of ``name`` through this context would reach any listener.
 
@@ -280,11 +300,6 @@ class Context:
         if name not in self._listeners:
             return False
         return self._bus.has_listeners(name, self.agent)
-
-    def emit(self, name: str, payload: Any = None) -> None:
-        """Notify listeners synchronously; their exceptions are contained and reported."""
-        if name in self._listeners:
-            self._bus.emit(name, payload, self.agent)
 
     def emit_strict(self, name: str, payload: Any = None) -> None:
         """Notify listeners synchronously; the first exception propagates (a veto) and the
@@ -355,6 +370,7 @@ __all__ = [
     "INTERNAL_ERROR",
     "Context",
     "Disposer",
+    "Emit",
     "ErrorReport",
     "Fiber",
     "InactiveContextError",

@@ -32,6 +32,16 @@ def test_emit_without_listeners_does_nothing() -> None:
     Context().emit("nobody/listens", 1)
 
 
+def test_listened_is_a_live_view_of_the_names_heard_anywhere_in_the_tree() -> None:
+    root = Context()
+    listened = root.listened  # read once, as the session log does
+    assert "ping" not in listened
+    dispose = root.child(name="plugin", agent=object()).on("ping", lambda p: None)
+    assert "ping" in listened and "ping" in root.listened
+    dispose()
+    assert "ping" not in listened
+
+
 def test_prepend_puts_listener_first() -> None:
     ctx = Context()
     seen: list[str] = []

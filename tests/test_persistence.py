@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, KeysView, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -10,7 +10,6 @@ import anyio
 import anyio.to_thread
 import pytest
 
-from agentloop_nb.context import Lazy
 from agentloop_nb.session import (
     JsonlPersistence,
     Persistence,
@@ -35,9 +34,11 @@ class FakeBus:
         self.listeners.setdefault(name, []).append(handler)
         return lambda: self.listeners[name].remove(handler)
 
+    @property
+    def listened(self) -> KeysView[str]:
+        return self.listeners.keys()
+
     def emit(self, name: str, payload: Any) -> None:
-        if isinstance(payload, Lazy):  # session/event's payload, built as a Context would
-            payload = payload()
         for handler in tuple(self.listeners.get(name, ())):
             with contextlib.suppress(Exception):  # a Context logs these; the test drops them
                 handler(payload)

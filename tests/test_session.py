@@ -4,14 +4,14 @@ import copy
 import json
 import math
 import pickle
-from collections.abc import Callable
+from collections.abc import Callable, Container
 from typing import Any
 
 import anyio
 import pytest
 from pydantic import BaseModel
 
-from agentloop_nb.context import Lazy
+from agentloop_nb.context import Context
 from agentloop_nb.messages import AssistantMessage, ToolResultMessage, UserMessage
 from agentloop_nb.session import (
     FrozenDict,
@@ -23,6 +23,14 @@ from agentloop_nb.session import (
     SessionStore,
     freeze_json,
 )
+
+
+class _EveryName:
+    def __contains__(self, name: object) -> bool:
+        return True
+
+
+_EVERY_NAME = _EveryName()
 
 
 class FakeBus:
@@ -39,9 +47,11 @@ class FakeBus:
         self.listeners.setdefault(name, []).append(handler)
         return lambda: self.listeners[name].remove(handler)
 
+    @property
+    def listened(self) -> Container[str]:
+        return _EVERY_NAME  # log every emit, listened to or not
+
     def emit(self, name: str, payload: Any) -> None:
-        if isinstance(payload, Lazy):  # session/event's payload, built as a Context would
-            payload = payload()
         self.log.append((name, payload))
         for handler in tuple(self.listeners.get(name, ())):
             try:
@@ -377,6 +387,33 @@ def test_create_emits_created_then_session_event_per_append() -> None:
     assert appended.session is session and appended.event is event
     assert session.header.cwd == "/work" and session.header.meta == {"cwd": "/work", "tag": "x"}
     assert session.header.id == "s1" and session.header.version == 1
+
+
+def test_an_unobserved_append_neither_builds_a_payload_nor_calls_emit() -> None:
+    ctx = Context()
+    emitted: list[str] = []
+    real_emit = ctx.emit
+
+    class Dispatch:  # the root Context, with its emits counted
+        listened = ctx.listened
+        emit_strict = ctx.emit_strict
+        parallel = ctx.parallel
+
+        def emit(self, name: str, payload: Any) -> None:
+            emitted.append(name)
+            real_emit(name, payload)
+
+    session = SessionStore(Dispatch()).create("quiet")
+    session.append("a")
+    assert emitted == []
+    seen: list[SessionEventPayload] = []
+    dispose = ctx.on("session/event", seen.append)  # subscribed after publication
+    event = session.append("b")
+    assert emitted == ["session/event"]
+    assert len(seen) == 1 and seen[0].session is session and seen[0].event is event
+    dispose()
+    session.append("c")
+    assert emitted == ["session/event"] and len(session.events) == 3
 
 
 def test_prepared_session_announces_nothing_until_entered() -> None:

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import time as _time
-from collections.abc import Awaitable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Container, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, overload
 
 from pydantic import ValidationError
 
-from .._bus import Lazy
 from .._hook_names import SESSION_EVENT, SESSION_FLUSH
 from ..events import ASSISTANT_MESSAGE, REQUEST_HEADER, SURFACE_TYPES, TOOL_RESULT
 from ..messages import AssistantMessage, Message, ToolResultMessage, UserMessage
@@ -35,6 +34,7 @@ __all__ = [
 
 _type = type
 _now = _time.time
+_NOBODY: frozenset[str] = frozenset()  # what an unpublished session announces to
 
 SessionState = Literal["prepared", "published", "detached"]
 
@@ -44,10 +44,14 @@ class SessionDispatch(Protocol):
 
     ``emit`` contains listener errors; ``emit_strict`` lets the first one propagate (a veto);
     ``parallel`` runs every listener concurrently and raises an ``ExceptionGroup`` after all
-    settle. The ``session/event`` payload reaches ``emit`` as a
-    :class:`~agentloop_nb.context.Lazy` (call it for the ``SessionEventPayload``): it is built
-    only when a listener is reached, as the ``Context`` does.
+    settle. ``listened`` holds the names that have a listener now and must stay live (the
+    session reads it once when published): an append builds its ``SessionEventPayload`` and
+    calls ``emit`` only while ``"session/event"`` is in it, so an unobserved append costs one
+    membership test. A dispatcher that cannot tell returns a container holding every name.
     """
+
+    @property
+    def listened(self) -> Container[str]: ...
 
     def emit(self, name: str, payload: Any, /) -> object: ...
 
@@ -85,8 +89,8 @@ _set_payload_event = SessionEventPayload.__dict__["event"].__set__
 
 def _event_payload(session: Session, event: SessionEvent) -> SessionEventPayload:
     """``SessionEventPayload(session, event)`` without the frozen dataclass's ``__init__``
-    (two ``object.__setattr__`` lookups): built once per logged event while persistence
-    listens."""
+    (two ``object.__setattr__`` lookups): built once per logged event while anyone (the
+    persistence, a view) listens."""
     payload: SessionEventPayload = object.__new__(SessionEventPayload)
     _set_payload_session(payload, session)
     _set_payload_event(payload, event)
@@ -186,6 +190,7 @@ class Session:
         "_events",
         "_header_durable",
         "_header_seq",
+        "_heard",
         "_nodes",
         "_state",
         "_store",
@@ -203,6 +208,7 @@ class Session:
         self._view = EventLog(self._events)
         self._state: SessionState = "prepared"
         self._emit: Any = None  # the dispatcher's bound ``emit`` while published
+        self._heard: Container[str] = _NOBODY  # the dispatcher's ``listened`` while published
         self._surface: list[Message] = []
         self._derived = 0  # events folded into ``_surface`` so far
         self._nodes: dict[int, Message | None] = {}  # nodes parsed at append, not yet folded
@@ -334,9 +340,8 @@ class Session:
             self._nodes[seq] = node
         elif type == REQUEST_HEADER:
             self._header_seq = seq
-        emit = self._emit
-        if emit is not None:
-            emit(SESSION_EVENT, Lazy(_event_payload, self, event))  # built if observed
+        if SESSION_EVENT in self._heard:
+            self._emit(SESSION_EVENT, _event_payload(self, event))
         return event
 
     def _check_span(self, event_type: str, op: FrozenDict) -> None:
@@ -390,7 +395,9 @@ class Session:
             raise RuntimeError(f"session {self.id!r} is {self._state}, not prepared")
         self._state = "published"
         dispatch = self._store.dispatch
-        self._emit = dispatch.emit if dispatch is not None else None
+        if dispatch is not None:
+            self._emit = dispatch.emit
+            self._heard = dispatch.listened
 
     def mark_prepared(self) -> None:
         """Undo ``mark_published`` (a vetoed publication): appends stop announcing. A no-op
@@ -398,6 +405,7 @@ class Session:
         if self._state == "published":
             self._state = "prepared"
             self._emit = None
+            self._heard = _NOBODY
 
     def mark_detached(self) -> SessionState:
         """Move to ``"detached"`` (final: appends raise from now on) and return the state the
@@ -405,6 +413,7 @@ class Session:
         before = self._state
         self._state = "detached"
         self._emit = None
+        self._heard = _NOBODY
         return before
 
     def __repr__(self) -> str:
