@@ -289,7 +289,7 @@ class Context:
         """The names some listener is registered for anywhere in this context's tree, as a
         live read-only view (``name in ctx.listened``; agent scopes are not applied: use
         :meth:`has_listeners` for that). Lets a producer that appends at a high rate skip
-        even the call of :meth:`emit` while nobody listens (the session log does)."""
+        even the call of :attr:`emit` while nobody listens (the session log does)."""
         return self._listeners.keys()
 
     def has_listeners(self, name: str) -> bool:
@@ -303,7 +303,7 @@ class Context:
 
     def emit_strict(self, name: str, payload: Any = None) -> None:
         """Notify listeners synchronously; the first exception propagates (a veto) and the
-        remaining listeners are not called. Async listeners run as under :meth:`emit`."""
+        remaining listeners are not called. Async listeners run as under :attr:`emit`."""
         self._bus.emit_strict(name, payload, self.agent)
 
     async def parallel(self, name: str, payload: Any = None) -> None:

@@ -389,7 +389,7 @@ def test_create_emits_created_then_session_event_per_append() -> None:
     assert session.header.id == "s1" and session.header.version == 1
 
 
-def test_an_unobserved_append_neither_builds_a_payload_nor_calls_emit() -> None:
+def test_an_append_calls_emit_only_while_session_event_has_a_listener() -> None:
     ctx = Context()
     emitted: list[str] = []
     real_emit = ctx.emit
