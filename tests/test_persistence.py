@@ -373,7 +373,13 @@ async def test_the_fast_encoder_writes_the_same_bytes_as_the_standard_library(
     session = store.create("enc")
     session.append("x/text", {"s": 'héllo \u2028 \x1f \x7f / " \\ 😀', "f": 0.1, "e": 1e-300})
     session.append("x/nested", {"a": [1, [2.5, {"k": None}], True], "b": {"": -0}})
-    session.append("x/big", {"n": 2**70})
+    session.append("user/message", user("first", "u1"))
+    session.append("x/sourced", {"k": 1}, source_event_seqs=[0])
+    session.append(
+        "user/message", user("summary", "s1"), surface_op={"op": "replace", "start": 0, "end": 0}
+    )
+    await session.flush()
+    session.append("x/big", {"n": 2**70})  # a batch of its own: the fallback encodes it alone
     await session.flush()
     lines = (tmp_path / "enc.jsonl").read_bytes().splitlines()[1:]
     assert lines == [e.to_json().encode("utf-8") for e in session.events]
