@@ -78,6 +78,23 @@ class Emit(Protocol):
     def __call__(self, name: str, payload: Any = None) -> None: ...
 
 
+_CORE_SERVICES = frozenset({"tools", "llm", "sessions", "system_prompt", "agents", "agent_loop"})
+
+
+def _core_service(name: str) -> property:
+    """``Context.<name>`` for a core service: ``ctx._service(name)`` with its cache check
+    inlined (one frame per lookup)."""
+
+    def get(self: Context) -> Any:
+        entry = self._resolver.cache.get(name)
+        if entry is not None and entry[0] == self._tree.gen.value:
+            return entry[2]
+        return self._service(name)
+
+    get.__name__ = get.__qualname__ = name
+    return property(get, doc=f"The ``{name}`` service as this context sees it.")
+
+
 class _Tree:
     """State shared by every context of one tree: the bus and the services generation."""
 
@@ -114,13 +131,22 @@ class Context:
     )
 
     if TYPE_CHECKING:
-        # Resolved through ``__getattr__`` at run time; declared for static typing only.
         tools: ToolsService
         llm: LlmService
         sessions: SessionsService
         system_prompt: SystemPromptService
         agents: AgentsService
         agent_loop: AgentLoopService
+    else:
+        # The core services are properties: a name that normal lookup misses costs an
+        # ``AttributeError`` built and discarded before ``__getattr__`` runs (CPython 3.11),
+        # about a microsecond, and the loop resolves a few of these every step.
+        tools = _core_service("tools")
+        llm = _core_service("llm")
+        sessions = _core_service("sessions")
+        system_prompt = _core_service("system_prompt")
+        agents = _core_service("agents")
+        agent_loop = _core_service("agent_loop")
 
     _tree: _Tree
     _bus: Bus
@@ -192,14 +218,20 @@ class Context:
         same layer; a child layer may shadow) and :class:`InactiveContextError` when disposed.
         """
         self.fiber.check_active("provide a service")
-        check_name(name, lambda n: hasattr(Context, n))
+        check_name(name, lambda n: hasattr(Context, n) and n not in _CORE_SERVICES)
         return self.fiber.own(publish(self._layer, self._tree.gen, name, service))
 
     def __getattr__(self, name: str) -> Any:
-        # Only reached when normal lookup fails, i.e. for service names (several per model
-        # step): a cached answer of the current generation is returned right here.
+        # Only reached when normal lookup fails, i.e. for services other than the core ones
+        # (and for a missing core service, after its property raised).
         if name[:1] == "_":  # never a service (and the fields below may not exist yet)
             raise AttributeError(name)
+        return self._service(name)
+
+    def _service(self, name: str) -> Any:
+        """The service ``name`` as this context sees it: a cached answer of the current
+        generation, else resolved up the layers. ``AttributeError`` naming the context when
+        nobody provides it."""
         entry = self._resolver.cache.get(name)
         gen = self._tree.gen
         if entry is not None and entry[0] == gen.value:

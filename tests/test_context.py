@@ -541,6 +541,20 @@ def test_providing_same_name_twice_in_one_layer_is_rejected() -> None:
         root.provide("emit", 4)
 
 
+def test_core_services_resolve_like_any_other_service() -> None:
+    root = Context()
+    assert not hasattr(root, "tools")
+    with pytest.raises(AttributeError, match="has no service 'tools'; provide it"):
+        root.tools  # noqa: B018
+    root.provide("tools", "root tools")
+    plugin = root.child(name="plugin")
+    assert root.tools == "root tools" and plugin.tools == "root tools"
+    undo = plugin.provide("tools", "shadowing tools")  # a child layer may shadow it
+    assert plugin.tools == "shadowing tools" and root.tools == "root tools"
+    undo()
+    assert plugin.tools == "root tools"  # the cached answer follows the change
+
+
 class _Registry:
     """A service that hands every context a view owning registrations in that context."""
 

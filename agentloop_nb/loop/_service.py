@@ -411,6 +411,12 @@ class _OwnedAgentLoop(BoundView["AgentLoop"]):
 
     __slots__ = ()
 
+    @property
+    def limits(self) -> GlobalLimits:
+        """:attr:`AgentLoop.limits` (read by every step: a property spares the delegation
+        through ``__getattr__``, which first builds and drops an ``AttributeError``)."""
+        return self.service.limits
+
     def create(
         self, id: str, options: AgentOptions | None = None, meta: dict[str, Any] | None = None
     ) -> Agent:
