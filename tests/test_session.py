@@ -281,7 +281,11 @@ def test_source_event_seqs_must_name_earlier_events(session: Session) -> None:
         session.append("b", source_event_seqs=[1])
     with pytest.raises(ValueError, match="list of event seqs"):
         session.append("b", source_event_seqs="0")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="list of event seqs"):
+        session.append("b", source_event_seqs={0: "a"})  # type: ignore[arg-type]
     assert session.append("b", source_event_seqs=[0]).source_event_seqs == (0,)
+    assert session.append("c", source_event_seqs=(0, 1)).source_event_seqs == (0, 1)
+    assert session.append("d", source_event_seqs=iter([2])).source_event_seqs == (2,)  # type: ignore[arg-type]
 
 
 # -- derivation ---------------------------------------------------------------------------

@@ -104,12 +104,17 @@ def normalize_source_seqs(seqs: object, seq: int, event_type: str) -> tuple[int,
     """Validate ``source_event_seqs``: integers naming earlier events (``0 <= s < seq``)."""
     if not seqs:
         return ()
-    if isinstance(seqs, str | bytes | Mapping) or not isinstance(seqs, Iterable):
+    # Lists and tuples (every caller in the package) skip the two ABC checks below: each
+    # runs a Python-level ``__instancecheck__``, and the loop logs source seqs every step.
+    if isinstance(seqs, list | tuple):
+        out = tuple(seqs)
+    elif isinstance(seqs, str | bytes | Mapping) or not isinstance(seqs, Iterable):
         raise ValueError(
             f"session event {event_type!r}: source_event_seqs must be a list of event seqs, "
             f"got {seqs!r}"
         )
-    out = tuple(seqs)
+    else:
+        out = tuple(seqs)
     for s in out:
         if not _is_int(s) or not 0 <= s < seq:
             raise ValueError(
