@@ -30,7 +30,7 @@ from agentloop_nb.llm import (
     UsageChunk,
     assemble,
 )
-from agentloop_nb.messages import ReasoningBlock, TextBlock, ToolCallBlock
+from agentloop_nb.messages import AssistantMessage, ReasoningBlock, TextBlock, ToolCallBlock
 from agentloop_nb.signals import AbortController
 from agentloop_nb.testing import HANG, ScriptedModel, text, tool_call
 
@@ -474,6 +474,9 @@ def test_assembler_accumulates_text_and_reasoning_per_index_in_index_order() -> 
         asm.feed(chunk)
     message = asm.message()
     assert message.content == (ReasoningBlock(text="thinking"), TextBlock(text="Hello"))
+    # built without a second validation pass, yet the same as a validated message
+    assert message == AssistantMessage.model_validate(message.model_dump())
+    assert message.model_dump_json() == AssistantMessage(content=message.content).model_dump_json()
     assert asm.usage == Usage(input_tokens=3, output_tokens=4)
     assert asm.finish == Stop()
     assert asm.chunks_seen == 10

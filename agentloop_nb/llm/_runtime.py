@@ -20,12 +20,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import inspect
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .._disposer import Disposer
+from .._fiber import is_awaitable
 from .._hook_names import LLM_STREAM
 from .._scoped import BoundView
 from ..context import Lazy
@@ -249,7 +249,7 @@ class _Stream:
 
         try:
             source = await self._ctx.waterfall(LLM_STREAM, Lazy(LlmStreamPayload, options), default)
-            if inspect.isawaitable(source):  # a dispatcher that hands back default's coroutine
+            if is_awaitable(source):  # a dispatcher that hands back default's coroutine
                 source = await source
         except LlmError as exc:
             return _single(Finish(reason=exc.to_finish()))
@@ -380,7 +380,7 @@ class LlmRuntime:
             if signal is not None and signal.aborted:
                 raise AbortError(signal.reason)
             proposed = defaults(config)
-            if inspect.isawaitable(proposed):
+            if is_awaitable(proposed):
                 proposed = await (proposed if signal is None else signal.run(proposed))
             update = restrict_defaults(registration.adapter, config, proposed)
         last = registration.last
