@@ -82,13 +82,10 @@ _CORE_SERVICES = frozenset({"tools", "llm", "sessions", "system_prompt", "agents
 
 
 def _core_service(name: str) -> property:
-    """``Context.<name>`` for a core service: ``ctx._service(name)`` with its cache check
-    inlined (one frame per lookup)."""
+    """``Context.<name>`` for a core service: ``ctx._service(name)``, reached without the
+    failed attribute lookup that precedes ``__getattr__``."""
 
     def get(self: Context) -> Any:
-        entry = self._resolver.cache.get(name)
-        if entry is not None and entry[0] == self._tree.gen.value:
-            return entry[2]
         return self._service(name)
 
     get.__name__ = get.__qualname__ = name

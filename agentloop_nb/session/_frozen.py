@@ -251,10 +251,7 @@ def _fast_dict(value: dict[Any, Any], depth: int) -> FrozenDict:
             out[key] = item
         else:
             raise _FALLBACK
-    # wrap_frozen inlined: this runs for every dict of every logged event
-    fd: FrozenDict = _new_dict(FrozenDict)
-    _init_dict(fd, out)
-    return fd
+    return wrap_frozen(out)
 
 
 def _fast_list(value: list[Any] | tuple[Any, ...], depth: int) -> tuple[Any, ...]:
@@ -290,9 +287,7 @@ def freeze_fields(fields: dict[str, Any]) -> FrozenDict:
             out[key] = item
         elif item is not None:
             raise _FALLBACK
-    fd: FrozenDict = _new_dict(FrozenDict)
-    _init_dict(fd, out)
-    return fd
+    return wrap_frozen(out)
 
 
 def freeze_plain_dict(value: dict[Any, Any]) -> FrozenDict | None:
