@@ -20,7 +20,7 @@ from agentloop_nb.jupyter import (
     Throttle,
     WidgetApproval,
 )
-from agentloop_nb.jupyter._sessionview import SEGMENT
+from agentloop_nb.jupyter.view._sessionview import SEGMENT
 from agentloop_nb.loop import AgentOptions
 from agentloop_nb.session import SessionStore
 from agentloop_nb.testing import HANG, ScriptedModel, combine, text, tool_call

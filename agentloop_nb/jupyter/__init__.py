@@ -22,20 +22,21 @@ Public surface:
 
 from __future__ import annotations
 
-from ._approval import PendingApproval, WidgetApproval
-from ._cellplugin import plugin
 from ._extension import load_ipython_extension, unload_ipython_extension
-from ._feed import SessionFeed
-from ._inboxview import InboxView
-from ._kernel_tools import kernel_tools
-from ._pool import ToolPoolView
-from ._prompt import PromptBox
-from ._sessionview import SessionView
 from ._state import app, configure, view, wait_closed
-from ._sync import run_sync
-from ._throttle import Throttle
-from ._transcript import Transcript
-from ._widgets import AgentView
+from .fold import SessionFeed, Transcript
+from .kernel import kernel_tools, run_sync
+from .magics import plugin
+from .view import (
+    AgentView,
+    InboxView,
+    PendingApproval,
+    PromptBox,
+    SessionView,
+    Throttle,
+    ToolPoolView,
+    WidgetApproval,
+)
 
 __all__ = [
     "AgentView",

@@ -20,10 +20,9 @@ import os
 from typing import Any
 
 from ..app import App
-from ._approval import DEFAULT_APPROVAL_TIMEOUT, WidgetApproval
-from ._feed import SessionFeed
-from ._interrupt import InterruptHook
-from ._widgets import AgentView
+from .fold import SessionFeed
+from .kernel import InterruptHook
+from .view import DEFAULT_APPROVAL_TIMEOUT, AgentView, WidgetApproval
 
 
 class UserError(Exception):

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import Any
 
-from ._state import app
+from .._state import app
 
 _MISSING = object()
 

@@ -15,8 +15,8 @@ from typing import Any
 
 from IPython.display import display
 
-from ._state import KernelState, UserError
-from ._sync import run_eagerly
+from .._state import KernelState, UserError
+from ..kernel import run_eagerly
 
 __all__ = ["add_fork_parser", "run_fork"]
 

@@ -30,10 +30,8 @@ from typing import Any
 import ipywidgets as widgets
 from ipywidgets.widgets.widget_string import HTMLStyle
 
+from ..fold import Item, SessionFeed, item_html
 from ._childview import ChildSection, Subagents
-from ._feed import SessionFeed
-from ._item import Item
-from ._render import item_html
 from ._throttle import DEFAULT_INTERVAL, Throttle
 from ._turnfork import OnFork, TurnForks
 from ._viewbase import TextRepr, feed_for, style_widget

@@ -8,7 +8,7 @@ import asyncio
 from collections.abc import Coroutine
 from typing import Any
 
-from ._transcript import content_text
+from ..fold import content_text
 
 
 def run_eagerly(coro: Coroutine[Any, Any, Any]) -> tuple[bool, Any]:

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ..llm import (
+from ...llm import (
     BlockAssembler,
     BlockEnd,
     BlockStart,
@@ -24,7 +24,7 @@ from ..llm import (
     TextDelta,
     ToolCallDelta,
 )
-from ..messages import ReasoningBlock, TextBlock, ToolCallBlock
+from ...messages import ReasoningBlock, TextBlock, ToolCallBlock
 
 # Logged chunk types a block is folded from (usage and finish describe the whole message).
 CHUNK_TYPES: dict[str, Callable[..., StreamChunk]] = {

@@ -21,7 +21,7 @@ import types
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from .._disposer import Disposer
+from ..._disposer import Disposer
 
 __all__ = [
     "SAMPLE_ROWS",

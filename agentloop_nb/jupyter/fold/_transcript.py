@@ -25,9 +25,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ..llm import BlockAssembler
-from ..models import DEFAULT_TABLE, ModelTable
-from ..usage import UsageTotals
+from ...llm import BlockAssembler
+from ...models import DEFAULT_TABLE, ModelTable
+from ...usage import UsageTotals
 from ._item import CHUNK_TYPES, Item
 from ._render import item_html, item_text
 

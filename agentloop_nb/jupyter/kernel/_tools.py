@@ -22,9 +22,9 @@ import types
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any, Literal
 
-from .._disposer import Disposer
-from ..messages import ImageBlock, TextBlock
-from ..tools import TOOL_ERROR, Ask, Tool, ToolExecution, ToolResult, error_result, tool
+from ..._disposer import Disposer
+from ...messages import ImageBlock, TextBlock
+from ...tools import TOOL_ERROR, Ask, Tool, ToolExecution, ToolResult, error_result, tool
 from ._describe import (
     Describer,
     close_matches,
@@ -39,7 +39,6 @@ from ._run_code import RunOutcome, run_code
 __all__ = [
     "MASK",
     "KernelTools",
-    "approval_detail_html",
     "code_html",
     "kernel_tools",
     "user_variables",
@@ -110,11 +109,9 @@ def code_html(code: str) -> str:
     return highlight(code, PythonLexer(), HtmlFormatter(noclasses=True, nowrap=False))
 
 
-def approval_detail_html(name: str, arguments: str) -> str | None:
-    """What an approval view shows under a pending call: ``run_python``'s code, highlighted
-    (``None`` for any other tool, or arguments that are not a JSON object with ``code``)."""
-    if name != "run_python":
-        return None
+def approval_detail_html(arguments: str) -> str | None:
+    """What an approval view shows under a pending ``run_python`` call: its code, highlighted
+    (``None`` for arguments that are not a JSON object with ``code``)."""
     try:
         code = json.loads(arguments).get("code")
     except (ValueError, AttributeError):
@@ -278,6 +275,9 @@ class KernelTools:
                 ctx.tools.register(definition)
             if run == "ask":
                 ctx.on("tools/pre-execute", _ask_for_code)
+                register = getattr(getattr(ctx, "approval", None), "register_detail", None)
+                if register is not None:  # a widget approval shows the code it asks about
+                    ctx.effect(lambda: register("run_python", approval_detail_html))
 
         fiber = agent.ctx.plugin(apply, name=_PLUGIN_NAME)
         return Disposer(fiber.dispose)

@@ -28,11 +28,13 @@ import ipywidgets as widgets
 from IPython.core.magic import Magics, cell_magic, line_cell_magic, magics_class
 from IPython.display import display
 
-from ..llm.offline import OfflineModel
-from ..loop import AgentOptions
+from ...llm.offline import OfflineModel
+from ...loop import AgentOptions
+from .._state import KernelState, UserError
+from ..kernel import run_eagerly
 from ._cellplugin import run_plugin_cell
-from ._fork_magics import add_fork_parser, run_fork
-from ._kernel_magics import (
+from ._fork import add_fork_parser, run_fork
+from ._kernel import (
     add_create_flags,
     add_tool_command,
     after_create,
@@ -41,10 +43,8 @@ from ._kernel_magics import (
     register_tool,
     split_cell_line,
 )
-from ._longrun_magics import add_longrun_parsers, cmd_compact
-from ._mcp_magics import add_mcp_parser, run_mcp_command
-from ._state import KernelState, UserError
-from ._sync import run_eagerly
+from ._longrun import add_longrun_parsers, cmd_compact
+from ._mcp import add_mcp_parser, run_mcp_command
 
 DEFAULT_PROVIDER = "offline"
 DEFAULT_MODEL = "demo"

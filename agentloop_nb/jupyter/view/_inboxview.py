@@ -13,7 +13,7 @@ from typing import Any
 
 import ipywidgets as widgets
 
-from .._disposer import Disposer
+from ..._disposer import Disposer
 from ._throttle import DEFAULT_INTERVAL, Throttle
 
 _EVENTS = ("agent/inbox/inserted", "agent/inbox/discarded", "agent/inbox/claimed")

@@ -27,8 +27,8 @@ from typing import Any
 
 import ipywidgets as widgets
 
-from .._disposer import Disposer
-from ._item import Item
+from ..._disposer import Disposer
+from ..fold import Item
 
 __all__ = [
     "CHILD_TOOL",

@@ -46,7 +46,7 @@ from collections.abc import Callable
 from types import FrameType
 from typing import Any
 
-from ..agents import current_initiator
+from ...agents import current_initiator
 
 _log = logging.getLogger("agentloop_nb.jupyter")
 

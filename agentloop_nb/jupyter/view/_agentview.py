@@ -24,15 +24,13 @@ from typing import Any
 
 import ipywidgets as widgets
 
-from .._disposer import Disposer
-from ._feed import SessionFeed
+from ..._disposer import Disposer
+from ..fold import STYLE, SessionFeed, Transcript, end_label
 from ._inboxview import InboxView
 from ._pool import ToolPoolView
 from ._prompt import PromptBox
-from ._render import STYLE, end_label
 from ._sessionview import SessionView
 from ._throttle import DEFAULT_INTERVAL, Throttle
-from ._transcript import Transcript
 from ._turnfork import OnFork
 from ._viewbase import TextRepr, feed_for, style_widget
 

@@ -14,8 +14,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from .._disposer import Disposer
-from ..models import model_table
+from ..._disposer import Disposer
+from ...models import model_table
 from ._transcript import Transcript
 
 SETTLED = "tools/settled"

@@ -15,10 +15,9 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ..messages import TextBlock
-from ._describe import close_matches, describe, is_secret
-from ._kernel_tools import kernel_tools, user_variables
-from ._state import UserError
+from ...messages import TextBlock
+from .._state import UserError
+from ..kernel import close_matches, describe, is_secret, kernel_tools, user_variables
 
 __all__ = [
     "WITH_MAX_CHARS",

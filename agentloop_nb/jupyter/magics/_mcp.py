@@ -19,7 +19,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ._state import KernelState, UserError
+from .._state import KernelState, UserError
 
 __all__ = ["add_mcp_parser", "run_mcp_command"]
 
@@ -82,7 +82,7 @@ def _split_rest(args: argparse.Namespace) -> None:
 
 
 def _add(state: KernelState, args: argparse.Namespace) -> None:
-    from ..mcp import MCPServer
+    from ...mcp import MCPServer
 
     _split_rest(args)
     if bool(args.url) == bool(args.server_command):

@@ -13,11 +13,8 @@ from typing import Any
 
 import ipywidgets as widgets
 
+from ..fold import SETTLED, Item, SessionFeed, pretty_args
 from ._approval import WidgetApproval
-from ._feed import SETTLED, SessionFeed
-from ._item import Item
-from ._kernel_tools import approval_detail_html
-from ._render import pretty_args
 from ._throttle import DEFAULT_INTERVAL, Throttle
 from ._viewbase import TextRepr, feed_for
 
@@ -232,7 +229,7 @@ class ToolPoolView(TextRepr, widgets.VBox):
                 f"<code>({escape(pretty_args(p.arguments)[:200])})</code>{escape(why)}?</span>"
             )
             row = widgets.HBox([label, approve, deny])
-            detail = approval_detail_html(p.name, p.arguments)  # run_python: the code
+            detail = self.approval.detail_html(p)  # e.g. run_python's code
             rows.append(widgets.VBox([row, widgets.HTML(detail)]) if detail else row)
             buttons[p.call_id] = (approve, deny)
         old = self.approvals.children

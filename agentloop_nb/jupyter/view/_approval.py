@@ -18,12 +18,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._disposer import Disposer
-from ..tools import Deny
+from ..._disposer import Disposer
+from ...tools import Deny
 
 _log = logging.getLogger("agentloop_nb.jupyter")
 
 DEFAULT_APPROVAL_TIMEOUT = 300.0
+
+DetailRenderer = Callable[[str], "str | None"]
+"""``renderer(arguments_json) -> html | None``: what an approval view shows under a pending
+call of one tool (e.g. ``run_python``'s code, highlighted); ``None`` shows nothing."""
 
 
 @dataclass(eq=False)
@@ -55,6 +59,8 @@ class WidgetApproval:
         self.timeout = timeout
         self._pending: dict[str, PendingApproval] = {}
         self._observers: list[Callable[[], None]] = []
+        # Written only by register_detail and its disposer; read by the views.
+        self._details: dict[str, DetailRenderer] = {}
 
     @property
     def pending(self) -> list[PendingApproval]:
@@ -102,6 +108,36 @@ class WidgetApproval:
         entry.future.set_result(answer)
         return True
 
+    def register_detail(self, tool_name: str, renderer: DetailRenderer) -> Disposer:
+        """Show ``renderer(arguments)`` under each pending call of ``tool_name`` (the tools
+        that know their arguments register this, so the views need not import them). A later
+        registration for the same tool replaces the earlier one until it is disposed."""
+        if not callable(renderer):
+            raise TypeError(f"renderer for {tool_name!r} must be callable, got {renderer!r}")
+        previous = self._details.get(tool_name)
+        self._details[tool_name] = renderer
+
+        def remove() -> None:
+            if self._details.get(tool_name) is renderer:
+                if previous is None:
+                    del self._details[tool_name]
+                else:
+                    self._details[tool_name] = previous
+
+        return Disposer(remove)
+
+    def detail_html(self, pending: PendingApproval) -> str | None:
+        """The registered detail of ``pending`` as HTML, or ``None`` (no renderer, or it
+        failed: a view must render even when a renderer raises, so that is logged)."""
+        renderer = self._details.get(pending.name)
+        if renderer is None:
+            return None
+        try:
+            return renderer(pending.arguments)
+        except Exception:
+            _log.exception("approval detail renderer for %r failed", pending.name)
+            return None
+
     def subscribe(self, observer: Callable[[], None]) -> Disposer:
         """Call ``observer()`` whenever the pending set changes."""
         self._observers.append(observer)
@@ -123,4 +159,4 @@ class WidgetApproval:
         return f"<WidgetApproval pending={len(self._pending)} timeout={self.timeout}s>"
 
 
-__all__ = ["DEFAULT_APPROVAL_TIMEOUT", "PendingApproval", "WidgetApproval"]
+__all__ = ["DEFAULT_APPROVAL_TIMEOUT", "DetailRenderer", "PendingApproval", "WidgetApproval"]

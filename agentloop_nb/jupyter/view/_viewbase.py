@@ -7,8 +7,7 @@ from typing import Any
 
 import ipywidgets as widgets
 
-from ._feed import SessionFeed
-from ._render import STYLE
+from ..fold import STYLE, SessionFeed
 
 
 class TextRepr:

@@ -1,5 +1,5 @@
 """``%agent compact NAME``: the long-session subcommands of ``%agent`` (wired into the parser
-and the magics class by ``_magics.py``).
+and the magics class by ``_agent.py``).
 
 ``compact`` forces ``ctx.compaction.compact(agent)`` (the ``CompactionPlugin`` must be applied
 to the App's context). Like every subcommand it only schedules work: the summary call runs on
@@ -14,7 +14,7 @@ import asyncio
 import sys
 from typing import Any
 
-from ._state import KernelState, UserError
+from .._state import KernelState, UserError
 
 __all__ = ["add_longrun_parsers", "cmd_compact"]
 
