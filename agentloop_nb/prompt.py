@@ -27,6 +27,7 @@ from ._bus import Lazy
 from ._disposer import Disposer
 from ._prompt_types import Assembly, Section, SectionSource, VariableSource
 from ._scoped import BoundView, ScopedRegistry
+from .errors import AgentloopError
 
 if TYPE_CHECKING:
     from .signals import AbortSignal
@@ -50,7 +51,7 @@ class AssemblePayload:
     agent: Any
 
 
-class UndefinedVariableError(KeyError):
+class UndefinedVariableError(KeyError, AgentloopError):
     """A section uses ``{{name}}`` but no variable ``name`` is registered."""
 
     def __str__(self) -> str:  # KeyError would repr-quote the message

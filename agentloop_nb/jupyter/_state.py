@@ -20,12 +20,13 @@ import os
 from typing import Any
 
 from ..app import App
+from ..errors import AgentloopError
 from .fold import SessionFeed
 from .kernel import InterruptHook
 from .view import DEFAULT_APPROVAL_TIMEOUT, AgentView, WidgetApproval
 
 
-class UserError(Exception):
+class UserError(AgentloopError):
     """A problem a person fixes by typing something else: shown as one line, no traceback."""
 
 

@@ -25,6 +25,7 @@ from typing import IO, Any
 import anyio
 
 from .._disposer import Disposer
+from ..errors import AgentloopError
 from ..tools import TOOL_ERROR, Tool, ToolExecution, ToolResult, error_result
 from ._results import to_tool_result
 from ._server import MCPServer
@@ -39,7 +40,7 @@ _STDERR_TAIL = 500
 Register = Callable[[Tool], Disposer]
 
 
-class MCPConnectError(RuntimeError):
+class MCPConnectError(RuntimeError, AgentloopError):
     """An MCP server could not be connected (command not found, crashed at startup, timed out,
     spoke something that is not MCP). The message names the server."""
 

@@ -41,6 +41,8 @@ from typing import TYPE_CHECKING, Any, Final
 
 import anyio
 
+from ..errors import AgentloopError
+
 if TYPE_CHECKING:
     from ..signals import AbortSignal
 
@@ -64,7 +66,7 @@ _IDLE_SECONDS = 10.0
 DEFAULT_DISPOSAL_GRACE: Final = 10.0
 
 
-class BodyRaised(Exception):
+class BodyRaised(AgentloopError):
     """A tool body ended with a ``BaseException`` that is not an ``Exception`` (``SystemExit``,
     ``KeyboardInterrupt``, ``GeneratorExit``, a stray ``CancelledError``, a custom subclass).
 
@@ -182,7 +184,7 @@ async def run_sync(fn: Callable[[], Any]) -> Any:
     return value
 
 
-class BodyAbandoned(Exception):
+class BodyAbandoned(AgentloopError):
     """A body that shielded itself from its call's cancellation (abort or timeout) past the
     grace period was closed; its call has no outcome of its own."""
 
@@ -343,7 +345,7 @@ class _Driven:
         return task is None or task.cancelling() > 0
 
 
-class _Expired(Exception):
+class _Expired(AgentloopError):
     """The grace period of a cancelled body ran out while it was still waiting."""
 
 

@@ -28,6 +28,7 @@ import ipywidgets as widgets
 from IPython.core.magic import Magics, cell_magic, line_cell_magic, magics_class
 from IPython.display import display
 
+from ...errors import AgentloopError
 from ...llm.offline import OfflineModel
 from ...loop import AgentOptions
 from .._state import KernelState, UserError
@@ -55,7 +56,7 @@ _QUESTION_LINE = re.compile(
 )
 
 
-class _Exit(Exception):
+class _Exit(AgentloopError):
     """argparse finished on its own (``--help`` was printed)."""
 
 
