@@ -196,7 +196,8 @@ class MCPConnection:
     def _failure(self, exc: BaseException) -> str:
         starting = not self._ready.done()
         what = "cannot start" if starting else "connection failed"
-        if isinstance(exc, TimeoutError) and starting:
+        # The SDK's task groups wrap the handshake's TimeoutError in an exception group.
+        if starting and any(isinstance(e, TimeoutError) for e in _leaves(exc)):
             return f"no MCP handshake within {self.server.startup_timeout:g} s"
         text = f"{what}: {_describe(exc)}"
         tail = self._stderr_tail()
