@@ -138,7 +138,7 @@ class _Bodies:
             return None
         return _error(
             "conflict",
-            f"cell {cell.position} (id {cell.id}) changed since you read it; "
+            f"conflict: cell {cell.position} (id {cell.id}) changed since you read it; "
             f"read_cell({cell.position}) and retry with its current source in mind",
         )
 
