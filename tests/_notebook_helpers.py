@@ -152,7 +152,11 @@ class FakeBridge:
         raise FakeBridgeError("not-found", f"no cell {cell_id}")
 
     async def request(
-        self, op: str, args: dict[str, Any], *, timeout: float = 10.0
+        self,
+        op: str,
+        args: dict[str, Any],
+        *,
+        timeout: float = 10.0,  # noqa: ASYNC109 - the bridge contract
     ) -> dict[str, Any]:
         if not self.connected:
             raise FakeBridgeError("disconnected", "no page")

@@ -7,6 +7,7 @@ extension loaded, so results come from the tool pipeline and land in the session
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -442,7 +443,7 @@ async def test_a_file_changed_on_disk_during_an_edit_is_refused(
     on_disk = nbformat.read(str(path), as_version=4)
     assert on_disk.cells[0].source == "# the user's title"
     assert on_disk.cells[1].source == "x = 1\nprint(x)"
-    assert [p.name for p in tmp_path.iterdir()] == ["work.ipynb"]  # no temp file left
+    assert sorted(os.listdir(tmp_path)) == ["work.ipynb"]  # no temp file left
 
 
 async def test_notebook_tools_refuse_bad_settings(shell: Any) -> None:
