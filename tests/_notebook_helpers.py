@@ -13,6 +13,10 @@ from typing import Any
 
 import nbformat
 
+import agentloop_nb.jupyter as J
+from agentloop_nb.loop import AgentOptions
+from agentloop_nb.testing import ScriptedModel, text, tool_call
+
 ANSI_TRACEBACK = [
     "\x1b[0;31m---------------------------------------------------------------------------\x1b[0m",
     "\x1b[0;31mZeroDivisionError\x1b[0m                         Traceback (most recent call last)",
@@ -203,3 +207,28 @@ class FakeBridge:
     def source(self, position: int) -> str:
         src = self.cells[position - 1].get("source", "")
         return "".join(src) if isinstance(src, list) else src
+
+
+def make_agent(script: list[Any], name: str = "nb") -> Any:
+    app = J.app()
+    adapter = f"scripted-{len(app.ctx.llm.providers())}"
+    app.ctx.llm.register_adapter([adapter], ScriptedModel(script))
+    return app.agent_loop.create(name, AgentOptions(provider=adapter, model="m"))
+
+
+async def run(agent: Any, prompt: str = "go") -> list[dict[str, Any]]:
+    """Send ``prompt``, wait for the turn; the tool results of the whole session."""
+    agent.followup(prompt)
+    await agent.when_idle()
+    return [dict(e.data) for e in agent.session.events if e.type == "tool/result"]
+
+
+def calls(*specs: tuple[str, dict[str, Any]]) -> list[Any]:
+    return [tool_call(f"c{i}", n, a) for i, (n, a) in enumerate(specs, 1)] + [text("done")]
+
+
+def content_text(result: dict[str, Any]) -> str:
+    content = result["content"]
+    if isinstance(content, str):
+        return content
+    return "".join(b.get("text", "") for b in content if b.get("type") == "text")

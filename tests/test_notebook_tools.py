@@ -13,9 +13,16 @@ from typing import Any
 
 import nbformat
 import pytest
-from _notebook_helpers import FakeBridge, png_b64, write_notebook
+from _notebook_helpers import (
+    FakeBridge,
+    calls,
+    content_text,
+    make_agent,
+    png_b64,
+    run,
+    write_notebook,
+)
 
-import agentloop_nb.jupyter as J
 from agentloop_nb.jupyter import _state
 from agentloop_nb.jupyter.notebook import (
     BridgeDocument,
@@ -23,35 +30,9 @@ from agentloop_nb.jupyter.notebook import (
     NotebookFile,
     notebook_tools,
 )
-from agentloop_nb.loop import AgentOptions
-from agentloop_nb.testing import ScriptedModel, text, tool_call
+from agentloop_nb.testing import text, tool_call
 
 pytestmark = pytest.mark.anyio
-
-
-def make_agent(script: list[Any], name: str = "nb") -> Any:
-    app = J.app()
-    adapter = f"scripted-{len(app.ctx.llm.providers())}"
-    app.ctx.llm.register_adapter([adapter], ScriptedModel(script))
-    return app.agent_loop.create(name, AgentOptions(provider=adapter, model="m"))
-
-
-async def run(agent: Any, prompt: str = "go") -> list[dict[str, Any]]:
-    """Send ``prompt``, wait for the turn; the tool results of the whole session."""
-    agent.followup(prompt)
-    await agent.when_idle()
-    return [dict(e.data) for e in agent.session.events if e.type == "tool/result"]
-
-
-def calls(*specs: tuple[str, dict[str, Any]]) -> list[Any]:
-    return [tool_call(f"c{i}", n, a) for i, (n, a) in enumerate(specs, 1)] + [text("done")]
-
-
-def content_text(result: dict[str, Any]) -> str:
-    content = result["content"]
-    if isinstance(content, str):
-        return content
-    return "".join(b.get("text", "") for b in content if b.get("type") == "text")
 
 
 @pytest.fixture(params=["file", "bridge"])
