@@ -172,7 +172,7 @@ def _widget_name(data: Mapping[str, Any]) -> str:
         name = plain.split("(", 1)[0].strip() or None
     if name is None:
         return f"a widget (model {model_id})" if model_id else "a widget"
-    return f"a {name} widget"
+    return f"widget {name}"
 
 
 def _rich_text(data: Mapping[str, Any]) -> str:
