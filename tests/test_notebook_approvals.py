@@ -232,3 +232,20 @@ async def test_approving_with_edited_arguments_that_fail_the_schema_is_invalid_a
     assert "edited at approval are invalid" in content_text(result)
     assert sources(notebook)[1] == "x = 1\nprint(x)"
     asked.close()
+
+
+async def test_the_diff_is_right_when_another_agent_registered_the_tools_later(
+    notebook: Path,
+) -> None:
+    first = make_agent(calls(("replace_cell", {"cell": 2, "source": "x = 3"})), name="first")
+    notebook_tools(first)
+    second = make_agent([], name="second")
+    notebook_tools(second)  # its renderers replace the first agent's on the approval service
+    asked = Asked()
+    first.followup("go")
+    pending = await asked.next()
+    detail = asked.approval.detail_html(pending)
+    assert "replace cell 2 (id cell2)" in detail and "+x = 3" in detail
+    asked.approval.deny(pending.call_id)
+    await settle(first)
+    asked.close()

@@ -99,6 +99,10 @@ class NotebookDocument(abc.ABC):
     Every method raises :class:`DocumentError` for an operation that did not happen; none of
     them half-applies an edit."""
 
+    #: The cells the latest :meth:`cells` call returned (what an approval's diff is drawn
+    #: against: renderers are synchronous and cannot ask the document).
+    last_cells: tuple[Cell, ...] = ()
+
     @property
     def path(self) -> str | None:
         """The notebook's path as the document knows it (``None`` when unknown)."""
@@ -208,6 +212,7 @@ class BridgeDocument(NotebookDocument):
             raise DocumentError("internal", "the front end's snapshot has no cell list")
         cells = [wire_cell(c, i + 1) for i, c in enumerate(raw)]
         self._ids = {c.id: c.position for c in cells}
+        self.last_cells = tuple(cells)
         return cells
 
     def _position(self, cell_id: str) -> int:

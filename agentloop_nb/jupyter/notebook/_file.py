@@ -89,6 +89,7 @@ class NotebookFile(NotebookDocument):
             stat = self.file.stat()
             key = (stat.st_ino, stat.st_size, stat.st_mtime_ns)
             if self._cache is not None and self._cache[0] == key:
+                self.last_cells = self._cache[1]
                 return list(self._cache[1])
             data = self.file.read_bytes()
         except OSError as exc:
@@ -114,6 +115,7 @@ class NotebookFile(NotebookDocument):
                 cell["id"] = _fallback_id(i, cell.get("source", ""))
             out.append(_cell(cell, i + 1))
         self._cache = (key, tuple(out))
+        self.last_cells = self._cache[1]
         return out
 
     # -- edits --------------------------------------------------------------------------------

@@ -25,6 +25,7 @@ second call replaces the first): ``list_cells``, ``read_cell`` and, unless ``edi
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import json
 from collections.abc import Awaitable, Callable, Mapping
@@ -60,8 +61,6 @@ class _Bodies:
         self.max_chars = max_chars
         # What the agent was shown of each cell (id -> source): the base of its edits.
         self.seen: dict[str, str] = {}
-        # The latest snapshot taken for an approval (what the diff is drawn against).
-        self.snapshot: list[Cell] = []
 
     # -- helpers ------------------------------------------------------------------------------
 
@@ -403,7 +402,10 @@ def diff_html(old: str, new: str, title: str) -> str:
 
 
 class _Approvals:
-    """What an approval shows for the editing tools: the diff against the latest snapshot."""
+    """What an approval shows for the editing tools: the diff against the document's latest
+    snapshot (``last_cells``, refreshed when the question is asked). Kept on the document, not
+    here: the approval service holds one renderer per tool name, which may be another agent's
+    over the same notebook."""
 
     def __init__(self, bodies: _Bodies) -> None:
         self.bodies = bodies
@@ -411,10 +413,8 @@ class _Approvals:
     async def ask(self, payload: ToolExecution, next_: Callable[[], Awaitable[Any]]) -> Any:
         if payload.name not in EDIT_TOOLS:
             return await next_()
-        try:
-            self.bodies.snapshot = await self.bodies.source().cells()
-        except DocumentError:
-            self.bodies.snapshot = []
+        with contextlib.suppress(DocumentError):  # no notebook: the body will say so
+            await self.bodies.source().cells()  # refreshes the document's last_cells
         # Every editing call asks, whatever its arguments: a call that will fail asks too
         # (the body re-checks against the notebook as it is when it runs).
         return Ask(reason=self.reason(payload.name, payload.args or {}))
@@ -438,7 +438,10 @@ class _Approvals:
         return render
 
     def render(self, name: str, args: Mapping[str, Any]) -> str:
-        cells = self.bodies.snapshot
+        try:
+            cells = list(self.bodies.source().last_cells)
+        except DocumentError:
+            cells = []
         secrets = self.bodies.secrets()
         raw = args.get("source")
         new = raw if isinstance(raw, str) else ""
