@@ -6,7 +6,7 @@ import it, and it imports none of them. It owns
 - :func:`configure` — what the next ``%load_ext agentloop_nb`` builds its ``App`` with;
 - :class:`KernelState` — what a loaded extension owns in one kernel (the App, the NAME → agent
   bindings, one shared feed and one cached ``AgentView`` per agent plus the views ``%%agent``
-  cells showed, the approval service, the interrupt hook);
+  cells showed, the approval service, the interrupt hook, the notebook provider);
 - the holder of the current :class:`KernelState` (:func:`attach`, :func:`detach`,
   :func:`state`) and of Apps still closing after an unload (:func:`closing`,
   :func:`wait_closed`);
@@ -23,6 +23,7 @@ from ..app import App
 from ..errors import AgentloopError
 from .fold import SessionFeed
 from .kernel import InterruptHook
+from .notebook import NotebookDocument, NotebookProvider
 from .view import DEFAULT_APPROVAL_TIMEOUT, AgentView, WidgetApproval
 
 
@@ -45,6 +46,11 @@ class KernelState:
         self._tasks: set[asyncio.Task[Any]] = set()
         self.hook = InterruptHook(shell, self.cancel_running)
         self._off = app.ctx.on("agent/disposed", self._forget)
+        # The notebook the notebook tools act on, handed to them as the ``ctx.notebooks``
+        # service (the notebook room cannot import this module). Whoever owns the comm to the
+        # JupyterLab extension calls ``self.notebooks.set_bridge(bridge)``.
+        self.notebooks = NotebookProvider(shell)
+        self._off_notebooks = app.ctx.provide("notebooks", self.notebooks)
 
     # -- agents by name ---------------------------------------------------------------------
 
@@ -170,6 +176,7 @@ class KernelState:
         screen with what it showed; the App stays open)."""
         self.hook.uninstall()
         self._off()
+        self._off_notebooks()
         for agent_id in list({*self.views, *self.cell_views}):
             for view in self._views_of(agent_id):
                 view.freeze()
@@ -253,6 +260,14 @@ def view(agent: Any) -> AgentView:
     return state().view(agent)
 
 
+def notebook() -> NotebookDocument:
+    """The notebook document the notebook tools act on now (the open notebook through the
+    JupyterLab extension, else the attached or ``JPY_SESSION_NAME`` file). Raises
+    ``RuntimeError`` before ``%load_ext agentloop_nb`` and ``DocumentError("no-notebook")``
+    when there is none."""
+    return state().notebooks.current()
+
+
 def closing(task: asyncio.Task[None]) -> None:
     """Keep an unloaded App's closing task until it ends (see :func:`wait_closed`)."""
     _KERNEL.closing.add(task)
@@ -275,6 +290,7 @@ __all__ = [
     "configure",
     "current",
     "detach",
+    "notebook",
     "state",
     "view",
     "wait_closed",

@@ -11,17 +11,23 @@ from __future__ import annotations
 
 from ._describe import close_matches, describe, is_secret
 from ._interrupt import InterruptHook
+from ._run_code import RunOutcome, run_code
 from ._sync import run_eagerly, run_sync
-from ._tools import code_html, kernel_tools, user_variables
+from ._tools import MASK, code_html, kernel_tools, mask, secret_values, user_variables
 
 __all__ = [
+    "MASK",
     "InterruptHook",
+    "RunOutcome",
     "close_matches",
     "code_html",
     "describe",
     "is_secret",
     "kernel_tools",
+    "mask",
+    "run_code",
     "run_eagerly",
     "run_sync",
+    "secret_values",
     "user_variables",
 ]

@@ -45,7 +45,8 @@ class RunOutcome:
     """What one run produced. ``value`` is the last expression's ``repr`` (``None`` when the
     code does not end in an expression or it evaluated to ``None``); ``names`` the variables
     created or rebound, sorted; ``images`` base64 PNGs (``display()`` outputs and new
-    matplotlib figures); ``error`` the formatted exception (last frames) or ``None``."""
+    matplotlib figures); ``error`` the formatted exception (last frames) or ``None``, with
+    ``ename``/``evalue`` its class name and message (a notebook's error output needs them)."""
 
     stdout: str = ""
     stderr: str = ""
@@ -54,6 +55,8 @@ class RunOutcome:
     images: list[str] = field(default_factory=list)
     displays: list[str] = field(default_factory=list)
     error: str | None = None
+    ename: str | None = None
+    evalue: str | None = None
     interrupted: bool = False
 
 
@@ -140,6 +143,7 @@ def run_code(shell: Any, code: str) -> RunOutcome:
         module, last = _split(code)
     except SyntaxError as exc:
         out.error = "".join(traceback.format_exception_only(type(exc), exc)).rstrip()
+        out.ename, out.evalue = "SyntaxError", str(exc)
         return out
     ns = shell.user_ns
     before = _fingerprint(ns)
@@ -154,8 +158,10 @@ def run_code(shell: Any, code: str) -> RunOutcome:
         except KeyboardInterrupt:
             out.interrupted = True
             out.error = "KeyboardInterrupt: interrupted by the kernel's stop button"
+            out.ename, out.evalue = "KeyboardInterrupt", "interrupted by the kernel's stop button"
         except Exception as exc:
             out.error = _format_error(exc)
+            out.ename, out.evalue = type(exc).__name__, str(exc)
     out.stdout, out.stderr = cap.stdout, cap.stderr
     for rich in cap.outputs:
         data = rich.data

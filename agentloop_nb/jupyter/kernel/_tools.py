@@ -41,6 +41,8 @@ __all__ = [
     "KernelTools",
     "code_html",
     "kernel_tools",
+    "mask",
+    "secret_values",
     "user_variables",
 ]
 
@@ -79,7 +81,9 @@ def user_variables(shell: Any) -> dict[str, Any]:
     return out
 
 
-def _secret_values(ns: Mapping[str, Any]) -> list[str]:
+def secret_values(ns: Mapping[str, Any]) -> list[str]:
+    """The string values (4+ characters, longest first) of the secret-named variables in
+    ``ns``: what :func:`mask` hides in tool output."""
     values = []
     for name, value in ns.items():
         if not is_secret(name):
@@ -91,7 +95,8 @@ def _secret_values(ns: Mapping[str, Any]) -> list[str]:
     return sorted(values, key=len, reverse=True)  # longest first: no partial leftovers
 
 
-def _mask(text: str, secrets: Iterable[str]) -> str:
+def mask(text: str, secrets: Iterable[str]) -> str:
+    """``text`` with every value of ``secrets`` replaced by :data:`MASK`."""
     for secret in secrets:
         text = text.replace(secret, MASK)
     return text
@@ -158,7 +163,7 @@ class _Tools:
             hint = f"; did you mean: {', '.join(near)}?" if near else ""
             return error_result(TOOL_ERROR, f"no variable named {name!r}{hint}")
         text = f"{name} = " + describe(ns[name], self.max_chars)
-        return truncate(_mask(text, _secret_values(ns)), self.max_chars)
+        return truncate(mask(text, secret_values(ns)), self.max_chars)
 
     def notebook_history(self, n: int = 10) -> str:
         """The last n executed notebook cells (In) with their text outputs (Out), truncated.
@@ -179,8 +184,8 @@ class _Tools:
             parts.append(part)
         if not parts:
             return "No cells have been executed yet."
-        secrets = _secret_values(ns)
-        parts = [_mask(p, secrets) for p in parts]
+        secrets = secret_values(ns)
+        parts = [mask(p, secrets) for p in parts]
         while len(parts) > 1 and sum(len(p) + 2 for p in parts) > self.max_chars:
             parts.pop(0)  # over budget: the oldest cells go first
         return truncate("\n\n".join(parts), self.max_chars)
@@ -195,8 +200,8 @@ class _Tools:
         if outcome.interrupted and execution.agent is not None:
             # The stop button: the code stopped, and so does the turn (cause: user).
             execution.agent.cancel("user")
-        secrets = _secret_values(self.shell.user_ns)
-        text = _mask(self._report(outcome), secrets)
+        secrets = secret_values(self.shell.user_ns)
+        text = mask(self._report(outcome), secrets)
         meta: dict[str, Any] = {"names": outcome.names}
         if outcome.error is not None:
             result = error_result(TOOL_ERROR, text, meta=meta)

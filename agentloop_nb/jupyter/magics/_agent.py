@@ -46,6 +46,7 @@ from ._kernel import (
 )
 from ._longrun import add_longrun_parsers, cmd_compact
 from ._mcp import add_mcp_parser, run_mcp_command
+from ._notebook import add_notebook_parser, run_notebook_command
 
 DEFAULT_PROVIDER = "offline"
 DEFAULT_MODEL = "demo"
@@ -143,6 +144,7 @@ def _build_parser() -> _Parser:
     add_mcp_parser(sub)
     add_tool_command(sub)
     add_fork_parser(sub)
+    add_notebook_parser(sub)
     return p
 
 
@@ -223,6 +225,10 @@ class AgentMagics(Magics):
               an unknown provider is refused (with the known ones and a close match);
               --pace WPS makes the offline model stream WPS words per second;
               --kernel [--run ask|always|never]: give it this kernel's tools
+              --notebook [--edit ask|always|never]: and the notebook tools (implies --kernel)
+          %agent notebook [PATH | --detach]
+                                      the .ipynb the notebook tools edit headless (a
+                                      connected JupyterLab page wins); no PATH: which one
           %agent tool FUNC [--agent NAME]
                                       a notebook function becomes a tool (re-run replaces)
           %agent steer NAME TEXT      steer the running turn (wakes an idle agent)
@@ -384,6 +390,9 @@ class AgentMagics(Magics):
     def _check_free(self, name: str) -> None:
         if name in self.state.names:
             raise UserError(f"an agent named {name!r} exists; %agent dispose {name} first")
+
+    def _cmd_notebook(self, args: argparse.Namespace) -> None:
+        print(run_notebook_command(self.state, args))
 
     def _cmd_tool(self, args: argparse.Namespace) -> None:
         agent = None if args.agent is None else self.state.agent(args.agent)

@@ -1,7 +1,8 @@
 """The magic flags that connect an agent to this kernel (``_magics`` wires them in):
 
 - ``%agent create NAME --kernel [--run ask|always|never]`` — :func:`add_create_flags` and
-  :func:`after_create` (``kernel_tools`` on the new agent);
+  :func:`after_create` (``kernel_tools`` on the new agent; ``--notebook [--edit MODE]`` adds
+  the notebook tools through ``_notebook``);
 - ``%%agent NAME --with a,b`` — :func:`split_cell_line` and :func:`prompt_with` (one text block
   per variable, ``inspect_variable``'s summary, before the prompt);
 - ``%agent tool FUNC [--agent NAME]`` — :func:`add_tool_command` and :func:`register_tool` (the
@@ -18,6 +19,7 @@ from typing import Any
 from ...messages import TextBlock
 from .._state import UserError
 from ..kernel import close_matches, describe, is_secret, kernel_tools, user_variables
+from . import _notebook
 
 __all__ = [
     "WITH_MAX_CHARS",
@@ -47,20 +49,24 @@ def add_create_flags(create: argparse.ArgumentParser) -> None:
         default="ask",
         help="with --kernel: run_python asks for approval (default), always runs, or is absent",
     )
+    _notebook.add_create_flags(create)
 
 
 def check_create_flags(args: argparse.Namespace) -> None:
-    """Raise :class:`UserError` for ``--run`` without ``--kernel`` (before anything exists)."""
+    """Raise :class:`UserError` for ``--run`` without ``--kernel`` or ``--edit`` without
+    ``--notebook`` (before anything exists); ``--notebook`` implies ``--kernel``."""
+    _notebook.check_create_flags(args)
     if not getattr(args, "kernel", False) and getattr(args, "run", "ask") != "ask":
         raise UserError("%agent create: --run needs --kernel")
 
 
 def after_create(agent: Any, args: argparse.Namespace) -> str:
-    """Apply ``--kernel``; returns a note for the creation message ('' without it)."""
+    """Apply ``--kernel`` (and ``--notebook``); returns a note for the creation message ('' without
+    them)."""
     if not getattr(args, "kernel", False):
         return ""
     kernel_tools(agent, run=args.run)
-    return f" with kernel tools (run_python: {args.run})"
+    return f" with kernel tools (run_python: {args.run})" + _notebook.after_create(agent, args)
 
 
 def add_tool_command(sub: Any) -> None:

@@ -28,7 +28,9 @@ class ToolPoolView(TextRepr, widgets.VBox):
     """The current step's tool calls: queued / running / awaiting approval / done / failed /
     aborted / denied / invalid, durations and a per-call timeline (bars positioned by start and
     end time, so parallel calls overlap visibly). Pending ``Ask`` approvals get Approve/Deny
-    buttons; every running call (awaiting approval included) gets a Cancel button that calls
+    buttons (and an Edit button when the tool registered an editable argument: the person
+    changes it in a text area, then "Approve edited" runs the call with that version); every
+    running call (awaiting approval included) gets a Cancel button that calls
     ``agent.cancel_tool(call_id)``: that call ends ``cancelled``, the turn goes on.
 
     Derived from the log, never from inside tool execution: a call starts at its ``tool/call``
@@ -70,6 +72,8 @@ class ToolPoolView(TextRepr, widgets.VBox):
         self._asking: set[str] = set()  # call ids waiting for a person's answer
         self._answered: dict[str, float] = {}  # call id -> when the answer came (epoch s)
         self._buttons: dict[str, tuple[widgets.Button, widgets.Button]] = {}
+        self._editors: dict[str, tuple[widgets.Textarea, widgets.Button]] = {}
+        self._edit_buttons: dict[str, widgets.Button] = {}
         self._off_feed = self.feed.observe(self._changed)
         self.approval = approval if approval is not None else approval_of(agent)
         self._off_approval = (
@@ -216,6 +220,7 @@ class ToolPoolView(TextRepr, widgets.VBox):
             self._answered[call_id] = now
         self._asking = asking
         rows, buttons = [], {}
+        self._editors, self._edit_buttons = {}, {}
         for p in pending:
             approve = widgets.Button(description="Approve", button_style="success")
             deny = widgets.Button(description="Deny", button_style="danger")
@@ -230,7 +235,11 @@ class ToolPoolView(TextRepr, widgets.VBox):
             )
             row = widgets.HBox([label, approve, deny])
             detail = self.approval.detail_html(p)  # e.g. run_python's code
-            rows.append(widgets.VBox([row, widgets.HTML(detail)]) if detail else row)
+            parts: list[widgets.Widget] = [row, widgets.HTML(detail)] if detail else [row]
+            editable = self.approval.editable(p)
+            if editable is not None:
+                parts.append(self._edit_box(p.call_id, row, *editable))
+            rows.append(widgets.VBox(parts) if len(parts) > 1 else row)
             buttons[p.call_id] = (approve, deny)
         old = self.approvals.children
         self._buttons = buttons
@@ -238,6 +247,41 @@ class ToolPoolView(TextRepr, widgets.VBox):
         for w in old:
             w.close()
         self.throttle.poke()
+
+    def _edit_box(self, call_id: str, row: widgets.HBox, name: str, value: str) -> widgets.VBox:
+        """The Edit button of a call with an editable argument: it opens a text area holding
+        the proposed ``name`` and an "Approve edited" button that approves with its text."""
+        edit = widgets.Button(description="Edit", tooltip=f"change the proposed {name}")
+        edit.add_class("agentloop-edit")
+        area = widgets.Textarea(value=value, rows=min(20, value.count("\n") + 2))
+        area.layout.width = "100%"
+        area.add_class("agentloop-edit-area")
+        send = widgets.Button(description="Approve edited", button_style="success")
+        send.add_class("agentloop-approve-edited")
+        box = widgets.VBox([])
+        self._editors[call_id] = (area, send)
+
+        def open_editor(_b: Any) -> None:
+            box.children = (area, send)
+
+        edit.on_click(open_editor)
+        send.on_click(
+            lambda _b: self.approval and self.approval.approve_edited(call_id, area.value)
+        )
+        row.children = (*row.children, edit)
+        self._edit_buttons[call_id] = edit
+        return box
+
+    def edit_controls(
+        self, call_id: str
+    ) -> tuple[widgets.Button, widgets.Textarea, widgets.Button] | None:
+        """``(Edit, text area, Approve edited)`` of a pending call whose tool registered an
+        editable argument, or ``None``."""
+        edit = self._edit_buttons.get(call_id)
+        editor = self._editors.get(call_id)
+        if edit is None or editor is None:
+            return None
+        return edit, editor[0], editor[1]
 
     def approval_buttons(self, call_id: str) -> tuple[widgets.Button, widgets.Button] | None:
         """The ``(Approve, Deny)`` buttons shown for a pending call, or ``None``."""

@@ -1,0 +1,46 @@
+"""The notebook document: what the agent reads and edits of the notebook it works in.
+
+:class:`NotebookDocument` is the interface (cells with their outputs; insert, replace,
+delete and run, each refused rather than merged when the cell changed); :class:`BridgeDocument`
+implements it over the JupyterLab extension's comm, :class:`NotebookFile` over an ``.ipynb``
+file; :class:`NotebookProvider` chooses one per kernel; ``notebook_tools(agent)`` gives an
+agent the tools over it (``list_cells``, ``read_cell``, ``insert_cell``, ``replace_cell``,
+``delete_cell``, ``run_cell``). This room imports ``fold``, ``kernel`` and the core only.
+"""
+
+from __future__ import annotations
+
+from ._document import (
+    CELL_TYPES,
+    BridgeDocument,
+    BridgeLike,
+    Cell,
+    DocumentError,
+    NotebookDocument,
+    RunResult,
+)
+from ._file import NotebookFile
+from ._outputs import MAX_IMAGE_BYTES, MAX_IMAGES, OutputSummary, summarize
+from ._provider import NO_NOTEBOOK, NotebookProvider
+from ._tools import EDIT_TOOLS, NotebookTools, diff_html, notebook_tools
+
+__all__ = [
+    "CELL_TYPES",
+    "EDIT_TOOLS",
+    "MAX_IMAGES",
+    "MAX_IMAGE_BYTES",
+    "NO_NOTEBOOK",
+    "BridgeDocument",
+    "BridgeLike",
+    "Cell",
+    "DocumentError",
+    "NotebookDocument",
+    "NotebookFile",
+    "NotebookProvider",
+    "NotebookTools",
+    "OutputSummary",
+    "RunResult",
+    "diff_html",
+    "notebook_tools",
+    "summarize",
+]
