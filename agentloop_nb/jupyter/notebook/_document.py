@@ -14,6 +14,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
+from ...errors import AgentloopError
+
 __all__ = [
     "CELL_TYPES",
     "BridgeDocument",
@@ -42,7 +44,7 @@ ERROR_CODES = (
 )
 
 
-class DocumentError(Exception):
+class DocumentError(AgentloopError):
     """A document operation that did not happen: ``code`` (one of ``conflict``,
     ``not-found``, ``bad-request``, ``busy``, ``internal``, ``disconnected``, ``timeout``,
     ``no-notebook``) and a one-line ``message`` for the model and the user."""
