@@ -40,7 +40,8 @@ class ErrorReport(BaseModel):
     the failing callable's ``repr`` and ``error`` the exception.
     """
 
-    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
+    # defer_build: validators are built on first use, not at import (start-up cost)
+    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True, defer_build=True)
 
     type: Literal["internal/error"] = "internal/error"
     event: str

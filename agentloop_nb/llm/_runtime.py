@@ -78,7 +78,9 @@ class LlmStreamPayload:
     options: GenerateOptions
 
 
-_ABORTED = Finish(reason=Aborted())
+# Literal, valid instances: model_construct makes them without building the (deferred)
+# validators at import.
+_ABORTED = Finish.model_construct(reason=Aborted.model_construct())
 
 
 def _error_finish(code: str, message: str) -> Finish:
@@ -127,7 +129,9 @@ async def _aclose(source: Any) -> None:
         await close()
 
 
-_TRUNCATED = Finish(reason=ErrorFinish(code="TRANSPORT", message="stream ended without a finish"))
+_TRUNCATED = Finish.model_construct(
+    reason=ErrorFinish.model_construct(code="TRANSPORT", message="stream ended without a finish")
+)
 
 
 async def _guard(source: AsyncIterator[Any], signal: AbortSignal | None) -> AsyncIterator[Any]:

@@ -349,7 +349,9 @@ async def _run_step(agent: Agent, st: TurnState, assembly: Any) -> bool:
     return bool(calls)
 
 
-_ENTER_NOTHING = Enter()  # decisions are frozen: one instance serves every empty claim
+# Decisions are frozen: one instance serves every empty claim (model_construct: no validator
+# is built at import for this literal, valid instance).
+_ENTER_NOTHING = Enter.model_construct()
 
 
 def _enter_claimed(claimed: tuple[UserMessage, ...]) -> Enter:
