@@ -28,7 +28,7 @@ from .._disposer import Disposer
 from .._fiber import is_awaitable
 from .._hook_names import LLM_STREAM
 from .._scoped import BoundView
-from ..context import Lazy
+from ..context import EVERY_NAME, Lazy
 from ..signals import AbortError
 from ._chunks import Aborted, ErrorFinish, Finish, GenerateOptions, StreamChunk
 from ._errors import LlmError
@@ -244,6 +244,9 @@ class _Stream:
             return _single(_ABORTED)
         runtime = self._runtime
         adapter = self._adapter
+        if LLM_STREAM not in getattr(self._ctx, "listened", EVERY_NAME):
+            # Unobserved (the usual case, once per request): the waterfall's default itself.
+            return runtime._dispatch(options, adapter)
         produced: list[AsyncIterator[StreamChunk]] = []
 
         async def default() -> AsyncIterator[StreamChunk]:

@@ -275,7 +275,11 @@ async def _run_steps(agent: Agent, st: TurnState) -> None:
         st.wake = False  # this claim serves every waking send so far: no empty extra turn
         step = st.step + 1
         assembly = await ctx.system_prompt.assemble(agent, signal=signal)
-        entered = await _pre_step(agent, signal, tuple(claimed), turn, step)
+        if AGENT_PRE_STEP in ctx.listened:
+            entered = await _pre_step(agent, signal, tuple(claimed), turn, step)
+        else:  # unobserved (the usual case): the waterfall's answer, without dispatching
+            signal.throw_if_aborted()
+            entered = tuple(claimed)
         if isinstance(entered, Reject):
             st.end, st.detail = "rejected", entered.reason
             return
