@@ -9,7 +9,7 @@ The catalogues: ``agentloop_nb.events`` (durable event types and their data) and
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .agents import AgentHandle, AgentRegistry
 from .app import App, AppConfig
@@ -44,7 +44,6 @@ from .messages import (
     ToolResultMessage,
     UserMessage,
 )
-from .plugins.invariants import InvariantError
 from .prompt import SystemPrompt
 from .session import JsonlPersistence, Session, SessionEvent, SessionStore
 from .signals import AbortController, AbortError, AbortSignal
@@ -62,7 +61,19 @@ from .tools import (
 )
 from .usage import UsageTotals
 
+if TYPE_CHECKING:
+    from .plugins.invariants import InvariantError
+
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> Any:
+    # The invariant companion (whose error this is) is imported on first use (start-up cost).
+    if name == "InvariantError":
+        from .plugins.invariants import InvariantError
+
+        return InvariantError
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def load_ipython_extension(ipython: Any) -> None:

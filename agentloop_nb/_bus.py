@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Container, Iterator
 from functools import partial
 from typing import Any, Literal
 
@@ -40,7 +40,8 @@ class ErrorReport(BaseModel):
     the failing callable's ``repr`` and ``error`` the exception.
     """
 
-    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
+    # defer_build: validators are built on first use, not at import (start-up cost)
+    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True, defer_build=True)
 
     type: Literal["internal/error"] = "internal/error"
     event: str
@@ -72,6 +73,22 @@ class Lazy(partial[Any]):
     is cheaper than building most payloads)."""
 
     __slots__ = ()
+
+
+class _EveryName:
+    __slots__ = ()
+
+    def __contains__(self, name: object) -> bool:
+        return True
+
+    def __repr__(self) -> str:
+        return "EVERY_NAME"
+
+
+EVERY_NAME: Container[str] = _EveryName()
+"""The ``listened`` of a dispatcher that cannot say which names it observes: every name may
+be. A hot call site tests ``NAME in getattr(dispatcher, "listened", EVERY_NAME)`` and takes
+the no-listener result directly only when the dispatcher says nobody listens."""
 
 
 def _built(payload: Any) -> Any:
@@ -352,4 +369,13 @@ async def _settle(awaitable: Awaitable[Any], errors: list[Exception]) -> None:
         errors.append(exc)
 
 
-__all__ = ["INTERNAL_ERROR", "Bus", "ErrorReport", "Handler", "Lazy", "Listener", "call_default"]
+__all__ = [
+    "EVERY_NAME",
+    "INTERNAL_ERROR",
+    "Bus",
+    "ErrorReport",
+    "Handler",
+    "Lazy",
+    "Listener",
+    "call_default",
+]

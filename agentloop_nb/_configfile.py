@@ -8,12 +8,11 @@ and names the file in every error.
 
 from __future__ import annotations
 
+import functools
 import os
 import tomllib
 from pathlib import Path
 from typing import Any
-
-import yaml
 
 from .errors import AgentloopError
 
@@ -25,17 +24,24 @@ class ConfigFileError(ValueError, AgentloopError):
     """A configuration file cannot be used; the message names the file and the problem."""
 
 
-class _NoAliasLoader(yaml.SafeLoader):
-    """``SafeLoader`` that rejects anchors/aliases: they are what makes alias bombs possible."""
+@functools.cache
+def _no_alias_loader() -> Any:
+    """``SafeLoader`` that rejects anchors/aliases: they are what makes alias bombs possible.
+    Built on first use: ``yaml`` (and the regexes its resolver compiles) is imported only when
+    a YAML file is read."""
+    import yaml
 
-    def compose_node(self, parent: Any, index: Any) -> Any:
-        if self.check_event(yaml.AliasEvent):
-            event = self.peek_event()
-            raise yaml.YAMLError(
-                f"YAML aliases are not allowed in a configuration file (line "
-                f"{event.start_mark.line + 1}): write the value out instead"
-            )
-        return super().compose_node(parent, index)
+    class NoAliasLoader(yaml.SafeLoader):
+        def compose_node(self, parent: Any, index: Any) -> Any:
+            if self.check_event(yaml.AliasEvent):
+                event = self.peek_event()
+                raise yaml.YAMLError(
+                    f"YAML aliases are not allowed in a configuration file (line "
+                    f"{event.start_mark.line + 1}): write the value out instead"
+                )
+            return super().compose_node(parent, index)
+
+    return NoAliasLoader
 
 
 def read_config_file(path: str | os.PathLike[str]) -> dict[str, Any]:
@@ -77,13 +83,22 @@ def read_config_file(path: str | os.PathLike[str]) -> dict[str, Any]:
 
 
 def _parse(p: Path, text: str) -> Any:
-    try:
-        if p.suffix == ".toml":
+    if p.suffix == ".toml":
+        try:
             return tomllib.loads(text)
-        return yaml.load(text, Loader=_NoAliasLoader)
-    except (tomllib.TOMLDecodeError, yaml.YAMLError, RecursionError) as exc:
-        detail = "nesting is too deep" if isinstance(exc, RecursionError) else str(exc)
-        raise ConfigFileError(f"config {p} is not valid {p.suffix[1:].upper()}: {detail}") from None
+        except (tomllib.TOMLDecodeError, RecursionError) as exc:
+            raise _invalid(p, exc) from None
+    import yaml
+
+    try:
+        return yaml.load(text, Loader=_no_alias_loader())
+    except (yaml.YAMLError, RecursionError) as exc:
+        raise _invalid(p, exc) from None
+
+
+def _invalid(p: Path, exc: Exception) -> ConfigFileError:
+    detail = "nesting is too deep" if isinstance(exc, RecursionError) else str(exc)
+    return ConfigFileError(f"config {p} is not valid {p.suffix[1:].upper()}: {detail}")
 
 
 def _check_depth(p: Path, value: Any, depth: int) -> None:

@@ -10,7 +10,8 @@ from pydantic import BaseModel, ConfigDict
 
 
 class Decision(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # defer_build: validators are built on first use, not at import (start-up cost)
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     def __init__(self, /, *args: Any, **kwargs: Any) -> None:
         if args:

@@ -9,16 +9,14 @@ from typing import Any
 
 from pydantic import ConfigDict, Field, ValidationError, field_validator
 
-from ._configfile import read_config_file
 from ._supervisor import Supervisor
 from .agents import AgentRegistry
 from .context import Context
 from .llm import LlmRuntime
 from .loop import AgentLoop, AgentLoopConfig
-from .mcp import MCPService
 from .models import ModelTable
 from .prompt import SystemPrompt
-from .session import JsonlPersistence, PostgresPersistence, SessionStore
+from .session import JsonlPersistence, SessionStore
 from .tools import ToolRuntime
 
 _PG_SCHEMES = ("postgresql://", "postgres://")
@@ -53,6 +51,24 @@ class AppConfig(AgentLoopConfig):
     def _check_models(cls, value: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
         ModelTable(value)  # raises ValueError naming the bad entry
         return value
+
+
+class _LazyMCP:
+    """The ``mcp`` service until a context first reads ``ctx.mcp``: only then is
+    ``agentloop_nb.mcp`` imported and the shared ``MCPService`` built (start-up cost); every
+    context resolves to that service's view, as if it had been provided directly."""
+
+    __slots__ = ("_service",)
+
+    def __init__(self) -> None:
+        self._service: Any = None
+
+    def __bind__(self, ctx: Any) -> Any:
+        if self._service is None:
+            from .mcp import MCPService
+
+            self._service = MCPService()
+        return self._service.__bind__(ctx)
 
 
 class App:
@@ -106,6 +122,8 @@ class App:
             persistence = JsonlPersistence(cfg.persistence_root)
         url = cfg.persistence_url or os.environ.get(DATABASE_URL_ENV) or None
         if persistence is None and url is not None:
+            from .session import PostgresPersistence  # lazily: most Apps never use it
+
             persistence = PostgresPersistence(url)
         self.persistence = persistence
         if persistence is not None:
@@ -116,7 +134,7 @@ class App:
         ctx.provide("system_prompt", SystemPrompt(ctx))
         ctx.provide("agents", AgentRegistry())
         ctx.provide("models", ModelTable(cfg.models))
-        ctx.provide("mcp", MCPService())
+        ctx.provide("mcp", _LazyMCP())
         self._register_providers(cfg.providers)
         loop_cfg = AgentLoopConfig(
             max_parallel_tool_calls=cfg.max_parallel_tool_calls,
@@ -154,6 +172,8 @@ class App:
         Raises ``ConfigFileError`` (a ``ValueError``) naming the file when it cannot be used
         (another extension, unreadable, over 1 MiB, a syntax error, YAML aliases, a top level that
         is not a mapping), and ``pydantic.ValidationError`` naming the field for a bad setting."""
+        from ._configfile import read_config_file  # lazily: YAML files need ``yaml``
+
         data = read_config_file(path)
         try:
             return cls(data, **kwargs)

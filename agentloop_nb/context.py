@@ -48,7 +48,7 @@ from collections.abc import Callable, KeysView
 from functools import partial
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ._bus import INTERNAL_ERROR, Bus, ErrorReport, Handler, Lazy, Listener
+from ._bus import EVERY_NAME, INTERNAL_ERROR, Bus, ErrorReport, Handler, Lazy, Listener
 from ._disposer import Disposer
 from ._fiber import Fiber, InactiveContextError, close_unstarted, is_awaitable
 from ._hook_names import CATALOGUED
@@ -134,6 +134,7 @@ class Context:
         "agent",
         "emit",
         "fiber",
+        "listened",
         "name",
         "parent",
         "root",
@@ -168,6 +169,12 @@ class Context:
     """``emit(name, payload=None)``: notify listeners synchronously; their exceptions are
     contained and reported (the bus's own dispatch, bound to this context's agent)."""
     fiber: Fiber
+    listened: KeysView[str]
+    """The names some listener is registered for anywhere in this context's tree, as a live
+    read-only view (``name in ctx.listened``; agent scopes are not applied: use
+    :meth:`has_listeners` for that). Lets a hot call site skip even the dispatch call (and
+    building its payload and default) while nobody listens: the loop tests it before each
+    hook of a step, the session log before each append's ``session/event``."""
     name: str
     parent: Context | None
     root: Context
@@ -187,6 +194,7 @@ class Context:
         self.agent = agent
         self.emit = partial(tree.bus.emit, agent)
         self.fiber = fiber
+        self.listened = tree.bus.listeners.keys()  # live: one view serves every check
         self.name = fiber.name
         self.parent = parent
         self.root = self if parent is None else parent.root
@@ -334,14 +342,6 @@ class Context:
 
     # -- dispatch ---------------------------------------------------------------------------
 
-    @property
-    def listened(self) -> KeysView[str]:
-        """The names some listener is registered for anywhere in this context's tree, as a
-        live read-only view (``name in ctx.listened``; agent scopes are not applied: use
-        :meth:`has_listeners` for that). Lets a producer that appends at a high rate skip
-        even the call of :attr:`emit` while nobody listens (the session log does)."""
-        return self._listeners.keys()
-
     def has_listeners(self, name: str) -> bool:
         """Whether a dispatch of ``name`` through this context would reach any listener.
 
@@ -417,6 +417,7 @@ class Context:
 
 
 __all__ = [
+    "EVERY_NAME",
     "INTERNAL_ERROR",
     "Context",
     "Disposer",

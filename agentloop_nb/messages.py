@@ -13,7 +13,8 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # defer_build: validators are built on first use, not at import (start-up cost)
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
 
 class TextBlock(_Frozen):
@@ -120,8 +121,12 @@ class ToolResultMessage(_Frozen):
 
 Message = Annotated[UserMessage | AssistantMessage | ToolResultMessage, Field(discriminator="role")]
 
-MESSAGE_ADAPTER: TypeAdapter[Message] = TypeAdapter(Message)
-CONTENT_ADAPTER: TypeAdapter[tuple[ContentBlock, ...]] = TypeAdapter(tuple[ContentBlock, ...])
+# Built on first validation, not at import (start-up cost).
+_DEFER = ConfigDict(defer_build=True)
+MESSAGE_ADAPTER: TypeAdapter[Message] = TypeAdapter(Message, config=_DEFER)
+CONTENT_ADAPTER: TypeAdapter[tuple[ContentBlock, ...]] = TypeAdapter(
+    tuple[ContentBlock, ...], config=_DEFER
+)
 
 __all__ = [
     "CONTENT_ADAPTER",

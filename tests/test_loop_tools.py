@@ -506,3 +506,41 @@ async def test_a_failing_finalize_content_is_a_tool_error_result(app: App) -> No
     assert result["is_error"] and result["error"]["code"] == "TOOL_ERROR"
     assert "ValueError: cannot shorten" in result["content"]
     assert reasons(agent) == ["completed"]
+
+
+async def test_hook_listeners_a_tool_body_registers_apply_from_the_next_dispatch_on(
+    app: App,
+) -> None:
+    # Unobserved hooks take a straight path; whether one is observed is decided at each
+    # dispatch, so listeners added mid-step are not missed until some later step.
+    seen: list[tuple[str, Any]] = []
+
+    def post(payload: Any, next: Any) -> Any:
+        seen.append(("tools/post-execute", payload.execution.call_id))
+        return next()
+
+    def request(payload: Any, next: Any) -> Any:
+        seen.append(("agent/request", payload.step))
+        return next()
+
+    def pre_step(payload: Any, next: Any) -> Any:
+        seen.append(("agent/pre-step", payload.step))
+        return next()
+
+    @tool
+    async def listen() -> str:
+        """Start listening."""
+        app.ctx.on("tools/post-execute", post)
+        app.ctx.on("agent/request", request)
+        app.ctx.on("agent/pre-step", pre_step)
+        return "listening"
+
+    register(app, listen)
+    agent, _ = new_agent(app, tool_call("c1", "listen", {}), text("done"))
+    await run(agent)
+    assert seen == [
+        ("tools/post-execute", "c1"),
+        ("agent/pre-step", 2),
+        ("agent/request", 2),
+    ]
+    assert [d["content"] for d in data(agent, "tool/result")] == ["listening"]

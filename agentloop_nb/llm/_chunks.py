@@ -15,7 +15,8 @@ if TYPE_CHECKING:
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # defer_build: validators are built on first use, not at import (start-up cost)
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
 
 class Usage(_Frozen):
@@ -128,7 +129,10 @@ StreamChunk = Annotated[
     Field(discriminator="type"),
 ]
 
-CHUNK_ADAPTER: TypeAdapter[StreamChunk] = TypeAdapter(StreamChunk)
+# Built on first validation, not at import (start-up cost).
+CHUNK_ADAPTER: TypeAdapter[StreamChunk] = TypeAdapter(
+    StreamChunk, config=ConfigDict(defer_build=True)
+)
 
 
 @dataclass(frozen=True, slots=True)

@@ -44,7 +44,8 @@ class RetryPolicy(BaseModel):
     retried until the turn is cancelled, every wait still capped by ``max_delay``.
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # defer_build: validators are built on first use, not at import (start-up cost)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     max_retries: NonNegativeInt = 5
     unbounded: bool = False

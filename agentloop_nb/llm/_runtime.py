@@ -28,7 +28,7 @@ from .._disposer import Disposer
 from .._fiber import is_awaitable
 from .._hook_names import LLM_STREAM
 from .._scoped import BoundView
-from ..context import Lazy
+from ..context import EVERY_NAME, Lazy
 from ..signals import AbortError
 from ._chunks import Aborted, ErrorFinish, Finish, GenerateOptions, StreamChunk
 from ._errors import LlmError
@@ -78,7 +78,9 @@ class LlmStreamPayload:
     options: GenerateOptions
 
 
-_ABORTED = Finish(reason=Aborted())
+# Literal, valid instances: model_construct makes them without building the (deferred)
+# validators at import.
+_ABORTED = Finish.model_construct(reason=Aborted.model_construct())
 
 
 def _error_finish(code: str, message: str) -> Finish:
@@ -127,7 +129,9 @@ async def _aclose(source: Any) -> None:
         await close()
 
 
-_TRUNCATED = Finish(reason=ErrorFinish(code="TRANSPORT", message="stream ended without a finish"))
+_TRUNCATED = Finish.model_construct(
+    reason=ErrorFinish.model_construct(code="TRANSPORT", message="stream ended without a finish")
+)
 
 
 async def _guard(source: AsyncIterator[Any], signal: AbortSignal | None) -> AsyncIterator[Any]:
@@ -240,6 +244,9 @@ class _Stream:
             return _single(_ABORTED)
         runtime = self._runtime
         adapter = self._adapter
+        if LLM_STREAM not in getattr(self._ctx, "listened", EVERY_NAME):
+            # Unobserved (the usual case, once per request): the waterfall's default itself.
+            return runtime._dispatch(options, adapter)
         produced: list[AsyncIterator[StreamChunk]] = []
 
         async def default() -> AsyncIterator[StreamChunk]:

@@ -29,7 +29,8 @@ class AgentOptions(BaseModel):
     """What an agent talks to. ``provider`` and ``model`` may be left out when an
     ``agent/request`` listener supplies them."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # defer_build: validators are built on first use, not at import (start-up cost)
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     provider: str | None = None
     model: str | None = None

@@ -15,7 +15,8 @@ class AgentConfig(BaseModel):
     persistence holds it); ``resume_session_id`` requires an existing persisted session. They
     are mutually exclusive."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # defer_build: validators are built on first use, not at import (start-up cost)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     id: str
     provider: str | None = None
@@ -36,7 +37,8 @@ class AgentConfig(BaseModel):
 
 
 class AgentLoopConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # defer_build: validators are built on first use, not at import (start-up cost)
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     max_parallel_tool_calls: PositiveInt = 10
     #: The initial values of the live global limits (see :class:`LoopSettings`).
@@ -49,7 +51,8 @@ class LoopSettings(BaseModel):
     """Live settings (``ctx.agent_loop.settings``): assignment is validated, so a value that is
     not a positive integer is refused at the write, not when the next tool group starts."""
 
-    model_config = ConfigDict(validate_assignment=True, extra="forbid")
+    # defer_build: validators are built on first use, not at import (start-up cost)
+    model_config = ConfigDict(validate_assignment=True, extra="forbid", defer_build=True)
 
     max_parallel_tool_calls: PositiveInt = 10
     #: One cap on running tool bodies across every agent of the loop (``None``: unlimited).

@@ -275,7 +275,11 @@ async def _run_steps(agent: Agent, st: TurnState) -> None:
         st.wake = False  # this claim serves every waking send so far: no empty extra turn
         step = st.step + 1
         assembly = await ctx.system_prompt.assemble(agent, signal=signal)
-        entered = await _pre_step(agent, signal, tuple(claimed), turn, step)
+        if AGENT_PRE_STEP in ctx.listened:
+            entered = await _pre_step(agent, signal, tuple(claimed), turn, step)
+        else:  # unobserved (the usual case): the waterfall's answer, without dispatching
+            signal.throw_if_aborted()
+            entered = tuple(claimed)
         if isinstance(entered, Reject):
             st.end, st.detail = "rejected", entered.reason
             return
@@ -349,7 +353,9 @@ async def _run_step(agent: Agent, st: TurnState, assembly: Any) -> bool:
     return bool(calls)
 
 
-_ENTER_NOTHING = Enter()  # decisions are frozen: one instance serves every empty claim
+# Decisions are frozen: one instance serves every empty claim (model_construct: no validator
+# is built at import for this literal, valid instance).
+_ENTER_NOTHING = Enter.model_construct()
 
 
 def _enter_claimed(claimed: tuple[UserMessage, ...]) -> Enter:

@@ -204,17 +204,22 @@ class RequestPath:
         if self._proposal is None or self._options is not options:
             self._options, self._proposal = options, seed_config(options)
         proposal = self._proposal
-        config = await agent.ctx.waterfall(
-            AGENT_REQUEST,
-            Lazy(RequestPayload, _facade(agent), turn, step, proposal, signal),
-            partial(_same, proposal),
-            signal=signal,
-        )
-        if not isinstance(config, RequestConfig):
-            raise TypeError(
-                f"an agent/request listener returned {config!r}; return a RequestConfig "
-                "(e.g. payload.config.model_copy(update={...}))"
+        ctx = agent.ctx
+        if AGENT_REQUEST in ctx.listened:
+            config = await ctx.waterfall(
+                AGENT_REQUEST,
+                Lazy(RequestPayload, _facade(agent), turn, step, proposal, signal),
+                partial(_same, proposal),
+                signal=signal,
             )
+            if not isinstance(config, RequestConfig):
+                raise TypeError(
+                    f"an agent/request listener returned {config!r}; return a RequestConfig "
+                    "(e.g. payload.config.model_copy(update={...}))"
+                )
+        else:  # unobserved (the usual case): the waterfall's answer, without dispatching
+            signal.throw_if_aborted()
+            config = proposal
         if not config.provider or not config.model:
             raise LlmError(
                 "BAD_REQUEST",

@@ -9,6 +9,8 @@ one); ``repair`` closes what a crash left open.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from ._events import HEADER_VERSION, SURFACE_TYPES, SessionEvent, SessionHeader
 from ._frozen import FrozenDict, freeze_json
 from ._jsonl import JsonlPersistence
@@ -20,7 +22,6 @@ from ._persistence import (
     SessionLockedError,
     SessionNotFoundError,
 )
-from ._postgres import PostgresPersistence
 from ._repair import TOOL_OUTCOME_UNKNOWN, repair
 from ._session import (
     EventLog,
@@ -33,6 +34,19 @@ from ._session import (
     parse_node,
 )
 from ._store import SessionStore
+
+if TYPE_CHECKING:
+    from ._postgres import PostgresPersistence
+
+
+def __getattr__(name: str) -> Any:
+    # The PostgreSQL backend is imported on first use, not with the package (start-up cost).
+    if name == "PostgresPersistence":
+        from ._postgres import PostgresPersistence
+
+        return PostgresPersistence
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "HEADER_VERSION",

@@ -16,6 +16,7 @@ import logging
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from ..context import EVERY_NAME
 from ..signals import AbortError, AbortScope
 from ._decisions import (
     ABORTED,
@@ -32,7 +33,7 @@ from ._decisions import (
     ToolResult,
     error_result,
 )
-from ._hooks import PRE_EXECUTE, allow
+from ._hooks import ALLOW, PRE_EXECUTE, allow
 
 __all__ = ["aborted", "admit", "parse_arguments"]
 
@@ -77,14 +78,19 @@ async def admit(
     refusal = _check_call(execution, available)
     if refusal is not None:
         return refusal
-    try:
-        decision = await execution.ctx.waterfall(
-            PRE_EXECUTE, execution, allow, signal=execution.signal
-        )
-    except AbortError:
-        if not execution.signal.aborted:  # a listener's own AbortError: a plugin failure
-            raise
-        return aborted(execution, "before the tool ran")
+    ctx = execution.ctx
+    if PRE_EXECUTE not in getattr(ctx, "listened", EVERY_NAME):
+        # Unobserved (the usual case, once per call): the waterfall's answer, undispatched.
+        if execution.signal.aborted:
+            return aborted(execution, "before the tool ran")
+        decision: Any = ALLOW
+    else:
+        try:
+            decision = await ctx.waterfall(PRE_EXECUTE, execution, allow, signal=execution.signal)
+        except AbortError:
+            if not execution.signal.aborted:  # a listener's own AbortError: a plugin failure
+                raise
+            return aborted(execution, "before the tool ran")
     if isinstance(decision, Deny):
         return deny_result(execution, decision)
     if not isinstance(decision, Allow | Ask):

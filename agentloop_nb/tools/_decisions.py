@@ -69,11 +69,13 @@ CALL_CANCELLED: Final = "tool-cancelled-by-user"
 BLOCKED: Final = "BLOCKED"
 
 
-_BLOCK: TypeAdapter[Any] = TypeAdapter(ToolResultBlock)
+# Built on first validation, not at import (start-up cost).
+_BLOCK: TypeAdapter[Any] = TypeAdapter(ToolResultBlock, config=ConfigDict(defer_build=True))
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # defer_build: validators are built on first use, not at import (start-up cost)
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
 
 # -- decisions -------------------------------------------------------------------------------

@@ -18,6 +18,7 @@ from typing import Any
 
 import anyio
 
+from ..context import EVERY_NAME
 from ..signals import AbortError, AbortScope
 from ._admit import aborted
 from ._bodies import (
@@ -61,16 +62,24 @@ async def dispatch(
     listener answers something other than a ``ToolResult``; listener exceptions propagate.
     The result is stamped with the execution's ``call_id``.
     """
+    ctx = execution.ctx
+    if EXECUTE not in getattr(ctx, "listened", EVERY_NAME):
+        # Unobserved (the usual case, once per call): the body itself, with no waterfall frame
+        # between it and the caller.
+        if execution.signal.aborted:
+            return aborted(execution, "while running")
+        result = await run_body(execution, tracker, grace, cancel_grace)
+    else:
 
-    def body() -> Any:
-        return run_body(execution, tracker, grace, cancel_grace)
+        def body() -> Any:
+            return run_body(execution, tracker, grace, cancel_grace)
 
-    try:
-        result = await execution.ctx.waterfall(EXECUTE, execution, body, signal=execution.signal)
-    except AbortError:
-        if not execution.signal.aborted:  # a listener's own AbortError: a plugin failure
-            raise
-        return aborted(execution, "while running")
+        try:
+            result = await ctx.waterfall(EXECUTE, execution, body, signal=execution.signal)
+        except AbortError:
+            if not execution.signal.aborted:  # a listener's own AbortError: a plugin failure
+                raise
+            return aborted(execution, "while running")
     if not isinstance(result, ToolResult):
         raise TypeError(f"a tools/execute listener returned {result!r}; expected a ToolResult")
     if execution.signal.reason == CALL_CANCELLED:

@@ -31,9 +31,10 @@ SETTLED: Final = _hook_names.TOOLS_SETTLED
 POST_EXECUTE: Final = _hook_names.TOOLS_POST_EXECUTE
 RESULT: Final = _hook_names.TOOLS_RESULT
 
-# Decisions are frozen, so the waterfalls' defaults can share one instance each.
-ALLOW: Final = Allow()
-ACCEPT: Final = Accept()
+# Decisions are frozen, so the waterfalls' defaults can share one instance each (made with
+# model_construct: no validator is built at import for these literal, valid instances).
+ALLOW: Final = Allow.model_construct()
+ACCEPT: Final = Accept.model_construct()
 
 
 def allow() -> Allow:

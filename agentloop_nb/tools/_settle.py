@@ -12,7 +12,7 @@ import inspect
 import logging
 from typing import Any
 
-from ..context import Lazy
+from ..context import EVERY_NAME, Lazy
 from ._decisions import (
     BLOCKED,
     TOOL_ERROR,
@@ -34,7 +34,9 @@ _log = logging.getLogger("agentloop_nb.tools")
 
 def announce_settled(execution: ToolExecution, result: ToolResult) -> None:
     """Emit ``tools/settled{execution, result}`` (observe only; listener errors are contained)."""
-    execution.ctx.emit(SETTLED, Lazy(ToolSettledPayload, execution, result))
+    ctx = execution.ctx
+    if SETTLED in getattr(ctx, "listened", EVERY_NAME):  # else: not even the emit's call
+        ctx.emit(SETTLED, Lazy(ToolSettledPayload, execution, result))
 
 
 async def settle(execution: ToolExecution, result: ToolResult) -> ToolResult:
@@ -46,16 +48,19 @@ async def settle(execution: ToolExecution, result: ToolResult) -> ToolResult:
     anything but ``Accept``/``Block`` raises ``TypeError``.
     """
     ctx = execution.ctx
-    # No signal: post-execute listeners see every result, aborted calls' included.
-    decision = await ctx.waterfall(
-        POST_EXECUTE, Lazy(PostExecutePayload, execution, result), accept
-    )
-    if decision is not ACCEPT:
-        result = apply_post_decision(result, decision)
+    listened = getattr(ctx, "listened", EVERY_NAME)
+    if POST_EXECUTE in listened:  # unobserved (the usual case): Accept(), undispatched
+        # No signal: post-execute listeners see every result, aborted calls' included.
+        decision = await ctx.waterfall(
+            POST_EXECUTE, Lazy(PostExecutePayload, execution, result), accept
+        )
+        if decision is not ACCEPT:
+            result = apply_post_decision(result, decision)
     finalize = execution.tool.finalize_content if execution.tool is not None else None
     if finalize is not None and not result.is_error:
         result = await _finalize(execution, finalize, result)
-    ctx.emit(RESULT, Lazy(ToolResultPayload, execution, result))
+    if RESULT in listened:
+        ctx.emit(RESULT, Lazy(ToolResultPayload, execution, result))
     return result
 
 

@@ -1,0 +1,116 @@
+"""What ``import agentloop_nb`` loads: the core, and nothing that only some programs use.
+
+Each check runs a fresh interpreter (``sys.modules`` of this test process holds whatever other
+tests imported). The optional parts (YAML configuration files, MCP, PostgreSQL, Dask, the HTTP
+providers, the notebook layer, the invariant companion) are imported when first used; the
+pydantic models build their validators on first use.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+# Third-party packages only some programs need, and the notebook layer's.
+LAZY_PACKAGES = (
+    "yaml",
+    "mcp",
+    "psycopg",
+    "distributed",
+    "dask",
+    "httpx",
+    "IPython",
+    "ipywidgets",
+)
+# The package's own modules that load on first use.
+LAZY_SUBMODULES = (
+    "agentloop_nb.jupyter",
+    "agentloop_nb.mcp",
+    "agentloop_nb.session._postgres",
+    "agentloop_nb._configfile",
+    "agentloop_nb.llm.providers",
+    "agentloop_nb.llm.openai",
+    "agentloop_nb.llm.anthropic",
+    "agentloop_nb.llm.offline",
+    "agentloop_nb.plugins.dask",
+    "agentloop_nb.plugins.invariants",
+    "agentloop_nb.plugins.retry",
+    "agentloop_nb.testing",
+    "agentloop_nb._docgen",
+)
+
+
+def _run(code: str) -> object:
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _loaded(names: tuple[str, ...], modules: set[str]) -> list[str]:
+    return sorted(m for m in modules if any(m == n or m.startswith(n + ".") for n in names))
+
+
+def test_importing_the_package_leaves_the_optional_parts_unloaded() -> None:
+    modules = _run("import sys, json, agentloop_nb; print(json.dumps(sorted(sys.modules)))")
+    assert isinstance(modules, list)
+    loaded = set(modules)
+    assert "agentloop_nb.app" in loaded  # the check would pass vacuously on a failed import
+    assert _loaded(LAZY_PACKAGES, loaded) == []
+    assert _loaded(LAZY_SUBMODULES, loaded) == []
+
+
+def test_importing_the_package_builds_no_pydantic_validator() -> None:
+    code = (
+        "import json, pydantic, agentloop_nb\n"
+        "def walk(c):\n"
+        "    for s in c.__subclasses__():\n"
+        "        yield s\n"
+        "        yield from walk(s)\n"
+        "ours = {c for c in walk(pydantic.BaseModel) if c.__module__.startswith('agentloop_nb')}\n"
+        "built = sorted(c.__qualname__ for c in ours if c.__pydantic_complete__)\n"
+        "print(json.dumps([len(ours), built]))\n"
+    )
+    result = _run(code)
+    assert isinstance(result, list)
+    count, built = result
+    assert count > 30  # the messages, chunks, decisions and configurations are all defined
+    assert built == []
+
+
+def test_the_lazy_parts_load_when_used() -> None:
+    code = (
+        "import sys, json, tempfile, pathlib, asyncio\n"
+        "import agentloop_nb\n"
+        "from agentloop_nb import App, InvariantError\n"
+        "from agentloop_nb.session import PostgresPersistence\n"
+        "d = pathlib.Path(tempfile.mkdtemp())\n"
+        "(d / 'app.yaml').write_text('max_parallel_tool_calls: 3\\n')\n"
+        "app = App.from_file(d / 'app.yaml')\n"
+        "mcp = app.ctx.mcp\n"
+        "asyncio.run(app.aclose())\n"
+        "print(json.dumps([app.config.max_parallel_tool_calls, type(mcp).__name__,\n"
+        "    InvariantError.__module__, PostgresPersistence.__module__,\n"
+        "    [m for m in ('yaml', 'agentloop_nb.mcp') if m in sys.modules]]))\n"
+    )
+    assert _run(code) == [
+        3,
+        "MCPService",
+        "agentloop_nb.plugins.invariants",
+        "agentloop_nb.session._postgres",
+        ["yaml", "agentloop_nb.mcp"],
+    ]
+
+
+def test_an_unknown_root_attribute_is_an_attribute_error() -> None:
+    import agentloop_nb
+    import agentloop_nb.session
+
+    for module in (agentloop_nb, agentloop_nb.session):
+        try:
+            module.NoSuchName  # type: ignore[attr-defined]  # noqa: B018
+        except AttributeError as exc:
+            assert "NoSuchName" in str(exc)
+        else:
+            raise AssertionError(f"{module.__name__}.NoSuchName resolved")
