@@ -6,7 +6,8 @@ import it, and it imports none of them. It owns
 - :func:`configure` — what the next ``%load_ext agentloop_nb`` builds its ``App`` with;
 - :class:`KernelState` — what a loaded extension owns in one kernel (the App, the NAME → agent
   bindings, one shared feed and one cached ``AgentView`` per agent plus the views ``%%agent``
-  cells showed, the approval service, the interrupt hook);
+  cells showed, the approval service, the interrupt hook, the kernel memory: autopsies, undo
+  snapshots and provenance, provided as ``ctx.kernel_memory`` and ``ctx.undo``);
 - the holder of the current :class:`KernelState` (:func:`attach`, :func:`detach`,
   :func:`state`) and of Apps still closing after an unload (:func:`closing`,
   :func:`wait_closed`);
@@ -21,7 +22,7 @@ from typing import Any
 
 from ..app import App
 from .fold import SessionFeed
-from .kernel import InterruptHook
+from .kernel import InterruptHook, KernelMemory, UndoReport
 from .view import DEFAULT_APPROVAL_TIMEOUT, AgentView, WidgetApproval
 
 
@@ -44,6 +45,16 @@ class KernelState:
         self._tasks: set[asyncio.Task[Any]] = set()
         self.hook = InterruptHook(shell, self.cancel_running)
         self._off = app.ctx.on("agent/disposed", self._forget)
+        self.memory: KernelMemory | None = None
+        self._unprovide: list[Any] = []
+        if shell is not None:
+            self.memory = KernelMemory(shell, name_of=self.name_of)
+            self.memory.install()
+            # Services of the App: kernel tools find the memory, agent.undo() its undo.
+            self._unprovide = [
+                app.ctx.provide("kernel_memory", self.memory),
+                app.ctx.provide("undo", self.memory),
+            ]
 
     # -- agents by name ---------------------------------------------------------------------
 
@@ -119,6 +130,12 @@ class KernelState:
         self.cell_views.setdefault(agent.id, []).append(view)
         return view
 
+    def memory_or_fail(self, what: str) -> KernelMemory:
+        """The kernel memory; raises :class:`UserError` naming ``what`` without a shell."""
+        if self.memory is None:
+            raise UserError(f"{what}: needs an IPython kernel (no shell is attached)")
+        return self.memory
+
     def _views_of(self, agent_id: str) -> list[AgentView]:
         cached = self.views.get(agent_id)
         return [*([cached] if cached is not None else []), *self.cell_views.get(agent_id, [])]
@@ -169,6 +186,11 @@ class KernelState:
         screen with what it showed; the App stays open)."""
         self.hook.uninstall()
         self._off()
+        if self.memory is not None:
+            self.memory.uninstall()
+        for unprovide in self._unprovide:
+            unprovide()
+        self._unprovide = []
         for agent_id in list({*self.views, *self.cell_views}):
             for view in self._views_of(agent_id):
                 view.freeze()
@@ -252,6 +274,14 @@ def view(agent: Any) -> AgentView:
     return state().view(agent)
 
 
+def undo(agent: Any, calls: int = 1) -> UndoReport:
+    """Undo what ``agent``'s last ``calls`` runs of code (``run_python``, ``run_cell``) changed
+    in this kernel's namespace; ``agent.undo(calls)`` is the same. Returns the per-name report
+    (print it). Raises ``RuntimeError`` until ``%load_ext agentloop_nb``, ``ValueError`` for
+    ``calls`` < 1."""
+    return state().memory_or_fail("undo").undo(agent, calls)
+
+
 def closing(task: asyncio.Task[None]) -> None:
     """Keep an unloaded App's closing task until it ends (see :func:`wait_closed`)."""
     _KERNEL.closing.add(task)
@@ -275,6 +305,7 @@ __all__ = [
     "current",
     "detach",
     "state",
+    "undo",
     "view",
     "wait_closed",
 ]

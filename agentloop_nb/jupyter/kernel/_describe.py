@@ -24,12 +24,15 @@ from typing import Any
 from ..._disposer import Disposer
 
 __all__ = [
+    "MASK",
     "SAMPLE_ROWS",
     "Describer",
     "close_matches",
     "describe",
     "is_secret",
+    "mask",
     "register_describer",
+    "secret_values",
     "short_summary",
     "truncate",
 ]
@@ -50,6 +53,31 @@ def is_secret(name: str) -> bool:
     """True when ``name`` contains KEY, TOKEN, SECRET or PASSWORD (any case)."""
     upper = name.upper()
     return any(word in upper for word in _SECRET_WORDS)
+
+
+#: What a secret's value is replaced with in tool output.
+MASK = "[secret]"
+
+
+def secret_values(ns: Mapping[str, Any]) -> list[str]:
+    """The string values (4 characters or more) of the secret-named entries of ``ns``, longest
+    first, so that :func:`mask` leaves no partial leftovers."""
+    values = []
+    for name, value in ns.items():
+        if not is_secret(name):
+            continue
+        if isinstance(value, bytes):
+            value = value.decode("utf-8", "replace")
+        if isinstance(value, str) and len(value) >= 4:
+            values.append(value)
+    return sorted(values, key=len, reverse=True)
+
+
+def mask(text: str, secrets: Iterable[str]) -> str:
+    """``text`` with every occurrence of each secret replaced by :data:`MASK`."""
+    for secret in secrets:
+        text = text.replace(secret, MASK)
+    return text
 
 
 def truncate(text: str, max_chars: int) -> str:
