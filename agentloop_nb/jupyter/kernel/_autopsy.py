@@ -25,18 +25,19 @@ from __future__ import annotations
 
 import ast
 import builtins
+import difflib
 import re
 import sysconfig
 import time
 import traceback
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from itertools import islice
 from types import FrameType, ModuleType, TracebackType
 from typing import Any
 
-from ._describe import close_matches, describe, is_secret, mask, secret_values, truncate
+from ._describe import describe, is_secret, mask, secret_values, truncate
 
 __all__ = ["Autopsies", "Autopsy", "FrameLocals", "Missing", "build_autopsy"]
 
@@ -241,6 +242,18 @@ def _frame_locals(
     return FrameLocals(where, line, tuple((n, _summary(n, v, per)) for n, v in picked))
 
 
+def _closest(name: str, pool: Iterable[str]) -> list[str]:
+    """Up to five names of ``pool`` close to ``name``, the closest first (ties by name)."""
+    ranked = []
+    for candidate in set(pool):
+        if candidate == name:
+            continue
+        ratio = difflib.SequenceMatcher(None, name.lower(), candidate.lower()).ratio()
+        if ratio >= 0.6:
+            ranked.append((-ratio, candidate))
+    return [c for _, c in sorted(ranked)[:5]]
+
+
 def _user_names(ns: Mapping[str, Any]) -> list[str]:
     return [n for n in ns if not n.startswith("_")]
 
@@ -266,7 +279,7 @@ def _missing(
             pool |= set(inner.f_locals)
             among = "the live names and the frame's locals"
         pool.discard(name)
-        return Missing("name", name, among, tuple(close_matches(name, pool)))
+        return Missing("name", name, among, tuple(_closest(name, pool)))
     if isinstance(exc, AttributeError):
         name = getattr(exc, "name", None)
         obj = getattr(exc, "obj", None)
@@ -277,7 +290,7 @@ def _missing(
         except Exception:
             return None
         among = f"the attributes of {type(obj).__name__}"
-        return Missing("attribute", name, among, tuple(close_matches(name, attrs)))
+        return Missing("attribute", name, among, tuple(_closest(name, attrs)))
     if isinstance(exc, KeyError) and len(exc.args) == 1 and isinstance(exc.args[0], str):
         key = exc.args[0]
         found = _mapping_for(key, frames, user, source)
@@ -288,7 +301,7 @@ def _missing(
             keys = [k for k in islice(mapping.keys(), _MAX_KEYS) if isinstance(k, str)]
         except Exception:
             return None
-        return Missing("key", key, f"the keys of {label}", tuple(close_matches(key, keys)))
+        return Missing("key", key, f"the keys of {label}", tuple(_closest(key, keys)))
     return None
 
 

@@ -1,6 +1,6 @@
 """Provenance: who bound each top-level name of the kernel, and with which line.
 
-Every binding of a top-level name is logged — by a user cell (execution count, cell id, the
+Every binding of a top-level name (created, rebound, deleted) is logged — by a user cell (execution count, cell id, the
 line) or by an agent's run (agent, turn, call id, the code) — from the AST analysis of
 :mod:`._bindings` plus an identity check of those names before and after the run, so a name
 the code spells but did not change is not logged. Bounded: the last 20 bindings per name and
@@ -38,7 +38,7 @@ class Binding:
     ``call_id``) or ``undo``; ``line`` the statement (an agent's whole ``code`` too)."""
 
     name: str
-    action: Literal["created", "rebound", "deleted", "changed", "restored", "removed"]
+    action: Literal["created", "rebound", "deleted", "restored", "removed"]
     by: Literal["cell", "agent", "undo"]
     line: str
     execution_count: int | None = None
@@ -65,7 +65,7 @@ class Binding:
     def describe(self, secrets: Iterable[str] = ()) -> str:
         """``rebound by agent bob, turn 3, call c1: `df = df.dropna()```."""
         line = mask(self.line, secrets)
-        shown = f": `{line}`" if line else ""
+        shown = f" {line}" if line == _HIDDEN else (f": `{line}`" if line else "")
         return f"{self.action} by {self.origin()}{shown}"
 
 
@@ -111,20 +111,18 @@ class Provenance:
         call_id: str = "",
         code: str = "",
     ) -> list[Binding]:
-        """Log every name of ``watch`` whose object changed (created, rebound, deleted) or
-        that the code may have changed in place (method call, item or attribute assignment).
-        Returns the bindings logged."""
+        """Log every name of ``watch`` that now holds another object (created, rebound,
+        deleted); a name the code only used or changed in place is not a binding. Returns the
+        bindings logged."""
         found = watch.bindings
         logged = []
         secrets: list[str] | None = None
         now = time.time()
         for name, old in watch.before.items():
             new = ns.get(name, _MISSING)
-            if new is old:
-                if name not in found.mutated or new is _MISSING:
-                    continue
-                action = "changed"
-            elif new is _MISSING:
+            if new is old:  # spelt, or changed in place: not a binding
+                continue
+            if new is _MISSING:
                 action = "deleted"
             elif old is _MISSING:
                 action = "created"

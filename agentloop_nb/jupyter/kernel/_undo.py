@@ -239,6 +239,25 @@ def snapshot_for(
     )
 
 
+def _equal(copied: Any, current: Any) -> bool:
+    """True when ``current`` provably equals the copy taken before the run (pandas'
+    ``equals``, numpy's element-wise ``==``, else ``==`` answering a plain ``True``)."""
+    try:
+        same = getattr(current, "equals", None)
+        if callable(same) and type(current) is type(copied):
+            return bool(same(copied))
+        result = current == copied
+        if result is True:
+            return True
+        shape = getattr(result, "shape", None)
+        all_ = getattr(result, "all", None)
+        if shape is not None and callable(all_) and getattr(copied, "shape", None) == shape:
+            return bool(all_())
+    except Exception:
+        return False
+    return False
+
+
 @dataclass(frozen=True)
 class NameOutcome:
     """What undo did to one name: ``outcome`` and, for *not restorable*, ``reason``."""
@@ -262,12 +281,15 @@ def restore(snapshots: Iterable[Snapshot], ns: MutableMapping[str, Any]) -> list
     newest_after: dict[str, _After] = {}
     target: dict[str, _Before] = {}
     touched: set[str] = set()  # rebound (to another object) or possibly changed in place
+    rebound: set[str] = set()
     for snap in snapshots:
         if not snap.settled:
             continue
         for name, before in snap.names.items():
             newest_after.setdefault(name, snap.after[name])
             target[name] = before  # older runs overwrite: the oldest state wins
+            if name not in snap.same:
+                rebound.add(name)
             if name not in snap.same or name in snap.mutated:
                 touched.add(name)
     plan: list[tuple[str, Outcome, str, Any]] = []
@@ -281,6 +303,8 @@ def restore(snapshots: Iterable[Snapshot], ns: MutableMapping[str, Any]) -> list
             plan.append((name, "removed" if name in ns else "unchanged", "", None))
         elif before.kind == "unrestorable":
             plan.append((name, "not restorable", before.reason, None))
+        elif name not in rebound and _equal(before.value, ns[name]):
+            plan.append((name, "unchanged", "", None))  # only read: keep the very object
         else:
             plan.append((name, "restored", "", before.value))
     outcomes = []

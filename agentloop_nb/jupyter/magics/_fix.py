@@ -56,7 +56,7 @@ def fix_message(state: KernelState, cell: str | None) -> list[TextBlock]:
             f"{memory.autopsies.describe_kept()}); a cell's autopsy is dropped when it next "
             "succeeds"
         )
-    return [TextBlock(text=autopsy.render(AUTOPSY_CHARS)), TextBlock(text=FIX_REQUEST)]
+    return [TextBlock(text=autopsy.render(AUTOPSY_CHARS) + "\n\n"), TextBlock(text=FIX_REQUEST)]
 
 
 def run_fix(state: KernelState, args: argparse.Namespace) -> None:
