@@ -249,7 +249,7 @@ def _closest(name: str, pool: Iterable[str]) -> list[str]:
         if candidate == name:
             continue
         ratio = difflib.SequenceMatcher(None, name.lower(), candidate.lower()).ratio()
-        if ratio >= 0.6:
+        if ratio >= 0.7:
             ranked.append((-ratio, candidate))
     return [c for _, c in sorted(ranked)[:5]]
 
