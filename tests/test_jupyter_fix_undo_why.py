@@ -81,10 +81,10 @@ def test_analysis_finds_bindings_deletions_and_in_place_changes() -> None:
 def test_provenance_is_bounded_per_name_and_in_names() -> None:
     log = Provenance(per_name=3, max_names=2)
     for i in range(5):
-        log.add(Binding(name="x", action="rebound", by="cell", line=f"x = {i}", execution_count=i))
+        log.add(Binding(name="x", action="rebound", by="cell", source=f"x = {i}"))
     assert [b.line for b in log.why("x")] == ["x = 4", "x = 3", "x = 2"]
-    log.add(Binding(name="y", action="created", by="cell", line="y = 1"))
-    log.add(Binding(name="z", action="created", by="cell", line="z = 1"))
+    log.add(Binding(name="y", action="created", by="cell", source="y = 1"))
+    log.add(Binding(name="z", action="created", by="cell", source="z = 1"))
     assert log.why("x") == [] and len(log) == 2  # the name bound longest ago went first
 
 

@@ -15,6 +15,7 @@ summaries. Secrets (names containing KEY, TOKEN, SECRET or PASSWORD) are the cal
 from __future__ import annotations
 
 import difflib
+import functools
 import inspect
 import reprlib
 import types
@@ -49,8 +50,10 @@ _SECRET_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD")
 _describers: dict[type, Describer] = {}
 
 
+@functools.lru_cache(maxsize=65_536)
 def is_secret(name: str) -> bool:
-    """True when ``name`` contains KEY, TOKEN, SECRET or PASSWORD (any case)."""
+    """True when ``name`` contains KEY, TOKEN, SECRET or PASSWORD (any case). Cached: the
+    kernel's memory asks it for every namespace entry after a cell that spells a string."""
     upper = name.upper()
     return any(word in upper for word in _SECRET_WORDS)
 

@@ -5,10 +5,10 @@ One per kernel (the extension makes it and provides it as ``ctx.kernel_memory`` 
 ``ctx.undo``, the service ``agent.undo()`` delegates to). It listens to IPython's
 ``pre_run_cell`` / ``post_run_cell`` events:
 
-- ``pre_run_cell``: the AST analysis of the cell (cached per source) and the identity of the
-  names it may bind;
-- ``post_run_cell``: the provenance of what the cell bound, and an autopsy when it failed (or
-  forgetting that cell's autopsy when it succeeded).
+- ``pre_run_cell``: a shallow copy of the namespace (the objects by identity);
+- ``post_run_cell``: the provenance of what the cell bound (one pass comparing the namespace
+  with that copy), and an autopsy when it failed (or forgetting that cell's autopsy when it
+  succeeded). Measured in ``benchmarks/bench_kernel_memory.py``.
 
 Agents' runs go through :meth:`KernelMemory.begin_run` / :meth:`KernelMemory.end_run` (the
 kernel tools' ``run_python`` does; the notebook tools' ``run_cell`` calls the same pair): an
@@ -27,7 +27,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ._autopsy import Autopsies, Autopsy, build_autopsy
-from ._bindings import analyse
 from ._describe import secret_values
 from ._provenance import Binding, Provenance, Watch
 from ._undo import DEFAULT_SIZE_LIMIT, NameOutcome, Snapshot, restore, snapshot_for
@@ -137,7 +136,7 @@ class KernelMemory:
 
     def pre_run_cell(self, info: Any) -> None:
         source = info.transformed_cell or info.raw_cell or ""
-        self._cell = (Watch(analyse(source), self.shell.user_ns), info.cell_id, info.raw_cell or "")
+        self._cell = (Watch(source, self.shell.user_ns), info.cell_id, info.raw_cell or "")
 
     def post_run_cell(self, result: Any) -> None:
         cell, self._cell = self._cell, None
@@ -203,7 +202,7 @@ class KernelMemory:
             turn=turn,
             agent=name,
         )
-        run = AgentRun(snap, Watch(analyse(code), ns), agent, name)
+        run = AgentRun(snap, Watch(code, ns), agent, name)
         self._open = run
         return run
 
@@ -228,7 +227,6 @@ class KernelMemory:
             agent=run.agent_name,
             turn=snap.turn,
             call_id=snap.call_id,
-            code=snap.code,
         )
 
     def runs(self, agent: Any) -> list[Snapshot]:
@@ -270,7 +268,6 @@ class KernelMemory:
                         name=outcome.name,
                         action=outcome.outcome,
                         by="undo",
-                        line="",
                         agent=name,
                         call_id=", ".join(s.call_id for s in taken if s.call_id),
                     )

@@ -1,14 +1,18 @@
 """Provenance: who bound each top-level name of the kernel, and with which line.
 
-Every binding of a top-level name (created, rebound, deleted) is logged — by a user cell (execution count, cell id, the
-line) or by an agent's run (agent, turn, call id, the code) — from the AST analysis of
-:mod:`._bindings` plus an identity check of those names before and after the run, so a name
-the code spells but did not change is not logged. Bounded: the last 20 bindings per name and
-10,000 names (the names bound longest ago are forgotten first).
+Every binding of a top-level name (created, rebound, deleted) is logged — by a user cell
+(execution count, cell id, the line) or by an agent's run (agent, turn, call id, the code).
+What changed is found by comparing the namespace before and after the run by identity (a
+shallow copy of the namespace is kept for the run's duration: a C-level copy, then one pass
+over the names after), so names bound indirectly (a function declaring ``global``) count too,
+and a name the code only used or changed in place does not. *Which line* bound a name comes
+from the AST analysis of :mod:`._bindings`, done lazily when a binding is shown, so a cell
+pays for no parse. Names starting with ``_`` (IPython's output history) are not followed.
+Bounded: the last 20 bindings per name and 10,000 names (the names bound longest ago are
+forgotten first).
 
 Secrets: the line of a binding of a secret-looking name (KEY, TOKEN, SECRET, PASSWORD) is
-never kept, and secret values are masked in every line when it is recorded and when it is
-shown.
+never shown, and the current secret values are masked in every line shown.
 """
 
 from __future__ import annotations
@@ -19,35 +23,42 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ._bindings import Bindings
-from ._describe import is_secret, mask, secret_values, truncate
+from ._bindings import analyse
+from ._describe import is_secret, mask, truncate
 
 __all__ = ["Binding", "Provenance", "Watch"]
 
 MAX_PER_NAME = 20
 MAX_NAMES = 10_000
 _LINE_CHARS = 160
-_CODE_CHARS = 400
 _HIDDEN = "(line hidden: the name looks like a secret)"
 
 
 @dataclass(frozen=True)
 class Binding:
-    """One binding of a name. ``action``: created / rebound / deleted / restored (undo);
-    ``by``: ``cell`` (``execution_count``, ``cell_id``) or ``agent`` (``agent``, ``turn``,
-    ``call_id``) or ``undo``; ``line`` the statement (an agent's whole ``code`` too)."""
+    """One binding of a name. ``action``: created / rebound / deleted, or restored / removed
+    (by undo); ``by``: ``cell`` (``execution_count``, ``cell_id``), ``agent`` (``agent``,
+    ``turn``, ``call_id``) or ``undo``; ``source`` the cell's (or the agent's) code, from
+    which :attr:`line` is derived when asked."""
 
     name: str
     action: Literal["created", "rebound", "deleted", "restored", "removed"]
     by: Literal["cell", "agent", "undo"]
-    line: str
+    source: str = ""
     execution_count: int | None = None
     cell_id: str | None = None
     agent: str = ""
     turn: int = 0
     call_id: str = ""
-    code: str = ""
     time: float = 0.0
+
+    @property
+    def line(self) -> str:
+        """The statement that bound the name (``""`` when the code does not spell it, e.g. a
+        function's ``global``); hidden for a secret-looking name."""
+        if is_secret(self.name):
+            return _HIDDEN
+        return truncate(analyse(self.source).line_of(self.name), _LINE_CHARS) if self.source else ""
 
     def origin(self) -> str:
         """Where it came from, as one phrase: ``cell [4]`` or ``agent bob, turn 3, call c1``."""
@@ -64,21 +75,22 @@ class Binding:
 
     def describe(self, secrets: Iterable[str] = ()) -> str:
         """``rebound by agent bob, turn 3, call c1: `df = df.dropna()```."""
-        line = mask(self.line, secrets)
-        shown = f" {line}" if line == _HIDDEN else (f": `{line}`" if line else "")
-        return f"{self.action} by {self.origin()}{shown}"
+        line = self.line
+        if line == _HIDDEN:
+            return f"{self.action} by {self.origin()} {line}"
+        line = mask(line, secrets)
+        return f"{self.action} by {self.origin()}" + (f": `{line}`" if line else "")
 
 
 class Watch:
-    """The names one run may bind and the objects they held before it (by identity): made
-    before the run, closed by :meth:`Provenance.record` after it."""
+    """The namespace as it was before one run (a shallow copy: the objects by identity),
+    made before the run and compared by :meth:`Provenance.record` after it."""
 
-    __slots__ = ("before", "bindings")
+    __slots__ = ("before", "source")
 
-    def __init__(self, bindings: Bindings, ns: Mapping[str, Any]) -> None:
-        self.bindings = bindings
-        missing = _MISSING
-        self.before = {n: ns.get(n, missing) for n in bindings.names}
+    def __init__(self, source: str, ns: Mapping[str, Any]) -> None:
+        self.source = source
+        self.before = dict(ns)
 
 
 _MISSING = object()
@@ -109,39 +121,30 @@ class Provenance:
         agent: str = "",
         turn: int = 0,
         call_id: str = "",
-        code: str = "",
     ) -> list[Binding]:
-        """Log every name of ``watch`` that now holds another object (created, rebound,
-        deleted); a name the code only used or changed in place is not a binding. Returns the
-        bindings logged."""
-        found = watch.bindings
+        """Log every name (not starting with ``_``) that now holds another object than before
+        the run: created, rebound or deleted. Returns the bindings logged."""
+        before = watch.before
+        changed: list[tuple[str, str]] = []
+        for name, value in ns.items():
+            old = before.get(name, _MISSING)
+            if old is not value and name[:1] != "_":
+                changed.append((name, "created" if old is _MISSING else "rebound"))
+        if len(before) > len(ns) - len([n for n, a in changed if a == "created"]):
+            changed.extend((n, "deleted") for n in before if n not in ns and n[:1] != "_")
         logged = []
-        secrets: list[str] | None = None
         now = time.time()
-        for name, old in watch.before.items():
-            new = ns.get(name, _MISSING)
-            if new is old:  # spelt, or changed in place: not a binding
-                continue
-            if new is _MISSING:
-                action = "deleted"
-            elif old is _MISSING:
-                action = "created"
-            else:
-                action = "rebound"
-            if secrets is None:
-                secrets = secret_values(ns)
-            line = _HIDDEN if is_secret(name) else truncate(found.line_of(name), _LINE_CHARS)
+        for name, action in changed:
             binding = Binding(
                 name=name,
                 action=action,  # type: ignore[arg-type]
                 by=by,
-                line=mask(line, secrets),
+                source=watch.source,
                 execution_count=execution_count,
                 cell_id=cell_id,
                 agent=agent,
                 turn=turn,
                 call_id=call_id,
-                code=truncate(mask(code, secrets), _CODE_CHARS) if code else "",
                 time=now,
             )
             self.add(binding)
