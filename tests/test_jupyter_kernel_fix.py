@@ -141,3 +141,10 @@ def test_undo_and_why_in_a_kernel(kernel: _Kernel) -> None:
     assert lines[2] == "undid 1 run(s) of bob (run_python offline-2):"
     assert sorted(lines[3:5]) == ["  best: removed", "  scores: restored"]
     assert lines[5] == "[4, 1, 3] False"
+    # The cell that awaited the agent and ran the undo is not credited with their bindings.
+    reply, out, _ = kernel.run("%agent why scores")
+    assert out.strip() == (
+        "scores: restored by undo of agent bob's run offline-2; "
+        "rebound by agent bob, turn 1, call offline-2: `scores = sorted(scores)`; "
+        f"created by cell [{count}] (id c-scores): `scores = [4, 1, 3]`"
+    )

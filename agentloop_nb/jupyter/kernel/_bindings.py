@@ -29,19 +29,34 @@ __all__ = ["Bindings", "analyse"]
 # Names IPython owns (the output history) or Python sets itself.
 _IGNORED = frozenset({"_", "__", "___", "__builtins__", "__name__", "__doc__"})
 _CACHE_SIZE = 256
+_COMPOUND = (
+    ast.If,
+    ast.For,
+    ast.AsyncFor,
+    ast.While,
+    ast.With,
+    ast.AsyncWith,
+    ast.Try,
+    ast.Match,
+    ast.FunctionDef,
+    ast.AsyncFunctionDef,
+    ast.ClassDef,
+)
 
 
 @dataclass(frozen=True)
 class Bindings:
     """What ``analyse(code)`` found. ``bound``/``deleted``/``mutated`` map a name to the
-    1-based line of the (last) statement that binds / deletes / may change it; ``lines`` are
-    the code's lines (``line_of(name)`` picks one out)."""
+    1-based line of the (last) statement that binds / deletes / may change it; ``ends`` maps
+    that line to the statement's last line; ``lines`` are the code's lines (``line_of(name)``
+    gives the statement)."""
 
     bound: dict[str, int] = field(default_factory=dict)
     deleted: dict[str, int] = field(default_factory=dict)
     mutated: dict[str, int] = field(default_factory=dict)
     star: bool = False
     lines: tuple[str, ...] = ()
+    ends: dict[int, int] = field(default_factory=dict)
 
     @property
     def names(self) -> set[str]:
@@ -49,11 +64,13 @@ class Bindings:
         return {*self.bound, *self.deleted, *self.mutated}
 
     def line_of(self, name: str) -> str:
-        """The source line that binds (or deletes, or changes) ``name``, stripped; ``""``."""
+        """The statement that binds (or deletes, or changes) ``name``, its lines stripped and
+        joined by one space; ``""`` when the code does not spell it."""
         number = self.bound.get(name) or self.deleted.get(name) or self.mutated.get(name)
         if not number or number > len(self.lines):
             return ""
-        return self.lines[number - 1].strip()
+        last = min(self.ends.get(number, number), len(self.lines))
+        return " ".join(part.strip() for part in self.lines[number - 1 : last] if part.strip())
 
 
 def _root(node: ast.AST) -> ast.Name | None:
@@ -76,6 +93,7 @@ class _Walker(ast.NodeVisitor):
         self.mutated: dict[str, int] = {}
         self.star = False
         self.line = 0  # the line of the statement being walked
+        self.ends: dict[int, int] = {}
 
     def _add(self, table: dict[str, int], name: str) -> None:
         if name not in _IGNORED:
@@ -84,6 +102,8 @@ class _Walker(ast.NodeVisitor):
     def visit(self, node: ast.AST) -> None:
         if isinstance(node, ast.stmt):  # bindings report the line of their own statement
             self.line = node.lineno
+            if not isinstance(node, _COMPOUND):  # a compound statement's own line only
+                self.ends[node.lineno] = node.end_lineno or node.lineno
         super().visit(node)
 
     # -- targets ------------------------------------------------------------------------------
@@ -249,6 +269,7 @@ def analyse(code: str) -> Bindings:
             mutated=walker.mutated,
             star=walker.star,
             lines=tuple(code.splitlines()),
+            ends=walker.ends,
         )
     _cache[code] = found
     if len(_cache) > _CACHE_SIZE:

@@ -145,10 +145,8 @@ class KernelMemory:
         watch, cell_id, raw = cell
         count = result.execution_count
         try:
-            run = self._open
-            if run is not None:  # a cell an agent's run_cell executed: the agent bound it
-                self._record_agent(watch, run)
-            else:
+            # A cell an agent's run_cell executed is logged by that run's end_run.
+            if self._open is None:
                 self.provenance.record(
                     watch, self.shell.user_ns, by="cell", execution_count=count, cell_id=cell_id
                 )
@@ -213,10 +211,17 @@ class KernelMemory:
         snap = run.snapshot
         snap.settle(self.shell.user_ns)
         logged = self._record_agent(run.watch, run)
+        self._absorb([b.name for b in logged])
         key = str(getattr(run.agent, "id", run.agent_name))
         journal = self._journal.setdefault(key, deque(maxlen=self.max_runs))
         journal.append(snap)
         return logged
+
+    def _absorb(self, names: Iterable[str]) -> None:
+        """Bindings logged while a user cell runs (it awaited an agent, or ran undo) are not
+        that cell's: its diff must not log them a second time."""
+        if self._cell is not None:
+            self._cell[0].absorb(self.shell.user_ns, names)
 
     def _record_agent(self, watch: Watch, run: AgentRun) -> list[Binding]:
         snap = run.snapshot
@@ -261,6 +266,7 @@ class KernelMemory:
             return report
         ns = self.shell.user_ns
         report.outcomes = restore(taken, ns)
+        self._absorb(o.name for o in report.outcomes if o.outcome in ("restored", "removed"))
         for outcome in report.outcomes:
             if outcome.outcome in ("restored", "removed"):
                 self.provenance.add(

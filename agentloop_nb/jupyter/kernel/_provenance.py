@@ -92,6 +92,15 @@ class Watch:
         self.source = source
         self.before = dict(ns)
 
+    def absorb(self, ns: Mapping[str, Any], names: Iterable[str]) -> None:
+        """Take ``names`` as they are now as the state before the run: someone else (an
+        agent's run, an undo, while this cell awaited) bound them and logged it already."""
+        for name in names:
+            if name in ns:
+                self.before[name] = ns[name]
+            else:
+                self.before.pop(name, None)
+
 
 _MISSING = object()
 
