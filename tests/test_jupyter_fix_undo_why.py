@@ -320,6 +320,20 @@ async def test_undo_reports_too_big_and_uncopyable_values_as_not_restorable(
     assert set(result["meta"]["not_restorable"]) == {"big", "stream"}
 
 
+async def test_undo_never_half_restores_a_name_across_runs(shell: InteractiveShell) -> None:
+    # blob's state before the first run cannot be copied: undoing both runs must not leave
+    # it at the state between them (restored by the newer snapshot only).
+    _cell(shell, "blob = bytearray(3_000_000)\nsmall = [1]")
+    _memory().size_limit = 1_000_000
+    a = _agent(shell)
+    await _ask(a, "run: blob = b'first'\nsmall.append(2)")
+    await _ask(a, "run: blob = b'second'\nsmall.append(3)")
+    report = a.undo(2)
+    assert report.outcome("blob") == "not restorable"
+    assert shell.user_ns["blob"] == b"second"  # left exactly as it was
+    assert report.outcome("small") == "restored" and shell.user_ns["small"] == [1]
+
+
 async def test_undo_keeps_names_the_user_changed_since_and_undoes_several_calls(
     shell: InteractiveShell,
 ) -> None:
@@ -374,6 +388,7 @@ async def test_why_lists_cell_and_agent_bindings_newest_first_with_secrets_hidde
     shell: InteractiveShell, capsys: pytest.CaptureFixture[str]
 ) -> None:
     _cell(shell, "DB_PASSWORD = 'pw-very-secret'\nconn = 'db://' + DB_PASSWORD", cell_id="c1")
+    _cell(shell, "dsn = 'postgres://me:pw-very-secret@db'")
     first = _cell(shell, "df = [3, 1, 2]", cell_id="c2").execution_count
     a = _agent(shell)
     await _ask(a, "run: df = sorted(df)")
@@ -381,6 +396,7 @@ async def test_why_lists_cell_and_agent_bindings_newest_first_with_secrets_hidde
     shell.run_line_magic("agent", "why df")
     shell.run_line_magic("agent", "why DB_PASSWORD")
     shell.run_line_magic("agent", "why")
+    shell.run_line_magic("agent", "why dsn")
     out = capsys.readouterr().out
     assert out.splitlines()[0] == (
         "df: rebound by agent a, turn 1, call offline-2: `df = sorted(df)`; "
@@ -388,10 +404,11 @@ async def test_why_lists_cell_and_agent_bindings_newest_first_with_secrets_hidde
     )
     assert out.splitlines()[1].startswith("DB_PASSWORD: created by cell [")
     assert "(line hidden: the name looks like a secret)" in out.splitlines()[1]
-    assert out.splitlines()[2:] == [
+    assert out.splitlines()[2:4] == [
         "names agents changed (newest first):",
         "  df: rebound by agent a, turn 1, call offline-2: `df = sorted(df)`",
     ]
+    assert out.splitlines()[4].endswith("`dsn = 'postgres://me:[secret]@db'`")
     assert "pw-very-secret" not in out
     await _ask(a, "inspect df")
     inspected = [e.data for e in a.session.events if e.type == "tool/result"][-1]["content"]
