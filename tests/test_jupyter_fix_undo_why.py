@@ -46,6 +46,11 @@ def _calls(agent: Any) -> list[tuple[str, dict[str, Any]]]:
     ]
 
 
+def state_root(shell: InteractiveShell) -> Any:
+    """Where the loaded extension keeps its sessions (to reload it with the same root)."""
+    return state().app.persistence.root
+
+
 def _memory() -> Any:
     memory = state().memory
     assert memory is not None
@@ -306,9 +311,15 @@ async def test_undo_restores_rebound_removes_created_and_brings_back_deleted_nam
 async def test_undo_reports_too_big_and_uncopyable_values_as_not_restorable(
     shell: InteractiveShell,
 ) -> None:
+    root = state_root(shell)
+    shell.run_line_magic("unload_ext", "agentloop_nb.jupyter")
+    await J.wait_closed()
+    J.configure(persistence_root=root, undo_size_limit=1_000_000)
+    shell.run_line_magic("load_ext", "agentloop_nb.jupyter")
+    assert _memory().size_limit == 1_000_000
+    with pytest.raises(ValueError, match="undo_size_limit must be a number of bytes"):
+        J.configure(undo_size_limit=-1)
     _cell(shell, "big = bytearray(3_000_000)\nstream = (i for i in range(3))")
-    memory = _memory()
-    memory.size_limit = 1_000_000
     a = _agent(shell)
     await _ask(a, "run: big = b''\nstream = None")
     report = a.undo()

@@ -22,7 +22,7 @@ from typing import Any
 
 from ..app import App
 from .fold import SessionFeed
-from .kernel import InterruptHook, KernelMemory, UndoReport
+from .kernel import DEFAULT_SIZE_LIMIT, InterruptHook, KernelMemory, UndoReport
 from .view import DEFAULT_APPROVAL_TIMEOUT, AgentView, WidgetApproval
 
 
@@ -48,7 +48,8 @@ class KernelState:
         self.memory: KernelMemory | None = None
         self._unprovide: list[Any] = []
         if shell is not None:
-            self.memory = KernelMemory(shell, name_of=self.name_of)
+            limit = _KERNEL.settings.get("undo_size_limit", DEFAULT_SIZE_LIMIT)
+            self.memory = KernelMemory(shell, size_limit=limit, name_of=self.name_of)
             self.memory.install()
             # Services of the App: kernel tools find the memory, agent.undo() its undo.
             self._unprovide = [
@@ -213,12 +214,25 @@ class _Holder:
 _KERNEL = _Holder()
 
 
-def configure(*, approval_timeout: float = DEFAULT_APPROVAL_TIMEOUT, **app_kwargs: Any) -> None:
+def configure(
+    *,
+    approval_timeout: float = DEFAULT_APPROVAL_TIMEOUT,
+    undo_size_limit: int = DEFAULT_SIZE_LIMIT,
+    **app_kwargs: Any,
+) -> None:
     """Set what the next ``%load_ext agentloop_nb`` builds its ``App`` with: any ``App(...)``
     keyword (``providers=``, ``persistence_root=``, ``config=``, ``retry=``, ...) plus the
-    approval timeout (seconds; an unanswered ``Ask`` is denied after it). Takes effect on the
-    next load (``%reload_ext agentloop_nb`` to apply it now)."""
-    _KERNEL.settings = {**app_kwargs, "approval_timeout": approval_timeout}
+    approval timeout (seconds; an unanswered ``Ask`` is denied after it) and the undo size
+    limit (bytes; a larger value is not copied before an agent's run, so it is not
+    restorable; default 50 MB). Takes effect on the next load (``%reload_ext agentloop_nb``
+    to apply it now). Raises ``ValueError`` for a negative or non-integer limit."""
+    if not isinstance(undo_size_limit, int) or undo_size_limit < 0:
+        raise ValueError(f"undo_size_limit must be a number of bytes >= 0, got {undo_size_limit!r}")
+    _KERNEL.settings = {
+        **app_kwargs,
+        "approval_timeout": approval_timeout,
+        "undo_size_limit": undo_size_limit,
+    }
 
 
 def build_app() -> tuple[App, WidgetApproval]:
@@ -227,6 +241,7 @@ def build_app() -> tuple[App, WidgetApproval]:
     :class:`WidgetApproval` provided as ``ctx.approval``."""
     kwargs = dict(_KERNEL.settings)
     timeout = kwargs.pop("approval_timeout", DEFAULT_APPROVAL_TIMEOUT)
+    kwargs.pop("undo_size_limit", None)  # the kernel state's, not the App's
     if "persistence" not in kwargs and "persistence_root" not in kwargs:
         kwargs["persistence_root"] = os.path.join(os.getcwd(), ".agentloop", "sessions")
     application = App(**kwargs)
