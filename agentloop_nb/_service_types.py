@@ -79,6 +79,13 @@ class AgentLoopService(Protocol):
     def __getattr__(self, name: str) -> Any: ...
 
 
+class UndoService(Protocol):
+    """``ctx.undo``: undoes an agent's runs of code in the environment that provides it
+    (``agent.undo(calls)`` delegates here; the notebook layer provides the kernel's)."""
+
+    def undo(self, agent: Any, calls: int = 1) -> Any: ...
+
+
 __all__ = [
     "AgentLoopService",
     "AgentsService",
@@ -86,4 +93,5 @@ __all__ = [
     "SessionsService",
     "SystemPromptService",
     "ToolsService",
+    "UndoService",
 ]

@@ -92,7 +92,10 @@ def test_list_and_inspect_variables_with_secrets_hidden_and_close_matches(tmp_pa
     assert "describe()" in sales["content"] and "units" in sales["content"]
     assert "shout(word: str) -> str" in shout["content"] and "Say it loud." in shout["content"]
     assert "More detail" not in shout["content"]
-    assert thing["content"] == "thing = a custom object that explains itself"
+    assert thing["content"] == (  # the summary, then where the value came from
+        "thing = a custom object that explains itself\n"
+        "origin: created by cell [2]: `thing = Custom()`"
+    )
     assert secret["error"] and "secret" in secret["content"]
     assert unknown["error"] and "did you mean: sales" in unknown["content"]
     assert lines[-1] == "NO LEAK"
@@ -176,7 +179,7 @@ def test_run_python_denied_runs_nothing_and_never_mode_does_not_register(tmp_pat
     )
     lines = out[1].splitlines()
     assert lines[0] == "True DENIED False"
-    assert lines[1] == "['inspect_variable', 'list_variables', 'notebook_history']"
+    assert lines[1] == "['inspect_variable', 'list_variables', 'notebook_history', 'read_error']"
     assert lines[2] == "False []"
 
 

@@ -29,6 +29,7 @@ EXPECTED = [
     "09-mcp.ipynb",
     "10-scale.ipynb",
     "11-co-author.ipynb",
+    "12-fix-undo-why.ipynb",
 ]
 # Shapes of real provider keys (OpenAI/DeepSeek "sk-...", Anthropic "sk-ant-..."): long runs
 # after the prefix. Demo strings such as "sk-abc123" are far shorter.

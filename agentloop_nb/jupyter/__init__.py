@@ -17,17 +17,21 @@ Public surface:
 - ``run_sync(agent, prompt)`` — opt-in blocking helper (applies ``nest_asyncio`` lazily).
 - ``kernel_tools(agent, *, run="ask", max_chars=4000)`` — the agent's tools over this kernel:
   ``list_variables``, ``inspect_variable``, ``run_python``, ``notebook_history``;
-  ``kernel_tools.describe(type, fn)`` registers a summary for a type.
+  ``kernel_tools.describe(type, fn)`` registers a summary for a type; ``read_error(cell)``
+  returns a failed cell's autopsy.
 - ``notebook_tools(agent, *, edit="ask", max_output_chars=4000)`` — the agent's tools over
   the notebook itself: ``list_cells``, ``read_cell``, ``insert_cell``, ``replace_cell``,
   ``delete_cell``, ``run_cell`` (edits asked for with a diff); ``NotebookFile(path)`` — the
   document over an ``.ipynb``; ``notebook()`` — the document the tools act on now.
+- ``undo(agent, calls=1)`` — undo what the agent's last runs of code changed in the namespace
+  (``agent.undo()`` delegates here through the ``ctx.undo`` service); ``%agent why VAR`` and
+  ``inspect_variable`` tell where a name came from.
 """
 
 from __future__ import annotations
 
 from ._extension import load_ipython_extension, unload_ipython_extension
-from ._state import app, configure, notebook, view, wait_closed
+from ._state import app, configure, notebook, undo, view, wait_closed
 from .fold import SessionFeed, Transcript
 from .kernel import kernel_tools, run_sync
 from .magics import plugin
@@ -64,6 +68,7 @@ __all__ = [
     "notebook_tools",
     "plugin",
     "run_sync",
+    "undo",
     "unload_ipython_extension",
     "view",
     "wait_closed",

@@ -6,7 +6,9 @@ import it, and it imports none of them. It owns
 - :func:`configure` — what the next ``%load_ext agentloop_nb`` builds its ``App`` with;
 - :class:`KernelState` — what a loaded extension owns in one kernel (the App, the NAME → agent
   bindings, one shared feed and one cached ``AgentView`` per agent plus the views ``%%agent``
-  cells showed, the approval service, the interrupt hook, the notebook provider);
+  cells showed, the approval service, the interrupt hook, the notebook provider, the kernel
+  memory: autopsies, undo snapshots and provenance, provided as ``ctx.kernel_memory`` and
+  ``ctx.undo``);
 - the holder of the current :class:`KernelState` (:func:`attach`, :func:`detach`,
   :func:`state`) and of Apps still closing after an unload (:func:`closing`,
   :func:`wait_closed`);
@@ -22,7 +24,7 @@ from typing import Any
 from ..app import App
 from ..errors import AgentloopError
 from .fold import SessionFeed
-from .kernel import InterruptHook
+from .kernel import DEFAULT_SIZE_LIMIT, InterruptHook, KernelMemory, UndoReport
 from .notebook import NotebookDocument, NotebookProvider
 from .view import DEFAULT_APPROVAL_TIMEOUT, AgentView, WidgetApproval
 
@@ -51,6 +53,17 @@ class KernelState:
         # JupyterLab extension calls ``self.notebooks.set_bridge(bridge)``.
         self.notebooks = NotebookProvider(shell)
         self._off_notebooks = app.ctx.provide("notebooks", self.notebooks)
+        self.memory: KernelMemory | None = None
+        self._unprovide: list[Any] = []
+        if shell is not None:
+            limit = _KERNEL.settings.get("undo_size_limit", DEFAULT_SIZE_LIMIT)
+            self.memory = KernelMemory(shell, size_limit=limit, name_of=self.name_of)
+            self.memory.install()
+            # Services of the App: kernel tools find the memory, agent.undo() its undo.
+            self._unprovide = [
+                app.ctx.provide("kernel_memory", self.memory),
+                app.ctx.provide("undo", self.memory),
+            ]
 
     # -- agents by name ---------------------------------------------------------------------
 
@@ -126,6 +139,12 @@ class KernelState:
         self.cell_views.setdefault(agent.id, []).append(view)
         return view
 
+    def memory_or_fail(self, what: str) -> KernelMemory:
+        """The kernel memory; raises :class:`UserError` naming ``what`` without a shell."""
+        if self.memory is None:
+            raise UserError(f"{what}: needs an IPython kernel (no shell is attached)")
+        return self.memory
+
     def _views_of(self, agent_id: str) -> list[AgentView]:
         cached = self.views.get(agent_id)
         return [*([cached] if cached is not None else []), *self.cell_views.get(agent_id, [])]
@@ -177,6 +196,11 @@ class KernelState:
         self.hook.uninstall()
         self._off()
         self._off_notebooks()
+        if self.memory is not None:
+            self.memory.uninstall()
+        for unprovide in self._unprovide:
+            unprovide()
+        self._unprovide = []
         for agent_id in list({*self.views, *self.cell_views}):
             for view in self._views_of(agent_id):
                 view.freeze()
@@ -199,12 +223,25 @@ class _Holder:
 _KERNEL = _Holder()
 
 
-def configure(*, approval_timeout: float = DEFAULT_APPROVAL_TIMEOUT, **app_kwargs: Any) -> None:
+def configure(
+    *,
+    approval_timeout: float = DEFAULT_APPROVAL_TIMEOUT,
+    undo_size_limit: int = DEFAULT_SIZE_LIMIT,
+    **app_kwargs: Any,
+) -> None:
     """Set what the next ``%load_ext agentloop_nb`` builds its ``App`` with: any ``App(...)``
     keyword (``providers=``, ``persistence_root=``, ``config=``, ``retry=``, ...) plus the
-    approval timeout (seconds; an unanswered ``Ask`` is denied after it). Takes effect on the
-    next load (``%reload_ext agentloop_nb`` to apply it now)."""
-    _KERNEL.settings = {**app_kwargs, "approval_timeout": approval_timeout}
+    approval timeout (seconds; an unanswered ``Ask`` is denied after it) and the undo size
+    limit (bytes; a larger value is not copied before an agent's run, so it is not
+    restorable; default 50 MB). Takes effect on the next load (``%reload_ext agentloop_nb``
+    to apply it now). Raises ``ValueError`` for a negative or non-integer limit."""
+    if not isinstance(undo_size_limit, int) or undo_size_limit < 0:
+        raise ValueError(f"undo_size_limit must be a number of bytes >= 0, got {undo_size_limit!r}")
+    _KERNEL.settings = {
+        **app_kwargs,
+        "approval_timeout": approval_timeout,
+        "undo_size_limit": undo_size_limit,
+    }
 
 
 def build_app() -> tuple[App, WidgetApproval]:
@@ -213,6 +250,7 @@ def build_app() -> tuple[App, WidgetApproval]:
     :class:`WidgetApproval` provided as ``ctx.approval``."""
     kwargs = dict(_KERNEL.settings)
     timeout = kwargs.pop("approval_timeout", DEFAULT_APPROVAL_TIMEOUT)
+    kwargs.pop("undo_size_limit", None)  # the kernel state's, not the App's
     if "persistence" not in kwargs and "persistence_root" not in kwargs:
         kwargs["persistence_root"] = os.path.join(os.getcwd(), ".agentloop", "sessions")
     application = App(**kwargs)
@@ -268,6 +306,14 @@ def notebook() -> NotebookDocument:
     return state().notebooks.current()
 
 
+def undo(agent: Any, calls: int = 1) -> UndoReport:
+    """Undo what ``agent``'s last ``calls`` runs of code (``run_python``, ``run_cell``) changed
+    in this kernel's namespace; ``agent.undo(calls)`` is the same. Returns the per-name report
+    (print it). Raises ``RuntimeError`` until ``%load_ext agentloop_nb``, ``ValueError`` for
+    ``calls`` < 1."""
+    return state().memory_or_fail("undo").undo(agent, calls)
+
+
 def closing(task: asyncio.Task[None]) -> None:
     """Keep an unloaded App's closing task until it ends (see :func:`wait_closed`)."""
     _KERNEL.closing.add(task)
@@ -292,6 +338,7 @@ __all__ = [
     "detach",
     "notebook",
     "state",
+    "undo",
     "view",
     "wait_closed",
 ]

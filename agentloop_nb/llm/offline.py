@@ -37,6 +37,13 @@ Grammar (matched on the last user message, case-insensitive; tools are matched b
   ``run_cell(cell=N)``. CODE is everything after the colon (a newline right after it is
   dropped, the rest kept). After a notebook tool's result it answers with one sentence about
   it (the cell it changed, the error a cell shows, ...).
+- **fix** (error autopsies, ``%agent fix``) — a request starting with ``fix`` whose message
+  carries an error autopsy (or, without one, after calling an offered ``read_error``): for a
+  ``NameError``/``KeyError``/``AttributeError`` whose autopsy names a closest match, it
+  replaces that name (key, attribute) in the cell's source with the match, then calls
+  ``replace_cell`` + ``run_cell`` on the cell when both are offered and the cell has an id,
+  otherwise ``run_python`` with the corrected code; anything else is explained and nothing is
+  proposed. See :func:`fix_response`.
 - anything else → an explanation of what it can do.
 
 The phrase is read from the last text block of the last user message (earlier blocks, e.g.
@@ -81,6 +88,7 @@ from ._chunks import (
     Usage,
     UsageChunk,
 )
+from ._offline_fix import fix_response
 
 INTRO = "I'm the offline demo model: a tiny deterministic stand-in for a real LLM (no network, no API key)."
 HELP = (
@@ -220,13 +228,16 @@ class OfflineModel:
         """``(text, tool_call)`` the model answers with: the text (possibly empty) and an
         optional ``(call_id, tool_name, arguments)``. Pure and deterministic."""
         messages = list(options.messages)
-        results = _trailing_results(messages)
-        if results:
-            return notebook_answer(results) or _answer_from_results(results), None
         user = next((m for m in reversed(messages) if isinstance(m, UserMessage)), None)
         said = _request_text(user)
         tools = {str(t.get("name")): t for t in options.tools}
         call_id = f"offline-{len(messages) + 1}"
+        fixing = fix_response(messages, user, said, tools, call_id)
+        if fixing is not None:
+            return fixing
+        results = _trailing_results(messages)
+        if results:
+            return notebook_answer(results) or _answer_from_results(results), None
 
         if _GREETING.match(said):
             return f"Hello! {INTRO} {HELP}", None

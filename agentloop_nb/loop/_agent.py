@@ -213,6 +213,25 @@ class Agent:
             return False
         return controller.abort(CALL_CANCELLED)
 
+    # -- undo -------------------------------------------------------------------------------
+
+    def undo(self, calls: int = 1) -> Any:
+        """Undo what this agent's last ``calls`` runs of code changed, through the ``undo``
+        service of the environment the agent acts on (the notebook extension provides one that
+        restores the kernel's namespace: see ``agentloop_nb.jupyter.undo``). Returns that
+        service's report. The loop itself keeps no snapshots: it only delegates.
+
+        Raises ``RuntimeError`` when no ``undo`` service is provided, and what the service
+        raises (``ValueError`` for ``calls`` < 1)."""
+        try:
+            service = self.ctx.undo
+        except AttributeError:
+            raise RuntimeError(
+                "agent.undo() needs an 'undo' service and none is provided: load the notebook "
+                "extension (%load_ext agentloop_nb), whose kernel tools' runs it can undo"
+            ) from None
+        return service.undo(self, calls)
+
     def __repr__(self) -> str:
         return (
             f"<Agent {self.id!r} {self.status} provider={self.options.provider!r} "

@@ -1,33 +1,55 @@
 """The kernel-facing tools: what an agent reads and runs in the user's namespace.
 
 ``kernel_tools(agent)`` (``list_variables``, ``inspect_variable``, ``run_python``,
-``notebook_history``), the bounded describers of live objects and the secrets rule, running
-model-written code like a cell, the interrupt hook, and the opt-in blocking helper. This room
-imports ``fold`` only (never ``view``: the approval view shows ``run_python``'s code through a
-renderer the kernel tools register on the approval service).
+``notebook_history``, ``read_error``), the bounded describers of live objects and the secrets
+rule, running model-written code like a cell, the interrupt hook, the opt-in blocking helper,
+and the kernel's memory (``KernelMemory``: error autopsies, undo snapshots of agents' runs —
+``snapshot_for`` / ``restore`` for any tool that runs code — and the provenance of names).
+This room imports ``fold`` only (never ``view``: the approval view shows ``run_python``'s code
+and its Undo button through callables the kernel tools register on the approval service).
 """
 
 from __future__ import annotations
 
-from ._describe import close_matches, describe, is_secret
+from ._autopsy import Autopsy, build_autopsy
+from ._bindings import Bindings, analyse
+from ._describe import MASK, close_matches, describe, is_secret, mask, secret_values
 from ._interrupt import InterruptHook
+from ._memory import AgentRun, KernelMemory, UndoReport
+from ._provenance import Binding
 from ._run_code import RunOutcome, run_code
 from ._sync import run_eagerly, run_sync
-from ._tools import MASK, code_html, kernel_tools, mask, secret_values, user_variables
+from ._tools import code_html, kernel_tools, memory_of, user_variables
+from ._undo import DEFAULT_SIZE_LIMIT, NameOutcome, Snapshot, estimate_size, restore, snapshot_for
 
 __all__ = [
+    "DEFAULT_SIZE_LIMIT",
     "MASK",
+    "AgentRun",
+    "Autopsy",
+    "Binding",
+    "Bindings",
     "InterruptHook",
+    "KernelMemory",
+    "NameOutcome",
     "RunOutcome",
+    "Snapshot",
+    "UndoReport",
+    "analyse",
+    "build_autopsy",
     "close_matches",
     "code_html",
     "describe",
+    "estimate_size",
     "is_secret",
     "kernel_tools",
     "mask",
+    "memory_of",
+    "restore",
     "run_code",
     "run_eagerly",
     "run_sync",
     "secret_values",
+    "snapshot_for",
     "user_variables",
 ]

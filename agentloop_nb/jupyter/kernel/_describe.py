@@ -15,6 +15,7 @@ summaries. Secrets (names containing KEY, TOKEN, SECRET or PASSWORD) are the cal
 from __future__ import annotations
 
 import difflib
+import functools
 import inspect
 import reprlib
 import types
@@ -24,12 +25,15 @@ from typing import Any
 from ..._disposer import Disposer
 
 __all__ = [
+    "MASK",
     "SAMPLE_ROWS",
     "Describer",
     "close_matches",
     "describe",
     "is_secret",
+    "mask",
     "register_describer",
+    "secret_values",
     "short_summary",
     "truncate",
 ]
@@ -46,10 +50,37 @@ _SECRET_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD")
 _describers: dict[type, Describer] = {}
 
 
+@functools.lru_cache(maxsize=65_536)
 def is_secret(name: str) -> bool:
-    """True when ``name`` contains KEY, TOKEN, SECRET or PASSWORD (any case)."""
+    """True when ``name`` contains KEY, TOKEN, SECRET or PASSWORD (any case). Cached: the
+    kernel's memory asks it for every namespace entry after a cell that spells a string."""
     upper = name.upper()
     return any(word in upper for word in _SECRET_WORDS)
+
+
+#: What a secret's value is replaced with in tool output.
+MASK = "[secret]"
+
+
+def secret_values(ns: Mapping[str, Any]) -> list[str]:
+    """The string values (4 characters or more) of the secret-named entries of ``ns``, longest
+    first, so that :func:`mask` leaves no partial leftovers."""
+    values = []
+    for name, value in ns.items():
+        if not is_secret(name):
+            continue
+        if isinstance(value, bytes):
+            value = value.decode("utf-8", "replace")
+        if isinstance(value, str) and len(value) >= 4:
+            values.append(value)
+    return sorted(values, key=len, reverse=True)
+
+
+def mask(text: str, secrets: Iterable[str]) -> str:
+    """``text`` with every occurrence of each secret replaced by :data:`MASK`."""
+    for secret in secrets:
+        text = text.replace(secret, MASK)
+    return text
 
 
 def truncate(text: str, max_chars: int) -> str:

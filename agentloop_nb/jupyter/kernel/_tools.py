@@ -2,7 +2,13 @@
 
 Registers, on the agent's own scope (a plugin named ``kernel_tools`` on ``agent.ctx``, so a
 second call replaces the first), the tools ``list_variables``, ``inspect_variable``,
-``run_python`` (unless ``run="never"``) and ``notebook_history``. With ``run="ask"`` a
+``run_python`` (unless ``run="never"``), ``notebook_history`` and ``read_error``.
+
+With the kernel's memory (``ctx.kernel_memory``, provided by ``%load_ext agentloop_nb``):
+``run_python`` snapshots what its code may change before it runs (undo: ``%agent undo``,
+``agent.undo()``, the view's Undo button, registered here as a call action on the approval
+service) and logs what it bound (provenance); ``inspect_variable`` says where the value came
+from; ``read_error(cell)`` returns a failed cell's autopsy. With ``run="ask"`` a
 ``tools/pre-execute`` listener answers ``Ask`` for every ``run_python`` call, so the approval
 service (the view's Approve/Deny buttons) decides; a denied call never runs.
 
@@ -19,7 +25,7 @@ from __future__ import annotations
 import html
 import json
 import types
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable
 from typing import Any, Literal
 
 from ..._disposer import Disposer
@@ -30,25 +36,27 @@ from ._describe import (
     close_matches,
     describe,
     is_secret,
+    mask,
     register_describer,
+    secret_values,
     short_summary,
     truncate,
 )
+from ._memory import KernelMemory
 from ._run_code import RunOutcome, run_code
 
 __all__ = [
-    "MASK",
     "KernelTools",
     "code_html",
     "kernel_tools",
     "mask",
+    "memory_of",
     "secret_values",
+    "undo_action",
     "user_variables",
 ]
 
 RunMode = Literal["ask", "always", "never"]
-#: What a secret's value is replaced with in tool output.
-MASK = "[secret]"
 _RUN_MODES = ("ask", "always", "never")
 _PLUGIN_NAME = "kernel_tools"
 
@@ -81,27 +89,6 @@ def user_variables(shell: Any) -> dict[str, Any]:
     return out
 
 
-def secret_values(ns: Mapping[str, Any]) -> list[str]:
-    """The string values (4+ characters, longest first) of the secret-named variables in
-    ``ns``: what :func:`mask` hides in tool output."""
-    values = []
-    for name, value in ns.items():
-        if not is_secret(name):
-            continue
-        if isinstance(value, bytes):
-            value = value.decode("utf-8", "replace")
-        if isinstance(value, str) and len(value) >= 4:
-            values.append(value)
-    return sorted(values, key=len, reverse=True)  # longest first: no partial leftovers
-
-
-def mask(text: str, secrets: Iterable[str]) -> str:
-    """``text`` with every value of ``secrets`` replaced by :data:`MASK`."""
-    for secret in secrets:
-        text = text.replace(secret, MASK)
-    return text
-
-
 def code_html(code: str) -> str:
     """``code`` as highlighted HTML (pygments, which IPython ships with) for approval views;
     plain escaped ``<pre>`` when pygments is missing."""
@@ -124,12 +111,23 @@ def approval_detail_html(arguments: str) -> str | None:
     return code_html(code) if isinstance(code, str) else None
 
 
-class _Tools:
-    """The four tool bodies over one shell, bounded by ``max_chars``."""
+def memory_of(agent: Any) -> KernelMemory | None:
+    """The kernel memory ``agent`` sees (``ctx.kernel_memory``), or ``None`` without one."""
+    try:
+        memory = agent.ctx.kernel_memory
+    except AttributeError:
+        return None
+    return memory if isinstance(memory, KernelMemory) else None
 
-    def __init__(self, shell: Any, max_chars: int) -> None:
+
+class _Tools:
+    """The tool bodies over one shell, bounded by ``max_chars``; ``memory`` (undo snapshots,
+    provenance, autopsies) when the extension provides one."""
+
+    def __init__(self, shell: Any, max_chars: int, memory: KernelMemory | None = None) -> None:
         self.shell = shell
         self.max_chars = max_chars
+        self.memory = memory
 
     def list_variables(self) -> str:
         """List the variables of the user's notebook namespace: one line per name with its
@@ -163,7 +161,32 @@ class _Tools:
             hint = f"; did you mean: {', '.join(near)}?" if near else ""
             return error_result(TOOL_ERROR, f"no variable named {name!r}{hint}")
         text = f"{name} = " + describe(ns[name], self.max_chars)
+        origin = self.memory.origin(name) if self.memory is not None else None
+        if origin:  # the end of the text: the summary is cut first when over budget
+            tail = f"\norigin: {origin}"
+            text = truncate(text, max(0, self.max_chars - len(tail))) + tail
         return truncate(mask(text, secret_values(ns)), self.max_chars)
+
+    def read_error(self, cell: str = "") -> str | ToolResult:
+        """The autopsy of a notebook cell that failed: its source, the exception chain, the
+        traceback and the local variables of the failing frames, and for a misspelt name, key
+        or attribute the closest existing ones. ``cell``: the cell id or execution count
+        (e.g. "[5]"); empty for the most recent failure."""
+        if self.memory is None:
+            return error_result(
+                TOOL_ERROR,
+                "no error autopsies in this kernel: load the extension (%load_ext agentloop_nb)",
+            )
+        autopsy = self.memory.autopsy(cell or None)
+        if autopsy is None:
+            kept = self.memory.autopsies.describe_kept()
+            what = f"cell {cell!r}" if cell else "any cell"
+            return error_result(
+                TOOL_ERROR,
+                f"no failure is kept for {what} (kept: {kept}); a cell's autopsy is dropped "
+                "when that cell next succeeds",
+            )
+        return autopsy.render(self.max_chars)
 
     def notebook_history(self, n: int = 10) -> str:
         """The last n executed notebook cells (In) with their text outputs (Out), truncated.
@@ -196,13 +219,28 @@ class _Tools:
         rebound and any images. Variables it creates stay available to the notebook."""
         if execution.signal.aborted:
             return error_result(TOOL_ERROR, "aborted before the code ran")
-        outcome = run_code(self.shell, code)
+        memory = self.memory
+        run = None
+        if memory is not None:
+            run = memory.begin_run(
+                code,
+                agent=execution.agent,
+                call_id=str(execution.call_id),
+                turn=int(getattr(execution, "turn", 0) or 0),
+            )
+        try:
+            outcome = run_code(self.shell, code)
+        finally:
+            if run is not None and memory is not None:
+                memory.end_run(run)
         if outcome.interrupted and execution.agent is not None:
             # The stop button: the code stopped, and so does the turn (cause: user).
             execution.agent.cancel("user")
         secrets = secret_values(self.shell.user_ns)
         text = mask(self._report(outcome), secrets)
         meta: dict[str, Any] = {"names": outcome.names}
+        if run is not None and run.snapshot.unrestorable():
+            meta["not_restorable"] = run.snapshot.unrestorable()
         if outcome.error is not None:
             result = error_result(TOOL_ERROR, text, meta=meta)
             return result.model_copy(update={"content": text})
@@ -241,11 +279,24 @@ def _plain(value: Any) -> str:
         return f"(repr failed: {type(exc).__name__})"
 
 
+def undo_action(
+    memory: KernelMemory,
+) -> tuple[Callable[[Any, str], str], Callable[[Any, str], bool]]:
+    """``(run, available)`` of the views' "Undo" button on a finished ``run_python`` call:
+    undo that run and the agent's later ones; offered while the run is remembered."""
+
+    def run(agent: Any, call_id: str) -> str:
+        return str(memory.undo(agent, through=call_id))
+
+    return run, memory.can_undo
+
+
 def _definitions(tools: _Tools, run: RunMode) -> list[Tool]:
     defs = [
         tool(concurrency_safe=True)(tools.list_variables),
         tool(concurrency_safe=True)(tools.inspect_variable),
         tool(concurrency_safe=True)(tools.notebook_history),
+        tool(concurrency_safe=True)(tools.read_error),
     ]
     if run != "never":
         defs.append(tool(tools.run_python))
@@ -273,16 +324,21 @@ class KernelTools:
             raise ValueError(f"run must be one of {', '.join(_RUN_MODES)}; got {run!r}")
         if not isinstance(max_chars, int) or max_chars < 200:
             raise ValueError(f"max_chars must be an integer >= 200, got {max_chars!r}")
-        bodies = _Tools(_shell(), max_chars)
+        memory = memory_of(agent)
+        bodies = _Tools(_shell(), max_chars, memory)
 
         def apply(ctx: Any, _config: Any) -> None:
             for definition in _definitions(bodies, run):
                 ctx.tools.register(definition)
+            approval = getattr(ctx, "approval", None)
             if run == "ask":
                 ctx.on("tools/pre-execute", _ask_for_code)
-                register = getattr(getattr(ctx, "approval", None), "register_detail", None)
+                register = getattr(approval, "register_detail", None)
                 if register is not None:  # a widget approval shows the code it asks about
                     ctx.effect(lambda: register("run_python", approval_detail_html))
+            add_action = getattr(approval, "register_action", None)
+            if run != "never" and memory is not None and add_action is not None:
+                ctx.effect(lambda: add_action("run_python", "Undo", *undo_action(memory)))
 
         fiber = agent.ctx.plugin(apply, name=_PLUGIN_NAME)
         return Disposer(fiber.dispose)

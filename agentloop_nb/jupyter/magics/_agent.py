@@ -34,6 +34,7 @@ from ...loop import AgentOptions
 from .._state import KernelState, UserError
 from ..kernel import run_eagerly
 from ._cellplugin import run_plugin_cell
+from ._fix import add_fix_parser, run_fix
 from ._fork import add_fork_parser, run_fork
 from ._kernel import (
     add_create_flags,
@@ -47,6 +48,8 @@ from ._kernel import (
 from ._longrun import add_longrun_parsers, cmd_compact
 from ._mcp import add_mcp_parser, run_mcp_command
 from ._notebook import add_notebook_parser, run_notebook_command
+from ._undo import add_undo_parser, run_undo
+from ._why import add_why_parser, run_why
 
 DEFAULT_PROVIDER = "offline"
 DEFAULT_MODEL = "demo"
@@ -145,6 +148,9 @@ def _build_parser() -> _Parser:
     add_tool_command(sub)
     add_fork_parser(sub)
     add_notebook_parser(sub)
+    add_fix_parser(sub)
+    add_undo_parser(sub)
+    add_why_parser(sub)
     return p
 
 
@@ -253,6 +259,14 @@ class AgentMagics(Magics):
           %agent mcp add NAME [--agent A] -- CMD ARG...  |  %agent mcp add NAME --url URL
           %agent mcp list  |  %agent mcp remove NAME
                                       MCP tool servers (tools appear as NAME__TOOL)
+          %agent fix NAME [CELL]      start a turn of NAME carrying the autopsy of a failed
+                                      cell (default: the last one; CELL: id or [N])
+          %agent undo NAME [--calls N]
+                                      undo what NAME's last N code runs changed in the
+                                      namespace (per name: restored / removed / not
+                                      restorable (why) / changed since, kept)
+          %agent why [VAR]            where VAR came from (cells and agents, newest first);
+                                      without VAR: the names agents changed
 
         Cell magic::
 
@@ -438,6 +452,15 @@ class AgentMagics(Magics):
 
     def _cmd_fork(self, args: argparse.Namespace) -> None:
         run_fork(self.state, args)
+
+    def _cmd_fix(self, args: argparse.Namespace) -> None:
+        run_fix(self.state, args)
+
+    def _cmd_undo(self, args: argparse.Namespace) -> None:
+        run_undo(self.state, args)
+
+    def _cmd_why(self, args: argparse.Namespace) -> None:
+        run_why(self.state, args)
 
     def _check_session(self, sid: str) -> None:
         """Raise :class:`UserError` when the persistence has no session ``sid`` (naming the

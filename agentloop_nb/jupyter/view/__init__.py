@@ -9,7 +9,13 @@ derive from the log and never sit in the execution path. This room imports ``fol
 from __future__ import annotations
 
 from ._agentview import AgentView
-from ._approval import DEFAULT_APPROVAL_TIMEOUT, DetailRenderer, PendingApproval, WidgetApproval
+from ._approval import (
+    DEFAULT_APPROVAL_TIMEOUT,
+    CallAction,
+    DetailRenderer,
+    PendingApproval,
+    WidgetApproval,
+)
 from ._inboxview import InboxView
 from ._pool import ToolPoolView
 from ._prompt import PromptBox
@@ -19,6 +25,7 @@ from ._throttle import Throttle
 __all__ = [
     "DEFAULT_APPROVAL_TIMEOUT",
     "AgentView",
+    "CallAction",
     "DetailRenderer",
     "InboxView",
     "PendingApproval",

@@ -36,6 +36,17 @@ DetailRenderer = Callable[[str], "str | None"]
 call of one tool (e.g. ``run_python``'s code, highlighted); ``None`` shows nothing."""
 
 
+@dataclass(frozen=True)
+class CallAction:
+    """A button a view shows on each finished call of one tool (e.g. "Undo" on
+    ``run_python``): ``label``; ``run(agent, call_id) -> str`` does it and returns a report the
+    view shows; ``available(agent, call_id) -> bool`` says whether to offer it for that call."""
+
+    label: str
+    run: Callable[[Any, str], str]
+    available: Callable[[Any, str], bool]
+
+
 @dataclass(eq=False)
 class PendingApproval:
     """One call waiting for a person: ``call_id``, tool ``name``, raw JSON ``arguments``,
@@ -70,6 +81,8 @@ class WidgetApproval:
         # Written only by register_detail and its disposer; read by the views.
         self._details: dict[str, DetailRenderer] = {}
         self._editable: dict[str, str] = {}  # tool name -> the argument a person may edit
+        # Written only by register_action and its disposer; read by the views.
+        self._actions: dict[str, tuple[CallAction, ...]] = {}
 
     @property
     def pending(self) -> list[PendingApproval]:
@@ -209,6 +222,47 @@ class WidgetApproval:
             _log.exception("approval detail renderer for %r failed", pending.name)
             return None
 
+    def register_action(
+        self,
+        tool_name: str,
+        label: str,
+        run: Callable[[Any, str], str],
+        available: Callable[[Any, str], bool],
+    ) -> Disposer:
+        """Offer a button ``label`` on each finished call of ``tool_name`` for which
+        ``available(agent, call_id)`` holds; clicking calls ``run(agent, call_id)`` and shows
+        the text it returns (the tool that can undo its calls registers this, so the views
+        need not import it). Raises ``TypeError`` for a non-callable ``run``/``available``."""
+        if not callable(run) or not callable(available):
+            raise TypeError(
+                f"action {label!r} of {tool_name!r}: run and available must be callable"
+            )
+        action = CallAction(label, run, available)
+        self._actions[tool_name] = (*self._actions.get(tool_name, ()), action)
+        self._notify()
+
+        def remove() -> None:
+            left = tuple(a for a in self._actions.get(tool_name, ()) if a is not action)
+            if left:
+                self._actions[tool_name] = left
+            else:
+                self._actions.pop(tool_name, None)
+            self._notify()
+
+        return Disposer(remove)
+
+    def actions_for(self, agent: Any, tool_name: str, call_id: str) -> list[CallAction]:
+        """The actions offered on that finished call (a failing ``available`` is logged and
+        the action left out: a view must render whatever a tool does)."""
+        offered = []
+        for action in self._actions.get(tool_name, ()):
+            try:
+                if action.available(agent, call_id):
+                    offered.append(action)
+            except Exception:
+                _log.exception("call action %r of %r failed", action.label, tool_name)
+        return offered
+
     def subscribe(self, observer: Callable[[], None]) -> Disposer:
         """Call ``observer()`` whenever the pending set changes."""
         self._observers.append(observer)
@@ -230,4 +284,10 @@ class WidgetApproval:
         return f"<WidgetApproval pending={len(self._pending)} timeout={self.timeout}s>"
 
 
-__all__ = ["DEFAULT_APPROVAL_TIMEOUT", "DetailRenderer", "PendingApproval", "WidgetApproval"]
+__all__ = [
+    "DEFAULT_APPROVAL_TIMEOUT",
+    "CallAction",
+    "DetailRenderer",
+    "PendingApproval",
+    "WidgetApproval",
+]

@@ -22,6 +22,7 @@ _POOL_TYPES = frozenset({"assistant/message", "tool/call", "tool/result", "turn/
 _TICK = 0.25  # seconds between re-renders of running calls' live durations
 _LIVE = frozenset({"running", "awaiting approval"})  # states a call can be cancelled in
 _MIN_BAR = 1.0  # % of the timeline: the narrowest bar drawn, so an instant call stays visible
+_FINISHED = frozenset({"done", "failed"})  # states a call's registered actions are offered in
 
 
 class ToolPoolView(TextRepr, widgets.VBox):
@@ -31,7 +32,9 @@ class ToolPoolView(TextRepr, widgets.VBox):
     buttons (and an Edit button when the tool registered an editable argument: the person
     changes it in a text area, then "Approve edited" runs the call with that version); every
     running call (awaiting approval included) gets a Cancel button that calls
-    ``agent.cancel_tool(call_id)``: that call ends ``cancelled``, the turn goes on.
+    ``agent.cancel_tool(call_id)``: that call ends ``cancelled``, the turn goes on. A finished
+    call of a tool that registered a :class:`CallAction` on the approval service (the kernel
+    tools' "Undo" on ``run_python``) gets its button; the action's report shows below.
 
     Derived from the log, never from inside tool execution: a call starts at its ``tool/call``
     event and ends when its body settles (``tools/settled``) or, failing that, at its committed
@@ -67,7 +70,11 @@ class ToolPoolView(TextRepr, widgets.VBox):
         self.cancels = widgets.HBox()
         self.cancels.add_class("agentloop-pool-cancels")
         self._cancel_buttons: dict[str, widgets.Button] = {}
-        self.children = (self.table, self.cancels, self.approvals)
+        self.actions = widgets.HBox()
+        self.actions.add_class("agentloop-pool-actions")
+        self.action_report = widgets.HTML()
+        self._action_buttons: dict[tuple[str, str], widgets.Button] = {}
+        self.children = (self.table, self.cancels, self.actions, self.action_report, self.approvals)
         self.throttle = Throttle(self.render, interval)
         self._asking: set[str] = set()  # call ids waiting for a person's answer
         self._answered: dict[str, float] = {}  # call id -> when the answer came (epoch s)
@@ -184,6 +191,13 @@ class ToolPoolView(TextRepr, widgets.VBox):
         self._sync_cancels(
             [(cid, str(item.data.get("name"))) for item, cid, state, *_ in rows if state in _LIVE]
         )
+        self._sync_actions(
+            [
+                (cid, str(item.data.get("name")))
+                for item, cid, state, *_ in rows
+                if state in _FINISHED
+            ]
+        )
         if running:
             self.throttle.poke_after(_TICK)
 
@@ -205,6 +219,45 @@ class ToolPoolView(TextRepr, widgets.VBox):
             gone.close()
         self._cancel_buttons = buttons
         self.cancels.children = tuple(buttons.values())
+
+    def _sync_actions(self, finished: list[tuple[str, str]]) -> None:
+        """One button per registered action offered on each finished call."""
+        if self.approval is None:
+            return
+        wanted: list[tuple[tuple[str, str], Any, str]] = []
+        for call_id, name in finished:
+            for action in self.approval.actions_for(self.agent, name, call_id):
+                wanted.append(((call_id, action.label), action, name))
+        if [key for key, *_ in wanted] == list(self._action_buttons):
+            return
+        buttons: dict[tuple[str, str], widgets.Button] = {}
+        for key, action, name in wanted:
+            button = self._action_buttons.pop(key, None)
+            if button is None:
+                call_id = key[0]
+                button = widgets.Button(
+                    description=f"{action.label} {name}",
+                    tooltip=f"{action.label.lower()} tool call {call_id}",
+                )
+                button.add_class("agentloop-call-action")
+                button.on_click(lambda _b, a=action, cid=call_id: self._act(a, cid))
+            buttons[key] = button
+        for gone in self._action_buttons.values():
+            gone.close()
+        self._action_buttons = buttons
+        self.actions.children = tuple(buttons.values())
+
+    def _act(self, action: Any, call_id: str) -> None:
+        try:
+            report = action.run(self.agent, call_id)
+        except Exception as exc:
+            report = f"{action.label} failed: {type(exc).__name__}: {exc}"
+        self.action_report.value = f'<pre class="agentloop-action-report">{escape(report)}</pre>'
+        self.throttle.poke()  # the action may no longer be offered (an undone run)
+
+    def action_button(self, call_id: str, label: str) -> widgets.Button | None:
+        """The button of action ``label`` shown on a finished call, or ``None``."""
+        return self._action_buttons.get((call_id, label))
 
     def cancel_button(self, call_id: str) -> widgets.Button | None:
         """The Cancel button shown for a running call, or ``None``."""
