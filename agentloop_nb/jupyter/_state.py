@@ -24,6 +24,7 @@ from ._approval import DEFAULT_APPROVAL_TIMEOUT, WidgetApproval
 from ._feed import SessionFeed
 from ._interrupt import InterruptHook
 from ._widgets import AgentView
+from .notebook import NotebookBridge
 
 
 class UserError(Exception):
@@ -44,6 +45,8 @@ class KernelState:
         self.feeds: dict[str, SessionFeed] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self.hook = InterruptHook(shell, self.cancel_running)
+        kernel = getattr(shell, "kernel", None)  # the comm to the JupyterLab extension
+        self.notebook = NotebookBridge(kernel) if kernel is not None else None
         self._off = app.ctx.on("agent/disposed", self._forget)
 
     # -- agents by name ---------------------------------------------------------------------
@@ -170,6 +173,8 @@ class KernelState:
         screen with what it showed; the App stays open)."""
         self.hook.uninstall()
         self._off()
+        if self.notebook is not None:
+            self.notebook.close()
         for agent_id in list({*self.views, *self.cell_views}):
             for view in self._views_of(agent_id):
                 view.freeze()
