@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+import sys
 import time
 import uuid
 from collections.abc import Callable
@@ -68,21 +69,21 @@ class _Live:
     warned: bool = False
     pending: set[str] = field(default_factory=set)
 
-    def admit(self) -> bool:
-        """Count one message; False once this second's budget is spent (logged once)."""
+    def admit(self, limit: int) -> bool:
+        """Count one message; False once this second's ``limit`` is spent (logged once)."""
         now = time.monotonic()
         if now - self.window_start >= 1.0:
             self.window_start, self.window_count, self.warned = now, 0, False
         self.window_count += 1
-        if self.window_count <= MAX_MESSAGES_PER_SECOND:
+        if self.window_count <= limit:
             return True
         if not self.warned:
             self.warned = True
             _log.warning(
-                "notebook bridge: comm %s sent over %d messages in a second; dropping the rest "
-                "of this second",
-                self.comm.comm_id,
-                MAX_MESSAGES_PER_SECOND,
+                "notebook bridge: the front end of %s sent over %d messages in a second; "
+                "dropping the rest of this second",
+                self.hello.path,
+                limit,
             )
         return False
 
@@ -106,6 +107,19 @@ def _comm_manager(kernel_or_comm_manager: Any) -> Any:
     return manager
 
 
+def _ensure_log_destination() -> None:
+    """Send the bridge's log lines to the kernel process's own stderr (the Jupyter server's
+    log) when nothing is configured: Python's last-resort handler would write them to
+    ``sys.stderr``, which a kernel turns into output of whatever cell is current."""
+    if _log.level == logging.NOTSET:
+        _log.setLevel(logging.INFO)  # a dropped message is worth a line, like a warning
+    if _log.hasHandlers():
+        return
+    handler = logging.StreamHandler(sys.__stderr__)
+    handler.setFormatter(logging.Formatter("[%(levelname)s %(name)s] %(message)s"))
+    _log.addHandler(handler)
+
+
 def _kernel_id() -> str:
     try:
         from ipykernel.connect import get_connection_file
@@ -127,14 +141,24 @@ class NotebookBridge:
     """The kernel side of the notebook bridge for one kernel.
 
     ``NotebookBridge(kernel)`` (``get_ipython().kernel``, or a comm manager) registers the
-    comm target and announces itself. :meth:`request` performs an op in the front end and
+    comm target and announces itself; ``max_message_bytes`` (10 MB) and
+    ``max_messages_per_second`` (1,000 per comm) bound what a front end may send. :meth:`request` performs an op in the front end and
     returns its result dict or raises :class:`BridgeError`; :meth:`on_action` listens to the
     front end's notifications; :meth:`push` sends to every live comm; :meth:`close` undoes it
     all. Use it from the kernel's event loop (a cell, or a task started there).
     """
 
-    def __init__(self, kernel_or_comm_manager: Any) -> None:
+    def __init__(
+        self,
+        kernel_or_comm_manager: Any,
+        *,
+        max_message_bytes: int = MAX_MESSAGE_BYTES,
+        max_messages_per_second: int = MAX_MESSAGES_PER_SECOND,
+    ) -> None:
         self._manager = _comm_manager(kernel_or_comm_manager)
+        self._max_bytes = max_message_bytes
+        self._max_rate = max_messages_per_second
+        _ensure_log_destination()
         self._live: list[_Live] = []
         self._pending: dict[str, _Pending] = {}
         self._listeners: list[Callable[[Action], Any]] = []
@@ -256,8 +280,8 @@ class NotebookBridge:
     def _on_open(self, comm: Any, msg: dict[str, Any]) -> None:
         data = (msg.get("content") or {}).get("data")
         try:
-            if _size(data) > MAX_MESSAGE_BYTES:
-                raise ValueError("hello over 10 MB")
+            if _size(data) > self._max_bytes:
+                raise ValueError(f"hello over {self._max_bytes} bytes")
             hello = Hello.model_validate(data)
         except (ValidationError, ValueError) as exc:
             _log.warning("notebook bridge: refused a comm with a bad hello: %s", _first_line(exc))
@@ -294,10 +318,14 @@ class NotebookBridge:
             _log.exception("notebook bridge: failed to handle a front-end message")
 
     def _handle(self, live: _Live, data: Any) -> None:
-        if not live.admit():
+        if not live.admit(self._max_rate):
             return
-        if _size(data) > MAX_MESSAGE_BYTES:
-            _log.warning("notebook bridge: dropped a message over 10 MB from %s", live.hello.path)
+        if _size(data) > self._max_bytes:
+            _log.warning(
+                "notebook bridge: dropped a message over %d bytes from %s",
+                self._max_bytes,
+                live.hello.path,
+            )
             return
         try:
             message = parse_front_message(data)
