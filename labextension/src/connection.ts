@@ -44,7 +44,8 @@ export class BridgeConnection implements IBridgeConnection {
   private kernel: Kernel.IKernelConnection | null = null;
   private comm: Kernel.IComm | null = null;
   private welcomed = false;
-  // Probe once per kernel (and after each restart), not after every execution.
+  // Probe until one probe is answered (per kernel, and again after each restart), not after
+  // every execution.
   private probePending = false;
   private _agents: readonly IAgentInfo[] = [];
   private disposed = false;
@@ -109,7 +110,6 @@ export class BridgeConnection implements IBridgeConnection {
       this.dropComm();
       this.probePending = true;
     } else if (status === 'idle' && this.probePending) {
-      this.probePending = false;
       void this.probe();
     }
   }
@@ -120,12 +120,21 @@ export class BridgeConnection implements IBridgeConnection {
     }
     if (this.kernel && !this.kernel.isDisposed) {
       this.kernel.removeCommTarget(READY_TARGET, this.onReady);
+      this.kernel.connectionStatusChanged.disconnect(this.onConnection, this);
     }
     this.closeComm();
     this.kernel = kernel;
     if (kernel) {
       kernel.registerCommTarget(READY_TARGET, this.onReady);
-      this.probePending = kernel.status !== 'idle';
+      kernel.connectionStatusChanged.connect(this.onConnection, this);
+      this.probePending = true;
+      void this.probe();
+    }
+  }
+
+  private onConnection(_: unknown, status: Kernel.ConnectionStatus): void {
+    if (status === 'connected' && !this.connected) {
+      this.probePending = true;
       void this.probe();
     }
   }
@@ -158,6 +167,8 @@ export class BridgeConnection implements IBridgeConnection {
     if (kernel !== this.kernel || this.comm || content.status !== 'ok') {
       return;
     }
+    // An answered probe settles it: a kernel that loads the extension later announces itself.
+    this.probePending = false;
     const announced = Object.values(content.comms).some(c => c.target_name === READY_TARGET);
     if (announced) {
       this.open();
