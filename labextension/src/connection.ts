@@ -275,8 +275,12 @@ export class BridgeConnection implements IBridgeConnection {
 
   /** Forget the comm without telling the kernel (it is gone, or already closed). */
   private dropComm(): void {
+    const before = this.connected;
     this.comm = null;
-    this.setWelcomed(false);
+    this.welcomed = false;
+    if (before) {
+      this._connectedChanged.emit(false);
+    }
   }
 
   /** Close the comm (the kernel forgets it) and forget it. */

@@ -208,9 +208,6 @@ def test_agent_edits_land_in_the_page_undo_from_the_cell_and_survive_a_reload(
         lab_page.reload()
         expect(_source(lab_page, 2)).to_have_text("print(41 + 1)", timeout=60_000)
         expect(harness.cell(lab_page, 2).locator(".agentloop-badge")).to_have_text("helper")
-        # The reloaded page connects again and takes the requests.
-        driver.run("await _t_connected()")
-        assert [c["id"] for c in driver.cells()][2] == new_id
 
 
 def test_an_edit_is_refused_while_the_user_types_in_the_cell(
@@ -255,8 +252,8 @@ def test_fix_with_agent_button_under_an_error_reaches_the_kernel(
     for driver in _driver(lab_page, jupyter_lab, notebook):
         error_cell = harness.cell(lab_page, 2)
         expect(error_cell.locator(".jp-OutputArea")).to_contain_text("ZeroDivisionError")
-        button = error_cell.get_by_role("button", name="Fix with agent")
-        expect(button).to_be_visible()
+        expect(error_cell.get_by_role("button", name="Fix with agent")).to_be_visible()
+        button = error_cell.locator("button.agentloop-fix-button")
         assert harness.cell(lab_page, 1).get_by_role("button", name="Fix with agent").count() == 0
         button.click()
         expect(button).to_have_text("Sent to the agent")
