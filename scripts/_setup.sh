@@ -94,6 +94,23 @@ ensure_pip_install() {
     _stage_done
 }
 
+# The files the JupyterLab extension's build reads (hatch_build.py and labextension/ without
+# its build outputs), one per line: an install stamp that lists them rebuilds on any change.
+labextension_inputs() {
+    printf '%s\n' hatch_build.py
+    [[ -d labextension ]] || return 0
+    find labextension \( -name node_modules -o -name lib -o -name .core \) -prune -o \
+        -type f ! -name .build.stamp ! -name tsconfig.tsbuildinfo -print | LC_ALL=C sort
+}
+
+# `pip install -e '.[test]'` into $VENV (scripts/test.sh, scripts/realmodel.sh: one stamp for
+# both), re-run when pyproject.toml or the extension's sources changed.
+ensure_test_install() {
+    local inputs
+    mapfile -t inputs < <(labextension_inputs)
+    ensure_pip_install test pyproject.toml "${inputs[@]}" -- -e '.[test]'
+}
+
 # Debian's chromium for the browser tests. Returns 0 when it is there afterwards; otherwise
 # prints why and returns 1 (callers decide whether that is fatal).
 ensure_chromium() {

@@ -12,7 +12,9 @@ source scripts/_setup.sh
 ensure_venv
 # pip resolves `-e .` in the requirements file against the working directory (the repo root),
 # exactly as repo2docker does on Binder.
-ensure_pip_install quickstart pyproject.toml binder/requirements.txt -- -r binder/requirements.txt
+mapfile -t labext_inputs < <(labextension_inputs)
+ensure_pip_install quickstart pyproject.toml binder/requirements.txt "${labext_inputs[@]}" \
+    -- -r binder/requirements.txt
 
 notebook="${AGENTLOOP_NOTEBOOK:-notebooks/01-quickstart.ipynb}"
 if [[ ! -f "$notebook" ]]; then

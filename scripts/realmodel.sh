@@ -144,7 +144,7 @@ if [[ "${BASH_SOURCE[0]}" == "$0" ]]; then
     # shellcheck source=scripts/_setup.sh
     source scripts/_setup.sh
     ensure_venv
-    ensure_pip_install test pyproject.toml -- -e '.[test]'
+    ensure_test_install
     trap realmodel_stop EXIT INT TERM
     realmodel_start "${1:-}"
     printf 'llama-server ready: base_url %s/v1 (Ctrl-C stops it)\n' "$AGENTLOOP_REALMODEL_URL"

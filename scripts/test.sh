@@ -3,7 +3,8 @@
 #
 # Idempotent setup, then the whole suite: unit tests, kernel tests, the real-browser tests and
 # every notebook under notebooks/ executed by nbval in a real kernel of this venv.
-#   1. .venv (python3.11+) with `pip install -e '.[test]'` (skipped when pyproject is unchanged)
+#   1. .venv (python3.11+) with `pip install -e '.[test]'` (skipped when pyproject and the
+#      JupyterLab extension's sources are unchanged; the install builds the extension)
 #   2. Debian chromium via apt-get when missing and running as root. The browser tests skip
 #      with a clear message only when Chromium cannot be installed; once it is there they must
 #      run (a skip would hide a broken front end)
@@ -27,7 +28,7 @@ cd "$(dirname "$0")/.."
 source scripts/_setup.sh
 
 ensure_venv
-ensure_pip_install test pyproject.toml -- -e '.[test]'
+ensure_test_install
 if [[ "${1:-}" == "--fast" ]]; then
     shift
     _stage "pytest --fast (no browser, real model, kernel or notebook tests)"

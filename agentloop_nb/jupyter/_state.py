@@ -25,7 +25,7 @@ from ..app import App
 from ..errors import AgentloopError
 from .fold import SessionFeed
 from .kernel import DEFAULT_SIZE_LIMIT, InterruptHook, KernelMemory, UndoReport
-from .notebook import NotebookDocument, NotebookProvider
+from .notebook import NotebookBridge, NotebookDocument, NotebookProvider
 from .view import DEFAULT_APPROVAL_TIMEOUT, AgentView, WidgetApproval
 
 
@@ -47,11 +47,15 @@ class KernelState:
         self.feeds: dict[str, SessionFeed] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self.hook = InterruptHook(shell, self.cancel_running)
+        kernel = getattr(shell, "kernel", None)  # the comm to the JupyterLab extension
+        self.notebook = NotebookBridge(kernel) if kernel is not None else None
         self._off = app.ctx.on("agent/disposed", self._forget)
         # The notebook the notebook tools act on, handed to them as the ``ctx.notebooks``
         # service (the notebook room cannot import this module). Whoever owns the comm to the
-        # JupyterLab extension calls ``self.notebooks.set_bridge(bridge)``.
+        # JupyterLab extension is handed over here: the provider uses it while it is connected.
         self.notebooks = NotebookProvider(shell)
+        if self.notebook is not None:
+            self.notebooks.set_bridge(self.notebook)
         self._off_notebooks = app.ctx.provide("notebooks", self.notebooks)
         self.memory: KernelMemory | None = None
         self._unprovide: list[Any] = []
@@ -201,6 +205,9 @@ class KernelState:
         for unprovide in self._unprovide:
             unprovide()
         self._unprovide = []
+        self.notebooks.set_bridge(None)
+        if self.notebook is not None:
+            self.notebook.close()
         for agent_id in list({*self.views, *self.cell_views}):
             for view in self._views_of(agent_id):
                 view.freeze()

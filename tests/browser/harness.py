@@ -267,6 +267,44 @@ def stop_lab(lab: LabServer, *, grace: float = 10.0) -> None:
         lab._log_file = None
 
 
+def labextension_unavailable_reason() -> str | None:
+    """Why Lab would not load the ``agentloop-nb`` extension from this venv, or ``None``.
+
+    The browser tests use the extension exactly as ``pip install`` leaves it: built into the
+    wheel's shared data, under ``<venv>/share/jupyter/labextensions/agentloop-nb``.
+    """
+    installed = Path(sys.prefix) / "share" / "jupyter" / "labextensions" / "agentloop-nb"
+    if not (installed / "package.json").is_file():
+        return (
+            f"the agentloop-nb JupyterLab extension is not installed in {sys.prefix}: "
+            "run scripts/test.sh (pip install -e '.[test]' builds and installs it)"
+        )
+    return None
+
+
+def kernel_client(lab: LabServer, notebook_path: str | Path) -> Any:
+    """A started ``BlockingKernelClient`` on the kernel of the open notebook ``notebook_path``
+    (a second client beside the page's: what it executes shares the notebook's namespace, its
+    outputs do not show in the page). The caller stops its channels."""
+    from jupyter_client.blocking.client import BlockingKernelClient
+
+    rel = Path(notebook_path)
+    if rel.is_absolute():
+        rel = rel.relative_to(lab.root)
+    sessions = [s for s in lab.api("GET", "/api/sessions") if s["path"] == rel.as_posix()]
+    if not sessions:
+        raise AssertionError(f"no session for {rel}: open the notebook first")
+    kernel_id = sessions[0]["kernel"]["id"]
+    found = sorted(lab.home.rglob(f"kernel-{kernel_id}.json"))
+    if not found:
+        raise AssertionError(f"no connection file for kernel {kernel_id} under {lab.home}")
+    client = BlockingKernelClient(connection_file=str(found[0]))
+    client.load_connection_file()
+    client.start_channels()
+    client.wait_for_ready(timeout=30)
+    return client
+
+
 def browser_unavailable_reason() -> str | None:
     """Why the browser tests cannot run here, or ``None`` when they can."""
     if not CHROMIUM.exists():
