@@ -243,7 +243,9 @@ color:var(--jp-error-color1)}
 .agentloop-pool-aborted .agentloop-pool-state,.agentloop-pool-denied .agentloop-pool-state,
 .agentloop-pool-cancelled .agentloop-pool-state{color:var(--jp-warn-color1)}
 .agentloop-pool-awaiting-approval .agentloop-pool-state{color:var(--jp-info-color1)}
-.agentloop-scroll{display:flex;flex-direction:column-reverse;max-height:32em;overflow-y:auto}
+.agentloop-scroll{display:flex;flex-direction:column-reverse;max-height:32em;overflow-y:auto;
+position:relative}
+.agentloop-scroll>.agentloop-body,.agentloop-body>*,.agentloop-turn>*{flex-shrink:0}
 .agentloop-item{margin:0 !important}
 .agentloop-root .widget-html-content{line-height:1.45 !important}
 .agentloop-flow{display:block !important;white-space:pre-wrap}
@@ -258,8 +260,10 @@ padding:0 8px;margin:1px 0}
 var(--jp-border-color2)}
 """
 """The view's stylesheet: every colour is a JupyterLab theme variable (``--jp-*``).
-``.agentloop-scroll`` lays its one child out bottom-up, so the browser keeps a growing
-transcript scrolled to its end (auto-scroll without script) unless the reader scrolled up."""
+``.agentloop-scroll`` lays its children out bottom-up, so the browser keeps a growing
+transcript scrolled to its end (auto-scroll without script) unless the reader scrolled up;
+nothing inside it may shrink (widget boxes are ``overflow: auto`` flex items, which a height
+limit would otherwise squeeze until they clip their own content)."""
 
 
 def item_html(item: Item) -> str:
