@@ -57,7 +57,9 @@ class WidgetApproval:
         if timeout <= 0:
             raise ValueError(f"approval timeout must be > 0 seconds, got {timeout!r}")
         self.timeout = timeout
-        self._pending: dict[str, PendingApproval] = {}
+        # Keyed by (agent, call id): call ids are unique within one agent's session only (the
+        # offline model numbers its calls), so two agents may wait on the same id at once.
+        self._pending: dict[tuple[int, str], PendingApproval] = {}
         self._observers: list[Callable[[], None]] = []
         # Written only by register_detail and its disposer; read by the views.
         self._details: dict[str, DetailRenderer] = {}
@@ -77,7 +79,8 @@ class WidgetApproval:
         entry = PendingApproval(
             call_id, str(execution.name), str(execution.arguments), reason, execution.agent, fut
         )
-        self._pending[call_id] = entry
+        key = (id(execution.agent), call_id)
+        self._pending[key] = entry
         self._notify()
         try:
             return await asyncio.wait_for(fut, timeout)
@@ -89,23 +92,35 @@ class WidgetApproval:
                 info={"approval": "timeout", "timeout": timeout},
             )
         finally:
-            if self._pending.get(call_id) is entry:
-                del self._pending[call_id]
+            if self._pending.get(key) is entry:
+                del self._pending[key]
             self._notify()
 
-    def approve(self, call_id: str) -> bool:
-        """Answer yes; ``False`` when no such request is pending."""
-        return self._answer(call_id, True)
+    def approve(self, call_id: str, agent: Any = None) -> bool:
+        """Answer yes; ``False`` when no such request is pending. ``agent`` picks the request
+        when several agents wait on the same call id (a ``ValueError`` says so otherwise)."""
+        return self._answer(call_id, agent, True)
 
-    def deny(self, call_id: str) -> bool:
-        """Answer no; ``False`` when no such request is pending."""
-        return self._answer(call_id, False)
+    def deny(self, call_id: str, agent: Any = None) -> bool:
+        """Answer no; ``False`` when no such request is pending (``agent``: as for
+        :meth:`approve`)."""
+        return self._answer(call_id, agent, False)
 
-    def _answer(self, call_id: str, answer: bool) -> bool:
-        entry = self._pending.get(call_id)
-        if entry is None or entry.future.done():
+    def _answer(self, call_id: str, agent: Any, answer: bool) -> bool:
+        entries = [
+            p
+            for p in self._pending.values()
+            if p.call_id == call_id and (agent is None or p.agent is agent)
+        ]
+        if len(entries) > 1:
+            names = ", ".join(repr(str(getattr(p.agent, "id", p.agent))) for p in entries)
+            raise ValueError(
+                f"call {call_id!r} is waiting for approval in several agents ({names}): "
+                "pass agent=... to say which"
+            )
+        if not entries or entries[0].future.done():
             return False
-        entry.future.set_result(answer)
+        entries[0].future.set_result(answer)
         return True
 
     def register_detail(self, tool_name: str, renderer: DetailRenderer) -> Disposer:

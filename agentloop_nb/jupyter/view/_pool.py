@@ -221,8 +221,8 @@ class ToolPoolView(TextRepr, widgets.VBox):
             deny = widgets.Button(description="Deny", button_style="danger")
             approve.add_class("agentloop-approve")
             deny.add_class("agentloop-deny")
-            approve.on_click(lambda _b, cid=p.call_id: self.approval.approve(cid))
-            deny.on_click(lambda _b, cid=p.call_id: self.approval.deny(cid))
+            approve.on_click(lambda _b, cid=p.call_id: self.approval.approve(cid, self.agent))
+            deny.on_click(lambda _b, cid=p.call_id: self.approval.deny(cid, self.agent))
             why = f" — {p.reason}" if p.reason else ""
             label = widgets.HTML(
                 f'<span class="agentloop-approval">approve <b>{escape(p.name)}</b>'
