@@ -118,6 +118,7 @@ def test_a_long_transcript_scrolls_and_every_turn_stays_whole(
         # The reader scrolls up: new turns neither move what they read nor pull them down.
         box.evaluate(SCROLL_UP_JS)
         expect(jump).to_be_visible()
+        assert harness.contrast(jump) >= 4.5
         before = box.evaluate(TOP_LINE_JS)
         assert before is not None and before[0].startswith("turn 1")
         prompt = view.locator("textarea.agentloop-prompt-input")
