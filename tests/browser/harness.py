@@ -534,6 +534,17 @@ def scratch_dir(prefix: str) -> Iterator[Path]:
         shutil.rmtree(path, ignore_errors=True)
 
 
+@contextmanager
+def clean_notebook(notebook_path: str | Path) -> Iterator[Path]:
+    """A copy of the repository's ``notebook_path`` with its outputs stripped, in a scratch
+    directory (removed afterwards). Tests run this, never the working file: a person who tried
+    the quick start has outputs and widget state autosaved into it."""
+    from _notebooks import clean_copy
+
+    with scratch_dir(Path(notebook_path).stem) as folder:
+        yield clean_copy(REPO_ROOT / notebook_path, folder)
+
+
 def write_notebook(path: Path, sources: list[str]) -> Path:
     """Write a Python 3 notebook with one code cell per source string."""
     import nbformat
