@@ -4,7 +4,7 @@ One notebook shows every part of the view at once: answers in Markdown, usage li
 ends, a failed tool call, a request error ending its turn, the "earlier turns" toggle opened,
 the inbox with a queued follow-up and a steer, a ``run_python`` call awaiting approval (its
 code highlighted, the Approve/Deny buttons, the running status pill), a diff shown under a
-second pending approval, the pool table and the notice under the controls (the "jump to
+second pending approval, the pool table (its short values on one line) and the notice under the controls (the "jump to
 latest" button is measured in ``test_transcript_scroll.py``). In both themes every visible text (own text node, or a
 text field's value) must reach 4.5:1 against its effective background, computed by the browser
 from the colours it applied (alpha composited). The Cancel button of an idle agent is a neutral
@@ -26,6 +26,12 @@ if TYPE_CHECKING:
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(420)]
 
 AA = 4.5
+# How many lines an element's text is laid out on.
+LINES_JS = """(el) => {
+  const range = document.createRange();
+  range.selectNodeContents(el);
+  return new Set([...range.getClientRects()].map((r) => Math.round(r.top))).size;
+}"""
 
 _DIFF = "--- a/x.py\\n+++ b/x.py\\n@@ -1,2 +1,2 @@\\n-old = 1\\n+new = 2\\n same = 3\\n"
 CELLS = [
@@ -144,6 +150,10 @@ def test_every_text_of_the_view_meets_aa_in_light_and_dark(
                 err = harness.cell_output(lab_page, ERROR_CELL)
                 expect(err.locator(".agentloop-error").first).to_contain_text("AUTH")
                 _show_everything(lab_page)
+                # Short values in the pool table stay on one line.
+                state = kernel.locator(".agentloop-pool-state").first
+                expect(state).to_have_text("awaiting approval")
+                assert state.evaluate(LINES_JS) == 1
 
                 # Idle: Cancel looks like Steer (neutral), not the warning colour.
                 idle = harness.cell_output(lab_page, IDLE_CELL).locator(".agentloop-agent")

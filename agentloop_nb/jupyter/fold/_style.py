@@ -104,6 +104,7 @@ vertical-align:-0.1em;border:2px solid var(--jp-layout-color1);
 border-right-color:transparent;border-radius:50%;animation:agentloop-spin 0.8s linear infinite}
 @keyframes agentloop-spin{to{transform:rotate(360deg)}}
 .agentloop-pool-table{font-size:85%;width:100%;border-collapse:collapse}
+.agentloop-pool-state,.agentloop-pool-duration{white-space:nowrap;padding:0 6px}
 .agentloop-pool-title{color:var(--agentloop-muted);font-size:85%}
 .agentloop-track{position:relative;height:10px;background:var(--jp-layout-color3)}
 .agentloop-bar{position:absolute;top:0;bottom:0;background:var(--jp-ui-font-color3)}
