@@ -172,3 +172,28 @@ def test_approval_view_detail_is_the_highlighted_code_of_run_python_only() -> No
     assert html is not None and "<span" in html and "&lt;b&gt;" in html
     assert approval_detail_html(json.dumps({"source": "x"})) is None
     assert approval_detail_html("not json") is None
+
+
+def test_a_describer_may_take_the_object_alone_or_also_the_budget() -> None:
+    from agentloop_nb.jupyter.kernel._describe import register_describer
+
+    class Point:
+        pass
+
+    class Line:
+        pass
+
+    class Bad:
+        pass
+
+    one = register_describer(Point, lambda p: "a point")
+    two = register_describer(Line, lambda obj, max_chars: "x" * max_chars)
+    try:
+        assert describe(Point(), 100) == "a point"
+        assert describe(Line(), 5) == "xxxxx"
+        with pytest.raises(TypeError, match=r"\(obj\) or \(obj, max_chars\)"):
+            register_describer(Bad, lambda: "no object")
+    finally:
+        one()
+        two()
+    assert describe(Point(), 100) != "a point"  # unregistered

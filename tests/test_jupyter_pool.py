@@ -306,3 +306,45 @@ async def test_the_cancel_button_of_a_running_call_cancels_only_that_call() -> N
     assert ends == ["completed"]
     pool.close()
     await app.aclose()
+
+
+@pytest.mark.anyio
+async def test_two_agents_waiting_on_the_same_call_id_are_answered_separately() -> None:
+    @tool
+    def danger() -> str:
+        """Needs approval."""
+        return "ran"
+
+    # The offline model numbers calls per session, so two agents can ask for "c1" at once.
+    script = [tool_call("c1", "danger", {}), tool_call("c1", "danger", {}), text("ok"), text("ok")]
+    app, _ = _app(script)
+    approval = WidgetApproval()
+    app.ctx.provide("approval", approval)
+    app.ctx.tools.register(danger)
+    app.ctx.on("tools/pre-execute", lambda execution, next: Ask(reason="risky"))
+    first = app.ctx.agent_loop.create("a", AgentOptions(provider="scripted", model="m"))
+    second = app.ctx.agent_loop.create("b", AgentOptions(provider="scripted", model="m"))
+    both = asyncio.Event()
+    _ = approval.subscribe(lambda: both.set() if len(approval.pending) == 2 else None)
+    first_view, second_view = AgentView(first), AgentView(second)
+    first.followup("go")
+    second.followup("go")
+    await asyncio.wait_for(both.wait(), 5)
+    assert {p.agent for p in approval.pending} == {first, second}
+    with pytest.raises(ValueError, match=r"several agents.*agent="):
+        approval.approve("c1")
+    buttons = second_view.pool_view.approval_buttons("c1")
+    assert buttons is not None
+    buttons[1].click()  # Deny, in the second agent's view: only its own request is answered
+    assert [p.agent for p in approval.pending if not p.future.done()] == [first]
+    assert approval.approve("c1", agent=first) is True  # one left: no agent needed
+    await asyncio.wait_for(asyncio.gather(first.when_idle(), second.when_idle()), 5)
+
+    def result(agent: Any) -> Any:
+        return next(e.data for e in agent.session.events if e.type == "tool/result")
+
+    assert result(first)["content"] == "ran"
+    assert result(second)["error"]["code"] == "DENIED"
+    first_view.close()
+    second_view.close()
+    await app.aclose()

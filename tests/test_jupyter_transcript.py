@@ -187,3 +187,13 @@ def test_the_committed_result_decides_the_final_state_of_a_settled_call() -> Non
     call = t.call("c1")
     assert call is not None
     assert item_text(call) == "tool f({}) [failed] (0.50s) → no"
+
+
+def test_a_star_between_digits_is_arithmetic_not_emphasis() -> None:
+    from agentloop_nb.jupyter.fold._markdown import markdown_html
+
+    assert markdown_html("6*7 is 42 and 12*12 is 144") == "<p>6*7 is 42 and 12*12 is 144</p>\n"
+    both = markdown_html("`6*7` stays code, *this* is emphasis and 2*3 is 6")
+    assert "<code>6*7</code>" in both and "<em>this</em>" in both and "2*3 is 6" in both
+    fenced = markdown_html("```\nx = 6*7\n```")
+    assert "x = 6*7" in fenced and "\\*" not in fenced

@@ -1,7 +1,8 @@
 """Static checks on the shipped notebooks (their execution is nbval's job in scripts/test.sh).
 
 A notebook here is documentation *and* a test: it must be committed without outputs (so diffs
-stay readable and no kernel paths or widget state leak into git), carry real ``assert``s on
+stay readable and no kernel paths or widget state leak into git; checked on what git tracks,
+so a quick start that autosaved outputs into the working file does not fail it), carry real ``assert``s on
 kernel-side state (so executing it can fail), explain itself in markdown, run on the standard
 ``python3`` kernel, and never contain anything that looks like a credential.
 """
@@ -10,10 +11,13 @@ from __future__ import annotations
 
 import ast
 import re
+import shutil
+import subprocess
 from pathlib import Path
 
 import nbformat
 import pytest
+from _notebooks import clean_copy, strip_outputs, tracked_text
 from IPython.core.inputtransformer2 import TransformerManager
 
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
@@ -61,8 +65,10 @@ def test_the_tutorial_notebooks_are_present_and_nothing_else() -> None:
 
 
 @pytest.mark.parametrize("name", EXPECTED)
-def test_notebook_is_valid_and_saved_without_outputs(name: str) -> None:
-    nb = _read(NOTEBOOKS / name)
+def test_notebook_is_committed_without_outputs(name: str) -> None:
+    # What git tracks, not the working file: running the quick start (JupyterLab autosaves
+    # outputs into it) must not break the test command.
+    nb = nbformat.reads(tracked_text(NOTEBOOKS / name), as_version=4)
     nbformat.validate(nb)
     for index, cell in enumerate(nb.cells):
         if cell.cell_type == "code":
@@ -150,3 +156,47 @@ def test_real_model_cells_read_keys_from_the_environment_only() -> None:
         # A cell that needs a key checks for it first, so it skips cleanly without one.
         for variable in re.findall(r"[A-Z]+_API_KEY", cell.source):
             assert f'have_key("{variable}")' in cell.source, (index, variable)
+
+
+def _git(root: Path, *args: str) -> None:
+    subprocess.run(["git", "-C", str(root), *args], check=True, capture_output=True)
+
+
+def _run_by_hand(path: Path) -> None:
+    """What trying the quick start does to a notebook: outputs, counts and widget state."""
+    nb = nbformat.read(path, as_version=4)
+    for k, cell in enumerate(nb.cells):
+        if cell.cell_type == "code":
+            cell.execution_count = k + 1
+            cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text="ran\n")]
+    nb.metadata["widgets"] = {"application/vnd.jupyter.widget-state+json": {"state": {}}}
+    nbformat.write(nb, str(path))
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+def test_a_notebook_run_by_hand_is_checked_as_committed_and_copied_clean(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    (repo / "notebooks").mkdir(parents=True)
+    _git(repo, "init", "-q")
+    shipped = repo / "notebooks" / "01-quickstart.ipynb"
+    shipped.write_text(tracked_text(NOTEBOOKS / "01-quickstart.ipynb"), encoding="utf-8")
+    _git(repo, "add", ".")
+    _run_by_hand(shipped)
+    # The working file has outputs; the check reads what git would commit.
+    assert any(c.get("outputs") for c in _read(shipped).cells)
+    tracked = nbformat.reads(tracked_text(shipped, repo), as_version=4)
+    assert all(not c.get("outputs") for c in tracked.cells)
+    assert "widgets" not in tracked.metadata
+    # The browser tests run a clean copy: the working file's sources, no outputs.
+    copy = clean_copy(shipped, tmp_path)
+    cleaned = _read(copy)
+    assert [c.source for c in cleaned.cells] == [c.source for c in _read(shipped).cells]
+    assert all(
+        not c.get("outputs") and c.get("execution_count") is None
+        for c in cleaned.cells
+        if c.cell_type == "code"
+    )
+    assert "widgets" not in cleaned.metadata
+    with pytest.raises(FileNotFoundError, match="does not track"):
+        tracked_text(repo / "notebooks" / "untracked.ipynb", repo)
+    assert strip_outputs(_read(shipped)).metadata.get("widgets") is None

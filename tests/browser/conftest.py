@@ -75,6 +75,13 @@ def chromium_browser() -> Iterator[Browser]:
 
 
 @pytest.fixture
+def quickstart() -> Iterator[Path]:
+    """``notebooks/01-quickstart.ipynb`` as a clean copy (see :func:`harness.clean_notebook`)."""
+    with harness.clean_notebook("notebooks/01-quickstart.ipynb") as path:
+        yield path
+
+
+@pytest.fixture
 def lab_page(
     request: pytest.FixtureRequest,
     jupyter_lab: harness.LabServer,

@@ -79,30 +79,82 @@ LAB_SETTING_OVERRIDES: dict[str, Any] = {
 LIGHT_THEME = "JupyterLab Light"
 DARK_THEME = "JupyterLab Dark"
 
-# WCAG contrast ratio of an element's text colour against the first opaque background behind
-# it (the element's or an ancestor's), computed by the browser from the styles it applied.
-CONTRAST_JS = r"""(el) => {
+# WCAG contrast, computed by the browser from the styles it applied. The text colour is
+# composited (with its alpha and the element's opacity chain) over the effective background:
+# every translucent background behind the element, down to the first opaque one (an ancestor's,
+# else the page's white), composited in turn. Colours may be rgb()/rgba() or color(srgb ...)
+# (what color-mix() computes to).
+_COLOUR_JS = r"""
   const parse = (c) => {
-    const m = c.match(/rgba?\(([^)]+)\)/);
-    if (!m) return null;
-    const p = m[1].split(/[ ,/]+/).filter(Boolean).map(Number);
-    return { r: p[0], g: p[1], b: p[2], a: p.length > 3 ? p[3] : 1 };
+    let m = c.match(/^rgba?\(([^)]+)\)/);
+    if (m) {
+      const p = m[1].split(/[ ,/]+/).filter(Boolean).map(Number);
+      return { r: p[0], g: p[1], b: p[2], a: p.length > 3 ? p[3] : 1 };
+    }
+    m = c.match(/^color\(srgb ([^)]+)\)/);
+    if (m) {
+      const p = m[1].split(/[ /]+/).filter(Boolean).map(Number);
+      return { r: p[0] * 255, g: p[1] * 255, b: p[2] * 255, a: p.length > 3 ? p[3] : 1 };
+    }
+    return null;
   };
+  const over = (top, under) => ({
+    r: top.r * top.a + under.r * (1 - top.a),
+    g: top.g * top.a + under.g * (1 - top.a),
+    b: top.b * top.a + under.b * (1 - top.a), a: 1 });
   const lum = ({ r, g, b }) => {
     const f = (v) => { v /= 255; return v <= 0.03928 ? v / 12.92 : Math.pow((v + 0.055) / 1.055, 2.4); };
     return 0.2126 * f(r) + 0.7152 * f(g) + 0.0722 * f(b);
   };
-  const fg = parse(getComputedStyle(el).color);
-  let node = el, bg = null;
-  while (node && !bg) {
-    const c = parse(getComputedStyle(node).backgroundColor);
-    if (c && c.a > 0.5) bg = c;
-    node = node.parentElement;
+  const background = (el) => {
+    const layers = [];
+    for (let node = el; node; node = node.parentElement) {
+      const c = parse(getComputedStyle(node).backgroundColor);
+      if (c && c.a > 0) { layers.push(c); if (c.a >= 1) break; }
+    }
+    let bg = { r: 255, g: 255, b: 255, a: 1 };
+    for (const layer of layers.reverse()) bg = over(layer, bg);
+    return bg;
+  };
+  const measure = (el) => {
+    const fg = parse(getComputedStyle(el).color) || { r: 0, g: 0, b: 0, a: 1 };
+    let opacity = 1;
+    for (let node = el; node; node = node.parentElement) opacity *= Number(getComputedStyle(node).opacity);
+    const bg = background(el);
+    const ink = over({ ...fg, a: fg.a * opacity }, bg);
+    const [hi, lo] = [lum(ink), lum(bg)].sort((x, y) => y - x);
+    return { ratio: (hi + 0.05) / (lo + 0.05), fg: getComputedStyle(el).color,
+             bg: `rgb(${Math.round(bg.r)}, ${Math.round(bg.g)}, ${Math.round(bg.b)})` };
+  };
+"""
+
+# WCAG contrast ratio of an element's text against the background behind it.
+CONTRAST_JS = "(el) => {" + _COLOUR_JS + "  return measure(el);\n}"
+
+# Every visible text under the given roots (elements with a text node of their own, plus
+# textareas and inputs), measured; disabled controls are exempt (WCAG 1.4.3), and so are
+# elements whose own visibility hides them.
+AUDIT_JS = (
+    "(roots) => {"
+    + _COLOUR_JS
+    + r"""
+  const out = [];
+  for (const root of roots) {
+    for (const el of [root, ...root.querySelectorAll('*')]) {
+      if (el.closest('[disabled]') || el.closest('style,script')) continue;
+      const own = [...el.childNodes].some((n) => n.nodeType === 3 && n.textContent.trim());
+      const field = (el.tagName === 'TEXTAREA' || el.tagName === 'INPUT') && el.value;
+      if (!own && !field) continue;
+      const rect = el.getBoundingClientRect();
+      const style = getComputedStyle(el);
+      if (!rect.width || !rect.height || style.visibility === 'hidden') continue;
+      const text = (field ? el.value : el.textContent).trim().replace(/\s+/g, ' ').slice(0, 50);
+      out.push({ text, cls: String(el.className).slice(0, 80), tag: el.tagName, ...measure(el) });
+    }
   }
-  bg = bg || { r: 255, g: 255, b: 255, a: 1 };
-  const [hi, lo] = [lum(fg), lum(bg)].sort((x, y) => y - x);
-  return { ratio: (hi + 0.05) / (lo + 0.05), fg: getComputedStyle(el).color, bg: bg };
+  return out;
 }"""
+)
 
 NOT_INSTALLED = "Chromium is not installed: run scripts/test.sh as root (apt-get install chromium)"
 
@@ -423,6 +475,13 @@ def contrast(locator: Locator) -> float:
     return float(result["ratio"])
 
 
+def text_contrasts(roots: Locator) -> list[dict[str, Any]]:
+    """Every visible text under the elements of ``roots``, each as ``{"text", "cls", "tag",
+    "ratio", "fg", "bg"}`` (see :data:`AUDIT_JS`)."""
+    result: list[dict[str, Any]] = roots.evaluate_all(AUDIT_JS)
+    return result
+
+
 def save_notebook(page: Page) -> None:
     """Save the open notebook (Ctrl+S) and wait until Lab no longer marks it dirty."""
     page.locator(".jp-Notebook").first.click(position={"x": 5, "y": 5})
@@ -511,6 +570,17 @@ def scratch_dir(prefix: str) -> Iterator[Path]:
         yield path
     finally:
         shutil.rmtree(path, ignore_errors=True)
+
+
+@contextmanager
+def clean_notebook(notebook_path: str | Path) -> Iterator[Path]:
+    """A copy of the repository's ``notebook_path`` with its outputs stripped, in a scratch
+    directory (removed afterwards). Tests run this, never the working file: a person who tried
+    the quick start has outputs and widget state autosaved into it."""
+    from _notebooks import clean_copy
+
+    with scratch_dir(Path(notebook_path).stem) as folder:
+        yield clean_copy(REPO_ROOT / notebook_path, folder)
 
 
 def write_notebook(path: Path, sources: list[str]) -> Path:

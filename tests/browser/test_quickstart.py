@@ -26,11 +26,12 @@ import pytest
 from . import harness
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from playwright.sync_api import Locator, Page
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(240)]
 
-QUICKSTART = "notebooks/01-quickstart.ipynb"
 WIDGET_SHOT = harness.SCREENSHOTS / "quickstart-widget.png"
 
 
@@ -46,11 +47,11 @@ def _agent_views(page: Page) -> Locator:
 
 
 def test_quickstart_streams_calls_tools_and_cancels_in_the_browser(
-    lab_page: Page, jupyter_lab: harness.LabServer
+    lab_page: Page, jupyter_lab: harness.LabServer, quickstart: Path
 ) -> None:
     from playwright.sync_api import expect
 
-    harness.run_all(lab_page, jupyter_lab, QUICKSTART)
+    harness.run_all(lab_page, jupyter_lab, quickstart)
 
     # The %%agent cell's view: the greeting streams in word by word (0.05 s per word).
     first_view = _agent_views(lab_page).first

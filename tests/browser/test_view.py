@@ -22,11 +22,12 @@ import pytest
 from . import harness
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from playwright.sync_api import Page
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]
 
-QUICKSTART = "notebooks/01-quickstart.ipynb"
 DARK_SHOT = harness.SCREENSHOTS / "quickstart-widget-dark.png"
 AA = 4.5
 
@@ -53,13 +54,13 @@ LINE_JS = """(el) => {
 
 
 def test_the_quick_start_in_the_dark_theme_keeps_prompts_readable(
-    lab_page: Page, jupyter_lab: harness.LabServer
+    lab_page: Page, jupyter_lab: harness.LabServer, quickstart: Path
 ) -> None:
     from playwright.sync_api import expect
 
     jupyter_lab.set_theme(harness.DARK_THEME)
     try:
-        harness.run_all(lab_page, jupyter_lab, QUICKSTART)
+        harness.run_all(lab_page, jupyter_lab, quickstart)
         expect(lab_page.locator("body[data-jp-theme-light='false']")).to_have_count(1)
         view = lab_page.locator(".agentloop-agent").first
         view.wait_for(timeout=60_000)

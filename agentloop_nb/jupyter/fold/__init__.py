@@ -7,9 +7,11 @@ shared by every view of a session) and the renderers. ``view`` and ``kernel`` bu
 
 from __future__ import annotations
 
+from ._code import code_html
 from ._feed import SETTLED, Observer, SessionFeed
 from ._item import CHUNK_TYPES, Item
-from ._render import STYLE, end_label, item_html, item_text, pretty_args
+from ._render import end_label, item_html, item_text, pretty_args
+from ._style import STYLE
 from ._transcript import Transcript, content_text
 
 __all__ = [
@@ -20,6 +22,7 @@ __all__ = [
     "Observer",
     "SessionFeed",
     "Transcript",
+    "code_html",
     "content_text",
     "end_label",
     "item_html",

@@ -2,11 +2,14 @@
 
 With ``html`` off, any HTML in a model's answer is shown as text, never parsed; markdown-it's
 link validation refuses ``javascript:``, ``vbscript:``, ``file:`` and non-image ``data:`` URLs
-(such a link stays literal text). Links open in a new tab and carry no referrer.
+(such a link stays literal text). Links open in a new tab and carry no referrer. A ``*``
+between two digits is arithmetic, not emphasis (``6*7 is 42 and 12*12`` would otherwise lose
+both stars to an italic run): it is escaped outside code spans and fenced blocks.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from markdown_it import MarkdownIt
@@ -24,9 +27,20 @@ def _link_open(renderer: Any, tokens: Any, idx: int, options: Any, env: Any) -> 
 _MD.add_render_rule("link_open", _link_open)
 
 
+# Fenced blocks and code spans keep their text as written (a backslash would show there).
+_CODE = re.compile(r"(```.*?(?:```|\Z)|~~~.*?(?:~~~|\Z)|`[^`\n]*`)", re.S)
+_TIMES = re.compile(r"(?<=\d)\*(?=\d)")
+
+
+def _escape_products(text: str) -> str:
+    parts = _CODE.split(text)
+    # split() with one group: even indices are prose, odd ones the code it cut out.
+    return "".join(p if k % 2 else _TIMES.sub(r"\\*", p) for k, p in enumerate(parts))
+
+
 def markdown_html(text: str) -> str:
     """``text`` rendered as sanitised HTML (no raw HTML, no scripts, no unsafe links)."""
-    return _MD.render(text)
+    return _MD.render(_escape_products(text) if "*" in text else text)
 
 
 __all__ = ["markdown_html"]

@@ -4,7 +4,7 @@ Every HTML fragment escapes all text it shows and carries stable CSS classes
 (``agentloop-user``, ``agentloop-assistant``, ``agentloop-reasoning``, ``agentloop-tool-call``,
 ``agentloop-turn-start``, ``agentloop-turn-end``, ``agentloop-error``, ``agentloop-retry``,
 ``agentloop-usage``) that browser tests and user CSS can select. Fragments carry no colours:
-:data:`STYLE` styles the classes with JupyterLab's theme variables (``--jp-*``) only, so the
+:data:`~._style.STYLE` styles the classes with JupyterLab's theme variables (``--jp-*``) only, so the
 light and the dark theme both stay readable. A finished assistant message is sanitised
 Markdown (:func:`~._markdown.markdown_html`); while it streams it is plain text.
 """
@@ -181,85 +181,6 @@ def item_text(item: Item) -> str:
     if k == "retry":
         return f"! retry {d['attempt']} after {d['code']} in {d['delay']}s"
     return ""
-
-
-STYLE = """
-.agentloop-root{color:var(--jp-content-font-color1);font-family:var(--jp-content-font-family);
-font-size:var(--jp-content-font-size1);line-height:1.4;overflow-wrap:anywhere;min-width:0}
-.agentloop-box{margin:2px 0;padding:2px 6px;border-radius:4px}
-.agentloop-plain{white-space:pre-wrap}
-.agentloop-muted{color:var(--jp-ui-font-color2);font-size:85%}
-.agentloop-user{background:var(--jp-layout-color2);color:var(--jp-content-font-color1);
-border-left:3px solid var(--jp-brand-color1)}
-.agentloop-source-steer{border-left-color:var(--jp-warn-color1)}
-.agentloop-source-inject{border-left-color:var(--jp-info-color1)}
-.agentloop-assistant p,.agentloop-assistant ul,.agentloop-assistant ol,
-.agentloop-assistant pre,.agentloop-assistant table{margin:0.25em 0}
-.agentloop-assistant pre{background:var(--jp-layout-color2);padding:4px;overflow-x:auto;
-white-space:pre-wrap}
-.agentloop-assistant code{background:var(--jp-layout-color2);border-radius:2px}
-.agentloop-assistant a{color:var(--jp-content-link-color)}
-.agentloop-assistant th,.agentloop-assistant td{border:1px solid var(--jp-border-color2);
-padding:1px 4px}
-.agentloop-reasoning{color:var(--jp-ui-font-color2);white-space:pre-wrap}
-.agentloop-turn-start{border-top:1px solid var(--jp-border-color2);margin-top:6px}
-.agentloop-tool-call{border-left:3px solid var(--jp-border-color1)}
-.agentloop-tool-result{white-space:pre-wrap;color:var(--jp-content-font-color2);
-max-height:16em;overflow:auto}
-.agentloop-error,.agentloop-tool-failed .agentloop-tool-state,.agentloop-tool-invalid
-.agentloop-tool-state,.agentloop-notice{color:var(--jp-error-color1)}
-.agentloop-retry,.agentloop-interrupted,.agentloop-tool-aborted .agentloop-tool-state,
-.agentloop-tool-cancelled .agentloop-tool-state{color:var(--jp-warn-color1)}
-.agentloop-tool-running,.agentloop-pool-running .agentloop-pool-state{
-border-left-color:var(--jp-brand-color1);color:var(--jp-brand-color1)}
-.agentloop-tool-done{border-left-color:var(--jp-success-color1)}
-.agentloop-tool-failed,.agentloop-tool-invalid{border-left-color:var(--jp-error-color1)}
-.agentloop-tool-aborted,.agentloop-tool-denied,.agentloop-tool-cancelled{
-border-left-color:var(--jp-warn-color1)}
-.agentloop-tool-running .agentloop-tool-state{color:var(--jp-brand-color1)}
-.agentloop-tool-done .agentloop-tool-state{color:var(--jp-success-color1)}
-.agentloop-tool-queued .agentloop-tool-state,.agentloop-tool-streaming .agentloop-tool-state,
-.agentloop-tool-dropped .agentloop-tool-state{color:var(--jp-ui-font-color3)}
-.agentloop-status{padding:1px 6px;border-radius:8px;background:var(--jp-layout-color3);
-color:var(--jp-ui-font-color1)}
-.agentloop-status-running{background:var(--jp-brand-color1);color:var(--jp-ui-inverse-font-color1)}
-.agentloop-spinner{display:inline-block;width:0.8em;height:0.8em;margin-right:4px;
-vertical-align:-0.1em;border:2px solid var(--jp-ui-inverse-font-color1);
-border-right-color:transparent;border-radius:50%;animation:agentloop-spin 0.8s linear infinite}
-@keyframes agentloop-spin{to{transform:rotate(360deg)}}
-.agentloop-pool-table{font-size:85%;width:100%;border-collapse:collapse}
-.agentloop-pool-title{color:var(--jp-ui-font-color2);font-size:85%}
-.agentloop-track{position:relative;height:10px;background:var(--jp-layout-color3)}
-.agentloop-bar{position:absolute;top:0;bottom:0;background:var(--jp-ui-font-color3)}
-.agentloop-bar-running{background:var(--jp-brand-color1)}
-.agentloop-bar-awaiting-approval{background:var(--jp-info-color1)}
-.agentloop-bar-done{background:var(--jp-success-color1)}
-.agentloop-bar-failed,.agentloop-bar-invalid{background:var(--jp-error-color1)}
-.agentloop-bar-aborted,.agentloop-bar-denied,.agentloop-bar-cancelled{
-background:var(--jp-warn-color1)}
-.agentloop-pool-done .agentloop-pool-state{color:var(--jp-success-color1)}
-.agentloop-pool-failed .agentloop-pool-state,.agentloop-pool-invalid .agentloop-pool-state{
-color:var(--jp-error-color1)}
-.agentloop-pool-aborted .agentloop-pool-state,.agentloop-pool-denied .agentloop-pool-state,
-.agentloop-pool-cancelled .agentloop-pool-state{color:var(--jp-warn-color1)}
-.agentloop-pool-awaiting-approval .agentloop-pool-state{color:var(--jp-info-color1)}
-.agentloop-scroll{display:flex;flex-direction:column-reverse;max-height:32em;overflow-y:auto}
-.agentloop-item{margin:0 !important}
-.agentloop-root .widget-html-content{line-height:1.45 !important}
-.agentloop-flow{display:block !important;white-space:pre-wrap}
-.agentloop-flow>.agentloop-segment,.agentloop-flow>.agentloop-segment>.widget-html-content{
-display:inline !important;margin:0 !important;padding:0 !important;height:auto !important;
-min-height:0 !important;line-height:inherit !important;white-space:pre-wrap !important}
-.agentloop-inbox-item{background:var(--jp-layout-color2);border-radius:4px;padding:0 4px}
-.agentloop-child-toggle,.agentloop-fork{font-size:85%;height:auto;line-height:1.6;
-padding:0 8px;margin:1px 0}
-.agentloop-fork{color:var(--jp-ui-font-color2)}
-.agentloop-child-view{margin-left:14px;padding-left:6px;border-left:2px solid
-var(--jp-border-color2)}
-"""
-"""The view's stylesheet: every colour is a JupyterLab theme variable (``--jp-*``).
-``.agentloop-scroll`` lays its one child out bottom-up, so the browser keeps a growing
-transcript scrolled to its end (auto-scroll without script) unless the reader scrolled up."""
 
 
 def item_html(item: Item) -> str:

@@ -92,19 +92,22 @@ def truncate(text: str, max_chars: int) -> str:
     return (text[:keep] + note)[:max_chars]
 
 
-def register_describer(cls: type, fn: Describer) -> Disposer:
-    """Describe instances of ``cls`` (and subclasses) with ``fn(obj, max_chars)``; the
-    disposer unregisters it (a later registration for the same type replaces this one).
+def register_describer(cls: type, fn: Callable[..., Any]) -> Disposer:
+    """Describe instances of ``cls`` (and subclasses) with ``fn(obj, max_chars)`` or
+    ``fn(obj)`` (the result is cut to ``max_chars`` either way); the disposer unregisters it
+    (a later registration for the same type replaces this one).
 
-    Raises ``TypeError`` when ``cls`` is not a class or ``fn`` is not callable."""
+    Raises ``TypeError`` when ``cls`` is not a class, ``fn`` is not callable or takes neither
+    one nor two positional arguments."""
     if not isinstance(cls, type):
         raise TypeError(f"describe(type, fn): expected a class, got {cls!r}")
     if not callable(fn):
         raise TypeError(f"describe(type, fn): fn must be callable, got {fn!r}")
-    _describers[cls] = fn
+    described = _two_arguments(fn)
+    _describers[cls] = described
 
     def remove() -> None:
-        if _describers.get(cls) is fn:
+        if _describers.get(cls) is described:
             del _describers[cls]
 
     return Disposer(remove)
@@ -157,6 +160,25 @@ def short_summary(obj: Any) -> str:
 
 
 # -- a full summary --------------------------------------------------------------------------
+
+
+def _two_arguments(fn: Callable[..., Any]) -> Describer:
+    """``fn`` as ``fn(obj, max_chars)``: a one-argument describer is wrapped."""
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):  # no signature (some builtins): trust the documented form
+        return fn
+    for arity in (2, 1):
+        try:
+            signature.bind(*range(arity))
+        except TypeError:
+            continue
+        if arity == 2:
+            return fn
+        return lambda obj, _max_chars: fn(obj)
+    raise TypeError(
+        f"describe(type, fn): fn must take (obj) or (obj, max_chars), got {fn!r}{signature}"
+    )
 
 
 def describe(obj: Any, max_chars: int) -> str:

@@ -22,7 +22,6 @@ Where ``run_python``'s code runs and how its output is kept out of other cells: 
 
 from __future__ import annotations
 
-import html
 import json
 import types
 from collections.abc import Awaitable, Callable
@@ -31,6 +30,7 @@ from typing import Any, Literal
 from ..._disposer import Disposer
 from ...messages import ImageBlock, TextBlock
 from ...tools import TOOL_ERROR, Ask, Tool, ToolExecution, ToolResult, error_result, tool
+from ..fold import code_html as fold_code_html
 from ._describe import (
     Describer,
     close_matches,
@@ -90,15 +90,9 @@ def user_variables(shell: Any) -> dict[str, Any]:
 
 
 def code_html(code: str) -> str:
-    """``code`` as highlighted HTML (pygments, which IPython ships with) for approval views;
-    plain escaped ``<pre>`` when pygments is missing."""
-    try:
-        from pygments import highlight  # type: ignore[import-untyped]
-        from pygments.formatters import HtmlFormatter  # type: ignore[import-untyped]
-        from pygments.lexers import PythonLexer  # type: ignore[import-untyped]
-    except ImportError:  # pragma: no cover - IPython depends on pygments
-        return f"<pre>{html.escape(code)}</pre>"
-    return highlight(code, PythonLexer(), HtmlFormatter(noclasses=True, nowrap=False))
+    """``code`` as highlighted HTML for approval views (theme-following colours: see
+    :func:`agentloop_nb.jupyter.fold.code_html`)."""
+    return fold_code_html(code, "python")
 
 
 def approval_detail_html(arguments: str) -> str | None:

@@ -85,7 +85,8 @@ class AgentView(TextRepr, widgets.VBox):
         self.send_button = widgets.Button(description="Send", button_style="primary")
         self.steer_button = widgets.Button(description="Steer")
         self.inject_button = widgets.Button(description="Inject")
-        self.cancel_button = widgets.Button(description="Cancel", button_style="warning")
+        # Neutral while idle (nothing to cancel); the warning colour only while a turn runs.
+        self.cancel_button = widgets.Button(description="Cancel")
         for b, what in (
             (self.send_button, "send"),
             (self.steer_button, "steer"),
@@ -177,7 +178,11 @@ class AgentView(TextRepr, widgets.VBox):
         if self.status.value != html:
             self.status.value = html
             self.status_bottom.value = html
-        if str(self.agent.status) == "running":
+        running = str(self.agent.status) == "running"
+        style = "warning" if running else ""
+        if self.cancel_button.button_style != style:
+            self.cancel_button.button_style = style
+        if running:
             self.throttle.poke_after(_ELAPSED_TICK)
 
     @property

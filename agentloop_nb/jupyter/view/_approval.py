@@ -76,7 +76,9 @@ class WidgetApproval:
         if timeout <= 0:
             raise ValueError(f"approval timeout must be > 0 seconds, got {timeout!r}")
         self.timeout = timeout
-        self._pending: dict[str, PendingApproval] = {}
+        # Keyed by (agent, call id): call ids are unique within one agent's session only (the
+        # offline model numbers its calls), so two agents may wait on the same id at once.
+        self._pending: dict[tuple[int, str], PendingApproval] = {}
         self._observers: list[Callable[[], None]] = []
         # Written only by register_detail and its disposer; read by the views.
         self._details: dict[str, DetailRenderer] = {}
@@ -99,7 +101,8 @@ class WidgetApproval:
         entry = PendingApproval(
             call_id, str(execution.name), str(execution.arguments), reason, execution.agent, fut
         )
-        self._pending[call_id] = entry
+        key = (id(execution.agent), call_id)
+        self._pending[key] = entry
         self._notify()
         try:
             answer = await asyncio.wait_for(fut, timeout)
@@ -111,21 +114,24 @@ class WidgetApproval:
                 info={"approval": "timeout", "timeout": timeout},
             )
         finally:
-            if self._pending.get(call_id) is entry:
-                del self._pending[call_id]
+            if self._pending.get(key) is entry:
+                del self._pending[key]
             self._notify()
         if answer is False:  # a person said no: the model is told so, in those words
             asked = f" ({reason})" if reason else ""
             return Deny(reason=f"denied by the user{asked}", info={"approval": "denied"})
         return answer
 
-    def approve(self, call_id: str, arguments: dict[str, Any] | str | None = None) -> bool:
+    def approve(
+        self, call_id: str, arguments: dict[str, Any] | str | None = None, *, agent: Any = None
+    ) -> bool:
         """Answer yes; ``False`` when no such request is pending. With ``arguments`` (a dict
         or a JSON object string) the call runs with those instead of the model's (the tool
-        pipeline checks them against the tool's schema). Raises ``ValueError`` for
-        ``arguments`` that are not a JSON object."""
+        pipeline checks them against the tool's schema). ``agent`` picks the request when
+        several agents wait on the same call id (a ``ValueError`` says so otherwise). Raises
+        ``ValueError`` for ``arguments`` that are not a JSON object."""
         if arguments is None:
-            return self._answer(call_id, True)
+            return self._answer(call_id, agent, True)
         if isinstance(arguments, str):
             try:
                 arguments = json.loads(arguments)
@@ -135,14 +141,14 @@ class WidgetApproval:
             raise ValueError(
                 f"edited arguments must be a JSON object, got {type(arguments).__name__}"
             )
-        return self._answer(call_id, ApproveEdited(args=arguments))
+        return self._answer(call_id, agent, ApproveEdited(args=arguments))
 
-    def approve_edited(self, call_id: str, value: str) -> bool:
+    def approve_edited(self, call_id: str, value: str, *, agent: Any = None) -> bool:
         """Approve a pending call after setting its editable argument (the one its tool
         registered with ``register_detail(..., editable=...)``) to ``value``; the other
         arguments stay the model's. ``False`` when no such request is pending. Raises
         ``ValueError`` when the call's tool has no editable argument."""
-        entry = self._pending.get(call_id)
+        entry = self._find(call_id, agent)
         if entry is None:
             return False
         name = self._editable.get(entry.name)
@@ -153,14 +159,31 @@ class WidgetApproval:
         except ValueError:
             args = {}
         args = args if isinstance(args, dict) else {}
-        return self.approve(call_id, {**args, name: value})
+        return self.approve(call_id, {**args, name: value}, agent=entry.agent)
 
-    def deny(self, call_id: str) -> bool:
-        """Answer no; ``False`` when no such request is pending."""
-        return self._answer(call_id, False)
+    def deny(self, call_id: str, *, agent: Any = None) -> bool:
+        """Answer no; ``False`` when no such request is pending (``agent``: as for
+        :meth:`approve`)."""
+        return self._answer(call_id, agent, False)
 
-    def _answer(self, call_id: str, answer: bool | ApproveEdited) -> bool:
-        entry = self._pending.get(call_id)
+    def _find(self, call_id: str, agent: Any) -> PendingApproval | None:
+        """The pending request of ``call_id`` (of ``agent`` when given); ``ValueError`` when
+        several agents wait on that id and ``agent`` does not say which."""
+        entries = [
+            p
+            for p in self._pending.values()
+            if p.call_id == call_id and (agent is None or p.agent is agent)
+        ]
+        if len(entries) > 1:
+            names = ", ".join(repr(str(getattr(p.agent, "id", p.agent))) for p in entries)
+            raise ValueError(
+                f"call {call_id!r} is waiting for approval in several agents ({names}): "
+                "pass agent=... to say which"
+            )
+        return entries[0] if entries else None
+
+    def _answer(self, call_id: str, agent: Any, answer: bool | ApproveEdited) -> bool:
+        entry = self._find(call_id, agent)
         if entry is None or entry.future.done():
             return False
         entry.future.set_result(answer)

@@ -279,8 +279,8 @@ class ToolPoolView(TextRepr, widgets.VBox):
             deny = widgets.Button(description="Deny", button_style="danger")
             approve.add_class("agentloop-approve")
             deny.add_class("agentloop-deny")
-            approve.on_click(lambda _b, cid=p.call_id: self.approval.approve(cid))
-            deny.on_click(lambda _b, cid=p.call_id: self.approval.deny(cid))
+            approve.on_click(lambda _b, cid=p.call_id: self.approval.approve(cid, agent=self.agent))
+            deny.on_click(lambda _b, cid=p.call_id: self.approval.deny(cid, agent=self.agent))
             why = f" — {p.reason}" if p.reason else ""
             label = widgets.HTML(
                 f'<span class="agentloop-approval">approve <b>{escape(p.name)}</b>'
@@ -319,7 +319,10 @@ class ToolPoolView(TextRepr, widgets.VBox):
 
         edit.on_click(open_editor)
         send.on_click(
-            lambda _b: self.approval and self.approval.approve_edited(call_id, area.value)
+            lambda _b: (
+                self.approval
+                and self.approval.approve_edited(call_id, area.value, agent=self.agent)
+            )
         )
         row.children = (*row.children, edit)
         self._edit_buttons[call_id] = edit

@@ -32,6 +32,7 @@ from ipywidgets.widgets.widget_string import HTMLStyle
 
 from ..fold import Item, SessionFeed, item_html
 from ._childview import ChildSection, Subagents
+from ._follow import JumpToLatest
 from ._throttle import DEFAULT_INTERVAL, Throttle
 from ._turnfork import OnFork, TurnForks
 from ._viewbase import TextRepr, feed_for, style_widget
@@ -102,8 +103,9 @@ class SessionView(TextRepr, widgets.VBox):
     """The live transcript of one session: user/steered/injected messages with their source,
     streaming assistant text (Markdown once finished) and (collapsible) reasoning, tool calls
     with arguments, state and result, turn boundaries with end reasons and usage, request
-    errors and retries. The transcript sits in a box that stays scrolled to its end while it
-    grows (unless the reader scrolled up).
+    errors and retries. The transcript sits in a scroll box where every turn keeps its
+    natural height; the box stays scrolled to its end while it grows, stops following once
+    the reader scrolls up and then offers a "jump to latest" button (``jump``).
 
     ``SessionView(session, ctx=None, *, interval=0.1, feed=None, own=None, on_fork=None)``:
     ``own=None`` shows every turn; an iterable of message ids shows the turns those messages
@@ -155,7 +157,9 @@ class SessionView(TextRepr, widgets.VBox):
         self.earlier.add_class("agentloop-earlier")
         self.body = widgets.VBox()
         self.body.add_class("agentloop-body")
-        self.scroll = widgets.Box([self.body])
+        self.jump = JumpToLatest()
+        # Bottom-up: the first child (the sticky jump button) sits at the box's bottom edge.
+        self.scroll = widgets.Box([self.jump, self.body])
         self.scroll.add_class("agentloop-scroll")
         self.children = (style_widget(), self.earlier_toggle, self.earlier, self.scroll)
         self.throttle = Throttle(self.render, interval)
@@ -517,6 +521,7 @@ class SessionView(TextRepr, widgets.VBox):
             parts = [p for s in self._sealed.values() for p in s.parts]
             for w in (*self._widgets.values(), *parts, *self._turns.values()):
                 w.close()
+            self.jump.close()
             self._turn_layout.close()
             self._part_style.close()
         super().close()
