@@ -56,6 +56,7 @@ async def stdio_transport(
             cwd=cwd,
             start_new_session=True,
         )
+    stopped = False
     try:
         async with anyio.create_task_group() as tg:
             read_stream, write_stream = _bridge(process, tg)
@@ -66,11 +67,13 @@ async def stdio_transport(
                     await write_stream.aclose()
                     await read_stream.aclose()
                     await _stop(process, grace)
-                tg.cancel_scope.cancel()
+                    stopped = True
+                tg.cancel_scope.cancel()  # the pipe tasks may still wait on a survivor's pipe
     finally:
-        # Also reached when the task group could not start: never leave the process behind.
-        with anyio.CancelScope(shield=True):
-            await _stop(process, grace)
+        # Reached without the stop above when the task group could not start.
+        if not stopped:
+            with anyio.CancelScope(shield=True):
+                await _stop(process, grace)
 
 
 def _bridge(process: Process, tg: Any) -> tuple[Any, Any]:
@@ -114,7 +117,7 @@ def _bridge(process: Process, tg: Any) -> tuple[Any, Any]:
 
 
 async def _stop(process: Process, grace: float) -> None:
-    """End the server and its process group, close its pipes and transport. Idempotent."""
+    """End the server and its process group, close its pipes and transport."""
     with contextlib.suppress(OSError, anyio.BrokenResourceError, anyio.ClosedResourceError):
         assert process.stdin is not None
         await process.stdin.aclose()
