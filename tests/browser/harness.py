@@ -272,6 +272,9 @@ def start_lab(
         f"--ServerApp.root_dir={root}",
         "--LabApp.extension_manager=readonly",
         f"--YDocExtension.disable_rtc={not collaborative}",
+        # Collaboration's state goes under workdir, not into the served repository.
+        f"--SQLiteYStore.db_path={workdir / 'ystore.db'}",
+        f"--YDocExtension.session_store_path={workdir / 'collaboration_sessions.json'}",
     ]
     if os.geteuid() == 0:
         cmd.append("--allow-root")
