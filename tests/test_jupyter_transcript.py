@@ -197,3 +197,15 @@ def test_a_star_between_digits_is_arithmetic_not_emphasis() -> None:
     assert "<code>6*7</code>" in both and "<em>this</em>" in both and "2*3 is 6" in both
     fenced = markdown_html("```\nx = 6*7\n```")
     assert "x = 6*7" in fenced and "\\*" not in fenced
+
+
+def test_the_offline_demo_texts_keep_every_character_when_rendered() -> None:
+    import html
+    import re
+
+    from agentloop_nb.jupyter.fold._markdown import markdown_html
+    from agentloop_nb.llm.offline import HELP, INTRO
+
+    for text in (HELP, INTRO, "2+3*4 = 14", "6 × 7 is 42 and 12 × 12 is 144."):
+        shown = html.unescape(re.sub(r"<[^>]+>", "", markdown_html(text))).strip()
+        assert shown == text
