@@ -208,6 +208,8 @@ class OfflineModel:
     """The offline demo adapter (see the module docstring for its grammar)."""
 
     name = "offline"
+    #: Nothing leaves the process (the default system prompt may name the working directory).
+    is_local = True
 
     def __init__(self, *, token_delay: float = 0.02) -> None:
         if token_delay < 0:
