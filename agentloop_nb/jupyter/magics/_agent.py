@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import builtins
+import contextvars
 import difflib
 import keyword
 import re
@@ -24,13 +25,13 @@ from html import escape
 from typing import Any, NoReturn
 
 import anyio
-import ipywidgets as widgets
 from IPython.core.magic import Magics, cell_magic, line_cell_magic, magics_class
 from IPython.display import display
 
 from ...errors import AgentloopError
 from ...llm.offline import OfflineModel
 from ...loop import AgentOptions
+from ...session import StoredSession, list_sessions
 from .._state import KernelState, UserError
 from ..kernel import run_eagerly
 from ._cellplugin import run_plugin_cell
@@ -510,31 +511,48 @@ class AgentMagics(Magics):
         try:
             asyncio.get_running_loop()
         except RuntimeError:  # no loop to keep running (a plain shell): list right here
-            print(_sessions_table(persistence.list(), live))
+            print(_sessions_table(list_sessions(persistence), live))
             return
         # Listing reads every session file's header: off the event loop, so the kernel (and
         # every running agent) keeps going. The cell has returned by the time the listing is
-        # ready, so it is shown in a widget (front ends apply a widget's updates whenever
-        # they come) or, without a front end, printed.
-        shown = _Listing() if getattr(self.shell, "kernel", None) is not None else None
-        if shown is not None:
-            display(shown)
-        else:
-            print("listing sessions…")
+        # ready, so it replaces a placeholder through a display handle: every front end, and
+        # nbconvert saving a notebook run headless, applies ``update_display_data`` (a
+        # widget's state would be lost there).
+        handle = display(_Listing("listing sessions…"), display_id=True)
 
         async def listing() -> None:
             try:
-                headers = await anyio.to_thread.run_sync(persistence.list)
+                entries = await anyio.to_thread.run_sync(list_sessions, persistence)
             except Exception as exc:
                 text = f"UsageError: %agent sessions: {exc}"
             else:
-                text = _sessions_table(headers, live)
-            if shown is not None:
-                shown.show(text)
-            else:
+                text = _sessions_table(entries, live)
+            if handle is not None:
+                # Sent from a fresh context: ipykernel then stamps the message with the cell
+                # executing now (not this task's long-finished cell), which is the one whose
+                # messages nbclient is still reading; front ends apply it whatever its parent.
+                contextvars.Context().run(handle.update, _Listing(text))
+                if getattr(self.shell, "kernel", None) is not None:
+                    self._resend_on_next_cell(handle, _Listing(text))
+            else:  # no display publisher at all
                 print(text)
 
         self.state.spawn(listing())
+
+    def _resend_on_next_cell(self, handle: Any, shown: Any) -> None:
+        """Send the update once more when the next cell starts: one that left between two
+        cells went under the finished cell, which nbclient no longer reads (the same update
+        twice changes nothing in a front end)."""
+        shell = self.shell
+        if shell is None:
+            return
+        events = shell.events
+
+        def resend(*_info: Any) -> None:
+            events.unregister("pre_run_cell", resend)
+            contextvars.Context().run(handle.update, shown)
+
+        events.register("pre_run_cell", resend)
 
     def _cmd_compact(self, args: argparse.Namespace) -> None:
         cmd_compact(self.state, args)
@@ -550,28 +568,27 @@ class AgentMagics(Magics):
             st.keep(value)
 
 
-class _Listing(widgets.HTML):
-    """The ``%agent sessions`` table, filled in when the listing is ready."""
+class _Listing:
+    """The ``%agent sessions`` text: plain text, and HTML keeping its columns aligned."""
 
-    def __init__(self) -> None:
-        super().__init__(value="<pre>listing sessions…</pre>")
-        self.text = "listing sessions…"
-
-    def show(self, text: str) -> None:
+    def __init__(self, text: str) -> None:
         self.text = text
-        self.value = f"<pre>{escape(text)}</pre>"
+
+    def _repr_html_(self) -> str:
+        return f"<pre>{escape(self.text)}</pre>"
 
     def __repr__(self) -> str:
         return self.text
 
 
-def _sessions_table(headers: Sequence[Any], live: dict[str, str]) -> str:
-    if not headers:
+def _sessions_table(entries: Sequence[StoredSession], live: dict[str, str]) -> str:
+    """Newest first; a session whose header cannot be read is a row saying why."""
+    if not entries:
         return "no persisted sessions"
-    rows = [
-        (h.id, _when(h.created_at), live.get(h.id, ""))
-        for h in sorted(headers, key=lambda h: h.created_at, reverse=True)
-    ]
+    readable = [e for e in entries if e.header is not None]
+    readable.sort(key=lambda e: e.header.created_at if e.header else 0.0, reverse=True)
+    rows = [(e.id, _when(e.header.created_at), live.get(e.id, "")) for e in readable if e.header]
+    rows += [(e.id, f"unreadable: {e.problem}", "") for e in entries if e.header is None]
     return _format_table([("SESSION", "CREATED", "LIVE AS"), *rows])
 
 
