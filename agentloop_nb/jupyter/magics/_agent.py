@@ -11,27 +11,21 @@ reading ``%agent steer NAME why?`` as a help request.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import builtins
-import contextvars
 import difflib
 import keyword
 import re
 import shlex
 import sys
-import time
 from collections.abc import Sequence
-from html import escape
 from typing import Any, NoReturn
 
-import anyio
 from IPython.core.magic import Magics, cell_magic, line_cell_magic, magics_class
 from IPython.display import display
 
 from ...errors import AgentloopError
 from ...llm.offline import OfflineModel
 from ...loop import AgentOptions
-from ...session import StoredSession, list_sessions
 from .._state import KernelState, UserError
 from ..kernel import run_eagerly
 from ._cellplugin import run_plugin_cell
@@ -49,6 +43,8 @@ from ._kernel import (
 from ._longrun import add_longrun_parsers, cmd_compact
 from ._mcp import add_mcp_parser, run_mcp_command
 from ._notebook import add_notebook_parser, run_notebook_command
+from ._sessions import format_table as _format_table
+from ._sessions import run_sessions
 from ._undo import add_undo_parser, run_undo
 from ._why import add_why_parser, run_why
 
@@ -502,57 +498,7 @@ class AgentMagics(Magics):
         display(self.state.view(self.state.agent(args.name)))
 
     def _cmd_sessions(self, _args: argparse.Namespace) -> None:
-        persistence = self.state.app.persistence
-        if persistence is None:
-            raise UserError("%agent sessions: this App has no session persistence")
-        live = {
-            a.session.id: self.state.name_of(a) or "-" for a in self.state.app.agent_loop.list()
-        }
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:  # no loop to keep running (a plain shell): list right here
-            print(_sessions_table(list_sessions(persistence), live))
-            return
-        # Listing reads every session file's header: off the event loop, so the kernel (and
-        # every running agent) keeps going. The cell has returned by the time the listing is
-        # ready, so it replaces a placeholder through a display handle: every front end, and
-        # nbconvert saving a notebook run headless, applies ``update_display_data`` (a
-        # widget's state would be lost there).
-        handle = display(_Listing("listing sessions…"), display_id=True)
-
-        async def listing() -> None:
-            try:
-                entries = await anyio.to_thread.run_sync(list_sessions, persistence)
-            except Exception as exc:
-                text = f"UsageError: %agent sessions: {exc}"
-            else:
-                text = _sessions_table(entries, live)
-            if handle is not None:
-                # Sent from a fresh context: ipykernel then stamps the message with the cell
-                # executing now (not this task's long-finished cell), which is the one whose
-                # messages nbclient is still reading; front ends apply it whatever its parent.
-                contextvars.Context().run(handle.update, _Listing(text))
-                if getattr(self.shell, "kernel", None) is not None:
-                    self._resend_on_next_cell(handle, _Listing(text))
-            else:  # no display publisher at all
-                print(text)
-
-        self.state.spawn(listing())
-
-    def _resend_on_next_cell(self, handle: Any, shown: Any) -> None:
-        """Send the update once more when the next cell starts: one that left between two
-        cells went under the finished cell, which nbclient no longer reads (the same update
-        twice changes nothing in a front end)."""
-        shell = self.shell
-        if shell is None:
-            return
-        events = shell.events
-
-        def resend(*_info: Any) -> None:
-            events.unregister("pre_run_cell", resend)
-            contextvars.Context().run(handle.update, shown)
-
-        events.register("pre_run_cell", resend)
+        run_sessions(self.state, self.shell)
 
     def _cmd_compact(self, args: argparse.Namespace) -> None:
         cmd_compact(self.state, args)
@@ -568,44 +514,9 @@ class AgentMagics(Magics):
             st.keep(value)
 
 
-class _Listing:
-    """The ``%agent sessions`` text: plain text, and HTML keeping its columns aligned."""
-
-    def __init__(self, text: str) -> None:
-        self.text = text
-
-    def _repr_html_(self) -> str:
-        return f"<pre>{escape(self.text)}</pre>"
-
-    def __repr__(self) -> str:
-        return self.text
-
-
-def _sessions_table(entries: Sequence[StoredSession], live: dict[str, str]) -> str:
-    """Newest first; a session whose header cannot be read is a row saying why."""
-    if not entries:
-        return "no persisted sessions"
-    readable = [e for e in entries if e.header is not None]
-    readable.sort(key=lambda e: e.header.created_at if e.header else 0.0, reverse=True)
-    rows = [(e.id, _when(e.header.created_at), live.get(e.id, "")) for e in readable if e.header]
-    rows += [(e.id, f"unreadable: {e.problem}", "") for e in entries if e.header is None]
-    return _format_table([("SESSION", "CREATED", "LIVE AS"), *rows])
-
-
 def _where(persistence: Any) -> str:
     root = getattr(persistence, "root", None)
     return str(root) if root is not None else "the session store"
-
-
-def _when(t: float) -> str:
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t))
-
-
-def _format_table(rows: Sequence[tuple[str, ...]]) -> str:
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    return "\n".join(
-        "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows
-    )
 
 
 def _table(rows: Sequence[tuple[str, ...]]) -> None:
