@@ -11,20 +11,15 @@ reading ``%agent steer NAME why?`` as a help request.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import builtins
 import difflib
 import keyword
 import re
 import shlex
 import sys
-import time
 from collections.abc import Sequence
-from html import escape
 from typing import Any, NoReturn
 
-import anyio
-import ipywidgets as widgets
 from IPython.core.magic import Magics, cell_magic, line_cell_magic, magics_class
 from IPython.display import display
 
@@ -48,6 +43,8 @@ from ._kernel import (
 from ._longrun import add_longrun_parsers, cmd_compact
 from ._mcp import add_mcp_parser, run_mcp_command
 from ._notebook import add_notebook_parser, run_notebook_command
+from ._sessions import format_table as _format_table
+from ._sessions import run_sessions
 from ._undo import add_undo_parser, run_undo
 from ._why import add_why_parser, run_why
 
@@ -501,40 +498,7 @@ class AgentMagics(Magics):
         display(self.state.view(self.state.agent(args.name)))
 
     def _cmd_sessions(self, _args: argparse.Namespace) -> None:
-        persistence = self.state.app.persistence
-        if persistence is None:
-            raise UserError("%agent sessions: this App has no session persistence")
-        live = {
-            a.session.id: self.state.name_of(a) or "-" for a in self.state.app.agent_loop.list()
-        }
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:  # no loop to keep running (a plain shell): list right here
-            print(_sessions_table(persistence.list(), live))
-            return
-        # Listing reads every session file's header: off the event loop, so the kernel (and
-        # every running agent) keeps going. The cell has returned by the time the listing is
-        # ready, so it is shown in a widget (front ends apply a widget's updates whenever
-        # they come) or, without a front end, printed.
-        shown = _Listing() if getattr(self.shell, "kernel", None) is not None else None
-        if shown is not None:
-            display(shown)
-        else:
-            print("listing sessions…")
-
-        async def listing() -> None:
-            try:
-                headers = await anyio.to_thread.run_sync(persistence.list)
-            except Exception as exc:
-                text = f"UsageError: %agent sessions: {exc}"
-            else:
-                text = _sessions_table(headers, live)
-            if shown is not None:
-                shown.show(text)
-            else:
-                print(text)
-
-        self.state.spawn(listing())
+        run_sessions(self.state, self.shell)
 
     def _cmd_compact(self, args: argparse.Namespace) -> None:
         cmd_compact(self.state, args)
@@ -550,45 +514,9 @@ class AgentMagics(Magics):
             st.keep(value)
 
 
-class _Listing(widgets.HTML):
-    """The ``%agent sessions`` table, filled in when the listing is ready."""
-
-    def __init__(self) -> None:
-        super().__init__(value="<pre>listing sessions…</pre>")
-        self.text = "listing sessions…"
-
-    def show(self, text: str) -> None:
-        self.text = text
-        self.value = f"<pre>{escape(text)}</pre>"
-
-    def __repr__(self) -> str:
-        return self.text
-
-
-def _sessions_table(headers: Sequence[Any], live: dict[str, str]) -> str:
-    if not headers:
-        return "no persisted sessions"
-    rows = [
-        (h.id, _when(h.created_at), live.get(h.id, ""))
-        for h in sorted(headers, key=lambda h: h.created_at, reverse=True)
-    ]
-    return _format_table([("SESSION", "CREATED", "LIVE AS"), *rows])
-
-
 def _where(persistence: Any) -> str:
     root = getattr(persistence, "root", None)
     return str(root) if root is not None else "the session store"
-
-
-def _when(t: float) -> str:
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t))
-
-
-def _format_table(rows: Sequence[tuple[str, ...]]) -> str:
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    return "\n".join(
-        "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows
-    )
 
 
 def _table(rows: Sequence[tuple[str, ...]]) -> None:
