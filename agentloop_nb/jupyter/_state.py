@@ -28,6 +28,10 @@ from .kernel import DEFAULT_SIZE_LIMIT, InterruptHook, KernelMemory, UndoReport
 from .notebook import NotebookBridge, NotebookDocument, NotebookProvider
 from .view import DEFAULT_APPROVAL_TIMEOUT, AgentView, WidgetApproval
 
+#: What ``%agent create`` (and an agent the "Fix with agent" button creates) talks to by default.
+DEFAULT_PROVIDER = "offline"
+DEFAULT_MODEL = "demo"
+
 
 class UserError(AgentloopError):
     """A problem a person fixes by typing something else: shown as one line, no traceback."""
@@ -334,6 +338,8 @@ async def wait_closed() -> None:
 
 
 __all__ = [
+    "DEFAULT_MODEL",
+    "DEFAULT_PROVIDER",
     "KernelState",
     "UserError",
     "app",

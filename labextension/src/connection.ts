@@ -24,6 +24,7 @@ import {
   errorResponse,
   type IActionMessage,
   type IAgentInfo,
+  type INoticeMessage,
   okResponse,
   parseKernelMessage,
   PROTOCOL,
@@ -43,6 +44,7 @@ export class BridgeConnection implements IBridgeConnection {
   readonly agentsChanged: ISignal<IBridgeConnection, readonly IAgentInfo[]>;
   private readonly _connectedChanged = new Signal<IBridgeConnection, boolean>(this);
   private readonly _agentsChanged = new Signal<IBridgeConnection, readonly IAgentInfo[]>(this);
+  private readonly _noticed = new Signal<IBridgeConnection, INoticeMessage>(this);
   private readonly typing: TypingTracker;
   private readonly ops: NotebookOperations;
   private kernel: Kernel.IKernelConnection | null = null;
@@ -75,6 +77,10 @@ export class BridgeConnection implements IBridgeConnection {
 
   get connected(): boolean {
     return this.welcomed && this.comm !== null && !this.comm.isDisposed;
+  }
+
+  get noticed(): ISignal<IBridgeConnection, INoticeMessage> {
+    return this._noticed;
   }
 
   get agents(): readonly IAgentInfo[] {
@@ -245,6 +251,9 @@ export class BridgeConnection implements IBridgeConnection {
       case 'agents':
         this._agents = message.agents;
         this._agentsChanged.emit(message.agents);
+        break;
+      case 'notice':
+        this._noticed.emit(message);
         break;
     }
   }

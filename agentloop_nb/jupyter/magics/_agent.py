@@ -26,7 +26,7 @@ from IPython.display import display
 from ...errors import AgentloopError
 from ...llm.offline import OfflineModel
 from ...loop import AgentOptions
-from .._state import KernelState, UserError
+from .._state import DEFAULT_MODEL, DEFAULT_PROVIDER, KernelState, UserError
 from ..kernel import run_eagerly
 from ._cellplugin import run_plugin_cell
 from ._fix import add_fix_parser, run_fix
@@ -48,8 +48,6 @@ from ._sessions import run_sessions
 from ._undo import add_undo_parser, run_undo
 from ._why import add_why_parser, run_why
 
-DEFAULT_PROVIDER = "offline"
-DEFAULT_MODEL = "demo"
 _RAW_TEXT = ("steer", "inject")  # TEXT is the raw rest of the line (quotes and all)
 # `%agent steer|inject NAME TEXT?`: IPython would read the trailing `?` as a help request.
 _QUESTION_LINE = re.compile(
