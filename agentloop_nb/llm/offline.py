@@ -73,7 +73,7 @@ from typing import Any
 
 import anyio
 
-from ..messages import Message, TextBlock, ToolResultMessage, UserMessage
+from ..messages import TextBlock, ToolResultMessage, UserMessage
 from ._chunks import (
     Aborted,
     BlockEnd,
@@ -88,7 +88,7 @@ from ._chunks import (
     Usage,
     UsageChunk,
 )
-from ._offline_fix import fix_response
+from ._offline_fix import fix_response, trailing_results
 
 INTRO = "I'm the offline demo model: a tiny deterministic stand-in for a real LLM (no network, no API key)."
 HELP = (
@@ -237,7 +237,7 @@ class OfflineModel:
         fixing = fix_response(messages, user, said, tools, call_id)
         if fixing is not None:
             return fixing
-        results = _trailing_results(messages)
+        results = trailing_results(messages)
         if results:
             answer = (
                 notebook_answer(results)
@@ -479,16 +479,6 @@ def variables_answer(results: list[ToolResultMessage]) -> str | None:
 
 def _and(items: list[str]) -> str:
     return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
-
-
-def _trailing_results(messages: Sequence[Message]) -> list[ToolResultMessage]:
-    results: list[ToolResultMessage] = []
-    for m in reversed(messages):
-        if not isinstance(m, ToolResultMessage):
-            break
-        results.append(m)
-    results.reverse()
-    return results
 
 
 def _answer_from_results(results: list[ToolResultMessage]) -> str:
