@@ -14,6 +14,7 @@ from typing import Any
 from .agents import AgentHandle, AgentRegistry
 from .app import App, AppConfig
 from .context import Context, Fiber, InactiveContextError
+from .errors import AgentloopError
 from .hooks import Enter, Reject, RequestConfig, Retry
 from .llm import (
     GenerateOptions,
@@ -91,6 +92,7 @@ __all__ = [
     "AgentOptions",
     "AgentRegistry",
     "AgentTurnError",
+    "AgentloopError",
     "Allow",
     "App",
     "AppConfig",

@@ -15,11 +15,13 @@ from typing import Any
 
 import yaml
 
+from .errors import AgentloopError
+
 MAX_BYTES = 1 << 20  # 1 MiB: far more than any real App configuration
 MAX_DEPTH = 32
 
 
-class ConfigFileError(ValueError):
+class ConfigFileError(ValueError, AgentloopError):
     """A configuration file cannot be used; the message names the file and the problem."""
 
 

@@ -14,11 +14,12 @@ from types import CoroutineType, GeneratorType
 from typing import Any
 
 from ._disposer import Disposer
+from .errors import AgentloopError
 
 _log = logging.getLogger("agentloop_nb.context")
 
 
-class InactiveContextError(RuntimeError):
+class InactiveContextError(RuntimeError, AgentloopError):
     """Raised when something is registered through a context whose scope was disposed."""
 
 

@@ -27,3 +27,6 @@ SESSION_DISPOSED = "session/disposed"
 SESSION_EVENT = "session/event"
 SESSION_FLUSH = "session/flush"
 INTERNAL_ERROR = "internal/error"
+
+# Every name above: `Context.on` warns when a listener's name is a near miss of one of these.
+CATALOGUED = frozenset(value for key, value in dict(globals()).items() if key.isupper())

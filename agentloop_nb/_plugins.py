@@ -13,9 +13,10 @@ from typing import Any
 from pydantic import BaseModel
 
 from ._fiber import Fiber, close_unstarted, is_awaitable
+from .errors import AgentloopError
 
 
-class PluginError(RuntimeError):
+class PluginError(RuntimeError, AgentloopError):
     """A plugin cannot be applied (e.g. a service it injects is not provided)."""
 
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from ._disposer import Disposer
-    from .prompt import Assembly, SectionSource, VariableSource
+    from ._prompt_types import Assembly, SectionSource, VariableSource
     from .signals import AbortSignal
 
 

@@ -41,6 +41,9 @@ module keeps the public face.
 
 from __future__ import annotations
 
+import difflib
+import functools
+import warnings
 from collections.abc import Callable, KeysView
 from functools import partial
 from typing import TYPE_CHECKING, Any, Protocol
@@ -48,6 +51,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from ._bus import INTERNAL_ERROR, Bus, ErrorReport, Handler, Lazy, Listener
 from ._disposer import Disposer
 from ._fiber import Fiber, InactiveContextError, close_unstarted, is_awaitable
+from ._hook_names import CATALOGUED
 from ._plugins import (
     PluginError,
     check_inject,
@@ -76,6 +80,14 @@ class Emit(Protocol):
     """The type of :attr:`Context.emit`."""
 
     def __call__(self, name: str, payload: Any = None) -> None: ...
+
+
+@functools.cache
+def _near_miss(name: str) -> str | None:
+    """The catalogued hook name ``name`` was probably meant to be, or ``None`` (once per
+    distinct name: listeners are registered per cell run, not per step)."""
+    close = difflib.get_close_matches(name, CATALOGUED, n=1, cutoff=0.85)
+    return close[0] if close else None
 
 
 _CORE_SERVICES = frozenset({"tools", "llm", "sessions", "system_prompt", "agents", "agent_loop"})
@@ -246,7 +258,16 @@ class Context:
     def on(self, name: str, handler: Handler, *, prepend: bool = False) -> Disposer:
         """Listen to ``name``; the listener is owned by this context's scope and remembers its
         agent for scope filtering. ``prepend`` puts it first. Raises
-        :class:`InactiveContextError` when this context was disposed."""
+        :class:`InactiveContextError` when this context was disposed. A ``name`` that is not
+        a catalogued hook but nearly is one (``"tools/pre-exec"``) warns, naming the hook
+        meant: such a listener would silently never run."""
+        if name not in CATALOGUED and (meant := _near_miss(name)) is not None:
+            warnings.warn(
+                f"ctx.on({name!r}): no hook has this name; did you mean {meant!r}? "
+                "(a listener on an unknown name never runs)",
+                UserWarning,
+                stacklevel=2,
+            )
         return self._bus.add(name, handler, handler, self.agent, self.fiber, prepend)
 
     def once(self, name: str, handler: Handler) -> Disposer:

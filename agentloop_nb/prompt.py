@@ -18,20 +18,19 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Coroutine, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 from functools import partial
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import TYPE_CHECKING, Any
 
 from ._bus import Lazy
 from ._disposer import Disposer
+from ._prompt_types import Assembly, Section, SectionSource, VariableSource
 from ._scoped import BoundView, ScopedRegistry
+from .errors import AgentloopError
 
 if TYPE_CHECKING:
     from .signals import AbortSignal
-
-SectionSource: TypeAlias = str | Callable[[Any], str | None]
-VariableSource: TypeAlias = Callable[[Any], str | None]
 
 PERSONA_SECTION = "deployment:persona"
 # Byte-stable on purpose: any change invalidates every provider-side prompt cache.
@@ -45,30 +44,6 @@ _VARIABLE = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_.:-]*)\s*\}\}")
 
 
 @dataclass(frozen=True, slots=True)
-class Section:
-    """One resolved section of an assembly."""
-
-    name: str
-    text: str
-    order: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class Assembly:
-    """What ``assemble`` produced for one agent and step: its sections, the schemas of the tools
-    visible to it (from ``ctx.tools`` when that service exists) and its variables. The loop
-    sends exactly these. ``assemble`` listeners return a modified copy (``.replace(...)``), e.g.
-    to hide a tool for one step."""
-
-    sections: tuple[Section, ...] = ()
-    tools: tuple[Mapping[str, Any], ...] = ()
-    variables: Mapping[str, str | None] = field(default_factory=lambda: MappingProxyType({}))
-
-    def replace(self, **changes: Any) -> Assembly:
-        return replace(self, **changes)
-
-
-@dataclass(frozen=True, slots=True)
 class AssemblePayload:
     """Payload of the ``system-prompt/assemble`` waterfall; listeners return an ``Assembly``."""
 
@@ -76,7 +51,7 @@ class AssemblePayload:
     agent: Any
 
 
-class UndefinedVariableError(KeyError):
+class UndefinedVariableError(KeyError, AgentloopError):
     """A section uses ``{{name}}`` but no variable ``name`` is registered."""
 
     def __str__(self) -> str:  # KeyError would repr-quote the message

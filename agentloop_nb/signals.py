@@ -42,13 +42,14 @@ import anyio
 
 from ._disposer import Disposer
 from ._fiber import close_unstarted
+from .errors import AgentloopError
 
 T = TypeVar("T")
 
 _log = logging.getLogger("agentloop_nb.signals")
 
 
-class AbortError(Exception):
+class AbortError(AgentloopError):
     """Raised by :meth:`AbortSignal.throw_if_aborted`, :meth:`AbortSignal.run` and
     :class:`AbortScope`; ``reason`` is the abort reason."""
 

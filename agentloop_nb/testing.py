@@ -35,7 +35,7 @@ from os import PathLike
 from pathlib import Path
 from typing import Any, TypeAlias
 
-from .llm._chunks import (
+from .llm import (
     CHUNK_ADAPTER,
     Aborted,
     BlockEnd,

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from agentloop_nb.jupyter._describe import describe, short_summary
+from agentloop_nb.jupyter.kernel._describe import describe, short_summary
 
 ROWS = 10_000_000
 MAX_CHARS = 4000

@@ -17,6 +17,11 @@
 #   5. a throwaway PostgreSQL cluster (AGENTLOOP_TEST_DATABASE_URL), stopped at exit
 #   6. pytest under `timeout`, so a stuck background task cannot hang CI
 # The exit code is pytest's (124 when the overall timeout fired).
+#
+# `bash scripts/test.sh --fast [pytest args]` is the quick lane for a change: the venv only (no
+# Chromium, llama.cpp or PostgreSQL set-up), no browser, real-model, kernel or notebook tests,
+# stopping at the first failure. It is not what CI runs. With pytest's cache on, `--fast --lf`
+# re-runs only what failed last time.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=scripts/_setup.sh
@@ -24,6 +29,17 @@ source scripts/_setup.sh
 
 ensure_venv
 ensure_test_install
+if [[ "${1:-}" == "--fast" ]]; then
+    shift
+    _stage "pytest --fast (no browser, real model, kernel or notebook tests)"
+    set +e
+    timeout --kill-after=30 600 "$VENV/bin/python" -m pytest tests -x -q \
+        -m "not browser and not realmodel and not kernel" "$@"
+    status=$?
+    set -e
+    _stage_done
+    exit "$status"
+fi
 if ensure_chromium; then
     # Chromium is there: from now on a browser test that cannot run is a failure, not a skip.
     export AGENTLOOP_REQUIRE_BROWSER=1

@@ -1,7 +1,10 @@
 """A small MCP server for the tests, on the SDK's own server class (``MCPServer``, ex-FastMCP).
 
 Run as ``python tests/_mcp_server.py stdio`` or ``python tests/_mcp_server.py http PORT``.
-``garbage`` prints lines that are not JSON-RPC; ``die`` exits at once with a message on stderr.
+``garbage`` prints lines that are not JSON-RPC; ``die`` exits at once with a message on stderr;
+``silent`` reads its input and never answers (not even ``initialize``); ``many N`` serves N
+extra tools ``t0``..``tN-1``; ``grandchild FILE`` first starts a long-sleeping grandchild in
+its process group, writes its pid to FILE, then serves as ``stdio``.
 Tools: ``echo`` (read-only), ``add``, ``pid``, ``image`` (a caption and a PNG), ``fail`` (isError), ``crash`` (the
 process exits mid-call), ``wait`` (blocks until cancelled; writes ``MARKER.started`` and, when
 the client's cancellation arrives, ``MARKER.cancelled``) and ``grow`` (adds a ``bonus`` tool and
@@ -14,6 +17,7 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import anyio
 from mcp.server.mcpserver import Context, Image, MCPServer
@@ -90,6 +94,13 @@ async def grow(ctx: Context) -> str:
     return "grown"
 
 
+def _numbered(i: int) -> Any:
+    def numbered() -> int:
+        return i
+
+    return numbered
+
+
 def main() -> None:
     mode = sys.argv[1] if len(sys.argv) > 1 else "stdio"
     if mode == "garbage":
@@ -99,6 +110,18 @@ def main() -> None:
     elif mode == "die":
         print("fatal: the test server refuses to start", file=sys.stderr, flush=True)
         sys.exit(2)
+    elif mode == "silent":
+        sys.stdin.read()  # hold the pipe open, answer nothing, until the client closes it
+    elif mode == "many":
+        for i in range(int(sys.argv[2])):
+            server.add_tool(_numbered(i), name=f"t{i}", description=f"Tool number {i}.")
+        server.run()
+    elif mode == "grandchild":
+        import subprocess
+
+        child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+        Path(sys.argv[2]).write_text(str(child.pid))
+        server.run()
     elif mode == "http":
         server.run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]))
     else:

@@ -5,7 +5,10 @@
 when ``_name`` is defined in the same module (a private helper class of that module).
 (b) No import circle among the modules of ``loop/``, ``session/``, ``jupyter/`` and ``tools/``:
 every import counts, also those under ``TYPE_CHECKING`` and inside functions.
-(c) The bundled plugins (``plugins/``) use public names only: they import no private module
+(c) Every import points down the layer table of ``docs/architecture.md`` (read from the doc),
+rooms of an independent layer do not import each other, and a module reaches another room
+only through its package (never its private modules); the module map lists every module once.
+(d) The bundled plugins (``plugins/``) use public names only: they import no private module
 (a dotted path with an underscored part) from outside ``plugins/``.
 
 ``ALLOWED`` lists deliberate exceptions with their reason. ``KNOWN_ELSEWHERE_*`` list what is
@@ -16,7 +19,9 @@ from __future__ import annotations
 
 import ast
 import functools
+import re
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "agentloop_nb"
@@ -31,7 +36,17 @@ ASSERTED = (
 ALLOWED: dict[tuple[str, str], str] = {
     ("agentloop_nb.tools._define", "_getframe"): "sys._getframe: the stdlib's API",
     ("agentloop_nb.tools._runtime", "_getframe"): "sys._getframe: the stdlib's API",
-    ("agentloop_nb.jupyter._sync", "_asyncio_future_blocking"): "asyncio's Future protocol",
+    ("agentloop_nb.jupyter.kernel._sync", "_asyncio_future_blocking"): "asyncio's Future protocol",
+}
+
+# A private module of another room that a module may import (module, imported): reason.
+ROOM_REACHES: dict[tuple[str, str], str] = {
+    ("agentloop_nb.loop._driver", "agentloop_nb.session._frozen"): (
+        "append takes a FrozenDict as-is: the unchecked wrapper must not become public API"
+    ),
+    ("agentloop_nb.loop._request", "agentloop_nb.session._frozen"): (
+        "chunks are frozen from their validated fields (the same unchecked wrapper)"
+    ),
 }
 
 # Private modules a bundled plugin may import (module, imported module): reason.
@@ -230,3 +245,114 @@ def test_the_rules_catch_a_private_reach_and_a_circle() -> None:
     graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
     assert cycles(graph) == [frozenset({"a", "b", "c"})]
     assert _is_private("_usage") and not _is_private("__init__") and not _is_private("usage")
+
+
+# -- the layer table of docs/architecture.md is true --------------------------------------
+
+DOC = PACKAGE.parent / "docs" / "architecture.md"
+_LAYER_ROW = re.compile(r"^\| (\d+) \| ([^|]+) \| ((?:`[^`]+` ?)+) \|$", re.MULTILINE)
+
+
+@dataclass(frozen=True)
+class Layer:
+    number: int
+    name: str
+    prefixes: tuple[str, ...]  # dotted module names; a package prefix covers its modules
+
+    @property
+    def independent(self) -> bool:
+        return "(independent)" in self.name
+
+
+def _dotted(path: str) -> str:
+    parts = ["agentloop_nb", *path.removesuffix("/").removesuffix(".py").split("/")]
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def layers(doc: str) -> list[Layer]:
+    """The layer table: number, name and the modules or packages each row names."""
+    return [
+        Layer(int(n), name.strip(), tuple(_dotted(p) for p in re.findall(r"`([^`]+)`", mods)))
+        for n, name, mods in _LAYER_ROW.findall(doc)
+    ]
+
+
+def place(module: str, table: list[Layer]) -> tuple[Layer, str] | None:
+    """The layer and the room (longest prefix named by the table) ``module`` belongs to."""
+    best: tuple[Layer, str] | None = None
+    for layer in table:
+        for prefix in layer.prefixes:
+            if (module == prefix or module.startswith(prefix + ".")) and (
+                best is None or len(prefix) > len(best[1])
+            ):
+                best = (layer, prefix)
+    return best
+
+
+def layer_violations(graph: dict[str, set[str]], table: list[Layer]) -> list[str]:
+    """Every import that goes up a layer, crosses between independent rooms, or reaches a
+    private module of another room (rooms are the table's package prefixes)."""
+    bad: list[str] = []
+    for module in sorted(graph):
+        here = place(module, table)
+        if here is None:
+            bad.append(f"{module}: in no layer of docs/architecture.md")
+            continue
+        for target in sorted(graph[module]):
+            there = place(target, table)
+            if there is None:
+                continue  # reported as a module of its own
+            (lm, room), (lt, troom) = here, there
+            if lt.number > lm.number:
+                bad.append(f"{module} (layer {lm.number}) imports {target} (layer {lt.number})")
+            elif lt is lm and lm.independent and room != troom:
+                bad.append(f"{module} imports {target}: independent rooms of layer {lm.number}")
+            elif (module, target) in ROOM_REACHES:
+                continue
+            elif (
+                room != troom
+                and target != troom
+                and _is_room(troom)
+                and any(_is_private(part) for part in target[len(troom) + 1 :].split("."))
+            ):
+                bad.append(f"{module} imports {target}: use the room's package {troom}")
+    return bad
+
+
+def _is_room(prefix: str) -> bool:
+    return (PACKAGE.parent / Path(*prefix.split(".")) / "__init__.py").exists()
+
+
+def test_every_import_points_down_the_layer_table_of_the_architecture_doc() -> None:
+    table = layers(DOC.read_text(encoding="utf-8"))
+    assert [layer.number for layer in table] == list(range(1, len(table) + 1))
+    bad = layer_violations(import_graph(), table)
+    assert not bad, "imports against docs/architecture.md's layers:\n" + "\n".join(bad)
+
+
+def test_the_layer_rule_catches_an_upward_import_a_room_crossing_and_a_private_reach() -> None:
+    table = layers(
+        "| 1 | low | `a.py` `r/` |\n| 2 | mid (independent) | `m/` `n/` |\n| 3 | top | `t.py` |\n"
+    )
+    graph = {
+        "agentloop_nb.a": {"agentloop_nb.t"},  # up
+        "agentloop_nb.m.x": {"agentloop_nb.n.y"},  # across independent rooms
+        "agentloop_nb.n.y": set(),
+        "agentloop_nb.t": {"agentloop_nb.a", "agentloop_nb.m.x"},  # down: fine
+        "agentloop_nb.z": set(),  # in no layer
+    }
+    bad = layer_violations(graph, table)
+    assert len(bad) == 3, bad
+    assert "layer 1" in bad[0] and "independent" in bad[1] and "in no layer" in bad[2]
+
+
+def test_the_architecture_map_lists_every_module_once_sorted_by_path() -> None:
+    doc = DOC.read_text(encoding="utf-8")
+    listed = re.findall(r"^\| `(agentloop_nb/[\w/]+\.py)` \|", doc, re.MULTILINE)
+    modules = sorted(str(p.relative_to(PACKAGE.parent)) for p in PACKAGE.rglob("*.py"))
+    assert listed == modules, (
+        f"add: {sorted(set(modules) - set(listed))}; remove: {sorted(set(listed) - set(modules))};"
+        " each once, sorted by path"
+    )

@@ -385,53 +385,6 @@ def test_crash_repair_writes_catalogued_events_and_the_interrupted_reason() -> N
     assert not _log_problems(session.events)
 
 
-# -- the docs and the import graph agree with the catalogues' place --------------------------
-
-
-def _package_imports(path: Path) -> set[str]:
-    """Absolute names of the package modules ``path`` imports (type-only imports included)."""
-    parts = list(path.relative_to(ROOT).with_suffix("").parts)
-    package = parts[:-1]  # the containing package, for a module and an __init__ alike
-    found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = package[: len(package) - node.level + 1]
-                module = ".".join([*base, *([node.module] if node.module else [])])
-            else:
-                module = node.module or ""
-            found.add(module)
-        elif isinstance(node, ast.Import):
-            found.update(alias.name for alias in node.names)
-    return {m for m in found if m.startswith("agentloop_nb")}
-
-
-def test_the_event_catalogue_and_the_hook_names_are_leaves() -> None:
-    for leaf in ("events.py", "_hook_names.py"):
-        assert _package_imports(PACKAGE / leaf) == set(), leaf
-
-
-def test_the_hook_catalogue_sits_below_the_loop_and_the_plugins() -> None:
-    above = (
-        "agentloop_nb.loop",
-        "agentloop_nb.plugins",
-        "agentloop_nb.app",
-        "agentloop_nb.jupyter",
-    )
-    imported = _package_imports(PACKAGE / "hooks.py")
-    assert not [m for m in imported if m.startswith(above)], sorted(imported)
-
-
-def test_the_architecture_map_lists_every_module_of_the_package() -> None:
-    doc = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
-    listed = set(re.findall(r"^\| `(agentloop_nb/[\w/]+\.py)` \|", doc, re.MULTILINE))
-    modules = {str(p.relative_to(ROOT)) for p in PACKAGE.rglob("*.py")}
-    assert not modules - listed, f"add to docs/architecture.md: {sorted(modules - listed)}"
-    assert not listed - modules, (
-        f"gone, remove from docs/architecture.md: {sorted(listed - modules)}"
-    )
-
-
 # Files other areas of issue 9 are rewriting; each still cites a contract outside this
 # repository in a docstring. The lead removes an entry when its area lands.
 KNOWN_ELSEWHERE = {

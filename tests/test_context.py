@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import warnings
 from typing import Any
 
 import pytest
@@ -925,3 +926,14 @@ def test_nested_plugins_are_disposed_with_their_parent_plugin() -> None:
     fiber.dispose()
     root.emit("e", None)
     assert calls == ["inner"]
+
+
+def test_listening_to_a_near_miss_of_a_catalogued_hook_warns_naming_the_hook_meant() -> None:
+    ctx = Context()
+    with pytest.warns(UserWarning, match=r"did you mean 'tools/pre-execute'"):
+        ctx.on("tools/pre-exectue", lambda payload: None)
+    # a catalogued name and a plugin's own hook name register quietly
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ctx.on("tools/pre-execute", lambda payload, next_: next_())
+        ctx.on("budget/reached", lambda payload: None)

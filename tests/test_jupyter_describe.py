@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from agentloop_nb.jupyter import kernel_tools
-from agentloop_nb.jupyter._describe import close_matches, describe, is_secret, short_summary
+from agentloop_nb.jupyter.kernel._describe import close_matches, describe, is_secret, short_summary
 from agentloop_nb.llm._chunks import GenerateOptions
 from agentloop_nb.llm.offline import OfflineModel
 from agentloop_nb.messages import TextBlock, ToolResultMessage, UserMessage
@@ -166,9 +166,9 @@ def test_offline_model_quotes_the_first_line_of_a_result() -> None:
 
 
 def test_approval_view_detail_is_the_highlighted_code_of_run_python_only() -> None:
-    from agentloop_nb.jupyter._kernel_tools import approval_detail_html
+    from agentloop_nb.jupyter.kernel._tools import approval_detail_html
 
-    html = approval_detail_html("run_python", json.dumps({"code": "x = 1  # <b>"}))
+    html = approval_detail_html(json.dumps({"code": "x = 1  # <b>"}))
     assert html is not None and "<span" in html and "&lt;b&gt;" in html
-    assert approval_detail_html("save_note", json.dumps({"code": "x"})) is None
-    assert approval_detail_html("run_python", "not json") is None
+    assert approval_detail_html(json.dumps({"source": "x"})) is None
+    assert approval_detail_html("not json") is None

@@ -13,7 +13,7 @@ from traitlets.config import Config
 
 import agentloop_nb.jupyter as J
 from agentloop_nb.jupyter._state import state
-from agentloop_nb.jupyter._sync import run_eagerly
+from agentloop_nb.jupyter.kernel import run_eagerly
 from agentloop_nb.testing import HANG, ScriptedModel, text
 
 EXT = "agentloop_nb.jupyter"

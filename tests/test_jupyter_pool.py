@@ -13,7 +13,7 @@ import pytest
 
 from agentloop_nb.app import App
 from agentloop_nb.jupyter import AgentView, ToolPoolView, WidgetApproval
-from agentloop_nb.jupyter._transcript import item_text
+from agentloop_nb.jupyter.fold import item_text
 from agentloop_nb.loop import AgentOptions
 from agentloop_nb.testing import ScriptedModel, combine, text, tool_call
 from agentloop_nb.tools import Ask, Deny, ToolResult, tool

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from agentloop_nb.jupyter import Transcript
-from agentloop_nb.jupyter._transcript import item_html, item_text
+from agentloop_nb.jupyter.fold import item_html, item_text
 from agentloop_nb.llm import (
     BlockEnd,
     BlockStart,

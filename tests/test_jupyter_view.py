@@ -385,8 +385,7 @@ async def test_each_turn_shows_its_usage_with_cost_and_the_status_shows_the_budg
 def test_a_compaction_summary_is_a_collapsible_marker_and_its_usage_counts() -> None:
     from types import SimpleNamespace
 
-    from agentloop_nb.jupyter._render import item_html, item_text
-    from agentloop_nb.jupyter._transcript import Transcript
+    from agentloop_nb.jupyter.fold import Transcript, item_html, item_text
 
     def event(type: str, **data: Any) -> Any:
         return SimpleNamespace(type=type, data=data, time=0.0)

@@ -20,7 +20,7 @@ from agentloop_nb.jupyter import (
     Throttle,
     WidgetApproval,
 )
-from agentloop_nb.jupyter._sessionview import SEGMENT
+from agentloop_nb.jupyter.view._sessionview import SEGMENT
 from agentloop_nb.loop import AgentOptions
 from agentloop_nb.session import SessionStore
 from agentloop_nb.testing import HANG, ScriptedModel, combine, text, tool_call
@@ -328,7 +328,8 @@ async def test_ask_shows_approve_deny_buttons_and_approve_runs_the_tool() -> Non
     results = {e.data["call_id"]: e.data for e in agent.session.events if e.type == "tool/result"}
     assert results["c1"]["content"] == "ran 1" and not results["c1"]["is_error"]
     assert results["c2"]["error"]["code"] == "DENIED"
-    assert results["c2"]["content"] == "Error: tool call denied: the approver declined (risky)"
+    assert results["c2"]["content"] == "Error: tool call denied: denied by the user (risky)"
+    assert results["c2"]["meta"] == {"approval": "denied"}
     assert view.pool_view.approval_buttons("c2") is None
     view.close()
     await app.aclose()

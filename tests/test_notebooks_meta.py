@@ -28,6 +28,7 @@ EXPECTED = [
     "08-subagents-fork-replay.ipynb",
     "09-mcp.ipynb",
     "10-scale.ipynb",
+    "11-co-author.ipynb",
 ]
 # Shapes of real provider keys (OpenAI/DeepSeek "sk-...", Anthropic "sk-ant-..."): long runs
 # after the prefix. Demo strings such as "sk-abc123" are far shorter.

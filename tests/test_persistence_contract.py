@@ -28,9 +28,12 @@ from agentloop_nb.session import (
     JsonlPersistence,
     PersistenceError,
     PostgresPersistence,
+    SessionCorruptError,
+    SessionEvent,
     SessionHeader,
     SessionLockedError,
     SessionNotFoundError,
+    list_sessions,
 )
 from agentloop_nb.testing import text, tool_call
 from agentloop_nb.tools import tool
@@ -72,6 +75,38 @@ class Store:
         register(app, echo)
         scripted(app, *script)
         return app
+
+    def raw(self, sql: str, *params: Any) -> None:
+        """Run ``sql`` (``{}`` is the schema) on the PostgreSQL store, around the backend."""
+        import psycopg
+        from psycopg import sql as q
+
+        assert self.where is not None
+        with psycopg.connect(self.where, autocommit=True) as conn:
+            conn.execute(q.SQL(sql).format(q.Identifier(self.schema)), params)
+
+    def spoil_header(self, id: str) -> None:
+        """Store a session ``id`` whose header record is not a header (other sessions exist)."""
+        if self.kind == "jsonl":
+            (Path(self.where) / f"{id}.jsonl").write_bytes(b"this is no header\n")
+            return
+        self.raw(
+            "INSERT INTO {}.agentloop_sessions (id, created_at, header) VALUES (%s, 0, %s)",
+            id,
+            "this is no header",
+        )
+
+    def spoil_events(self, id: str) -> None:
+        """Store a garbage record after session ``id``'s last event (loading it fails)."""
+        if self.kind == "jsonl":
+            with (Path(self.where) / f"{id}.jsonl").open("ab") as f:
+                f.write(b'garbage, not an event\n{"type": "x"}\n')
+            return
+        self.raw(
+            "INSERT INTO {}.agentloop_events (session_id, seq, event) VALUES (%s, 99, %s)",
+            id,
+            "garbage, not an event",
+        )
 
 
 def _drop_schema(url: str, schema: str) -> None:
@@ -132,6 +167,45 @@ async def test_list_gives_every_header_oldest_first(store: Store) -> None:
     backend.create(SessionHeader("late", created_at=20.0))
     backend.create(SessionHeader("early", created_at=10.0))
     assert [h.id for h in store.open().list()] == ["early", "late"]
+    await close(backend)
+
+
+async def test_listing_reads_headers_only_never_the_events(store: Store) -> None:
+    backend = store.open()
+    backend.create(SessionHeader("s1", created_at=1.0))
+    backend.append("s1", [SessionEvent("turn/start", 1, 2.0, {"turn": 1})])
+    backend.create(SessionHeader("s2", created_at=2.0))
+    store.spoil_events("s1")
+    with pytest.raises(SessionCorruptError):
+        store.open().load("s1")  # its events cannot be parsed ...
+    listing = store.open().scan()  # ... and listing never tries
+    assert [(e.id, e.readable, e.problem) for e in listing] == [
+        ("s1", True, None),
+        ("s2", True, None),
+    ]
+    assert [h.id for h in store.open().list()] == ["s1", "s2"]
+    await close(backend)
+
+
+async def test_an_unreadable_header_is_listed_with_its_reason_and_hides_no_other(
+    store: Store, caplog: pytest.LogCaptureFixture
+) -> None:
+    backend = store.open()
+    backend.create(SessionHeader("late", created_at=20.0))
+    backend.create(SessionHeader("early", created_at=10.0))
+    store.spoil_header("broken")
+    listing = list_sessions(store.open())
+    assert [(e.id, e.readable) for e in listing] == [
+        ("early", True),
+        ("late", True),
+        ("broken", False),
+    ]
+    broken = listing[-1]
+    assert broken.header is None and broken.problem is not None
+    assert "bad header" in broken.problem and "broken" in broken.where
+    # ``list()`` keeps returning headers: the unreadable one is logged, naming it and why
+    assert [h.id for h in store.open().list()] == ["early", "late"]
+    assert "broken" in caplog.text and "unreadable session header" in caplog.text
     await close(backend)
 
 

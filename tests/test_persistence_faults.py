@@ -5,7 +5,6 @@ half-written line is left behind."""
 
 from __future__ import annotations
 
-import errno
 import os
 import subprocess
 import sys
@@ -13,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _faults import failing_disk
 from _loop_helpers import OPTIONS, make_app
 
 from agentloop_nb.context import Context
@@ -63,22 +63,12 @@ async def test_a_full_disk_mid_write_leaves_no_half_line_and_keeps_the_committed
     await session.flush()
     path = tmp_path / "s.jsonl"
     committed = path.read_bytes()
-    target = os.stat(path)
-    real_write = os.write
-
-    def full_disk(fd: int, data: Any) -> int:
-        if not os.path.samestat(os.fstat(fd), target):
-            return real_write(fd, data)
-        if len(data) > 8:
-            return real_write(fd, bytes(data[: len(data) // 2]))  # a short write, then full
-        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-
-    monkeypatch.setattr(os, "write", full_disk)
+    undo = failing_disk(monkeypatch, path)  # a short write, then full
     session.append("note", {"text": "x" * 1000})
     error = await flush_error(session)
     assert "No space left on device" in str(error) and "free some space" in str(error)
     assert path.read_bytes() == committed
-    monkeypatch.undo()
+    undo()
     session.append("note", {"n": 3})
     await flush_error(session)  # still failing: nothing more is written until resolved
     assert path.read_bytes() == committed

@@ -217,3 +217,31 @@ def test_loop_payload_imports_keep_working_from_the_loop_package() -> None:
         hooks.Retry,
         hooks.RequestConfig,
     )
+
+
+def test_every_exception_class_of_the_package_derives_from_agentloop_error() -> None:
+    import importlib
+    import pkgutil
+
+    import agentloop_nb
+    from agentloop_nb import AgentloopError
+
+    found: list[type[BaseException]] = []
+    for info in pkgutil.walk_packages(agentloop_nb.__path__, "agentloop_nb."):
+        if info.name == "agentloop_nb._docgen":
+            continue
+        module = importlib.import_module(info.name)
+        for value in vars(module).values():
+            if (
+                isinstance(value, type)
+                and issubclass(value, BaseException)
+                and value.__module__.startswith("agentloop_nb")
+            ):
+                found.append(value)
+    assert len(found) >= 15, found  # the walk really reached the package's exceptions
+    strays = sorted(c.__qualname__ for c in found if not issubclass(c, AgentloopError))
+    assert strays == [], f"give these AgentloopError as a (second) base: {strays}"
+    # the historical bases stay, so existing except clauses still catch them
+    from agentloop_nb.session import SessionNotFoundError
+
+    assert issubclass(SessionNotFoundError, LookupError)

@@ -23,6 +23,7 @@ from agentloop_nb.tools import (
     UNKNOWN_TOOL,
     Accept,
     Allow,
+    ApproveEdited,
     Ask,
     Block,
     Deny,
@@ -408,6 +409,37 @@ async def test_ask_proceeds_when_the_approval_service_says_yes(root: Context) ->
     root.on("tools/pre-execute", lambda e, nxt: Ask(reason="writes to disk"))
     assert (await execute(root, "echo", {"text": "x"})).content == "x"
     assert approver.asked == [("echo", "writes to disk")]
+
+
+@pytest.mark.anyio
+async def test_an_approval_with_edited_arguments_runs_the_call_with_them(root: Context) -> None:
+    seen: list[Any] = []
+
+    @tool
+    def shout(text: str, execution: ToolExecution) -> str:
+        """Shout."""
+        seen.append((execution.edited_from, execution.args, execution.arguments))
+        return text.upper()
+
+    root.tools.register(shout)
+    root.provide("approval", Approver(ApproveEdited(args={"text": "edited"})))
+    root.on("tools/pre-execute", lambda e, nxt: Ask())
+    assert (await execute(root, "shout", {"text": "proposed"})).content == "EDITED"
+    assert seen == [({"text": "proposed"}, {"text": "edited"}, '{"text": "edited"}')]
+
+
+@pytest.mark.anyio
+async def test_edited_arguments_that_fail_the_schema_are_invalid_and_nothing_runs(
+    root: Context,
+) -> None:
+    ran: list[int] = []
+    root.tools.register(add)
+    root.on("tools/execute", lambda e, nxt: ran.append(1) or nxt())
+    root.provide("approval", Approver(ApproveEdited(args={"a": "not a number"})))
+    root.on("tools/pre-execute", lambda e, nxt: Ask())
+    result = await execute(root, "add", {"a": 1})
+    assert code(result) == INVALID_ARGS and ran == []
+    assert "edited at approval are invalid for tool 'add'" in result.content
 
 
 @pytest.mark.anyio

@@ -18,28 +18,36 @@ Public surface:
 - ``kernel_tools(agent, *, run="ask", max_chars=4000)`` — the agent's tools over this kernel:
   ``list_variables``, ``inspect_variable``, ``run_python``, ``notebook_history``;
   ``kernel_tools.describe(type, fn)`` registers a summary for a type.
+- ``notebook_tools(agent, *, edit="ask", max_output_chars=4000)`` — the agent's tools over
+  the notebook itself: ``list_cells``, ``read_cell``, ``insert_cell``, ``replace_cell``,
+  ``delete_cell``, ``run_cell`` (edits asked for with a diff); ``NotebookFile(path)`` — the
+  document over an ``.ipynb``; ``notebook()`` — the document the tools act on now.
 """
 
 from __future__ import annotations
 
-from ._approval import PendingApproval, WidgetApproval
-from ._cellplugin import plugin
 from ._extension import load_ipython_extension, unload_ipython_extension
-from ._feed import SessionFeed
-from ._inboxview import InboxView
-from ._kernel_tools import kernel_tools
-from ._pool import ToolPoolView
-from ._prompt import PromptBox
-from ._sessionview import SessionView
-from ._state import app, configure, view, wait_closed
-from ._sync import run_sync
-from ._throttle import Throttle
-from ._transcript import Transcript
-from ._widgets import AgentView
+from ._state import app, configure, notebook, view, wait_closed
+from .fold import SessionFeed, Transcript
+from .kernel import kernel_tools, run_sync
+from .magics import plugin
+from .notebook import NotebookDocument, NotebookFile, notebook_tools
+from .view import (
+    AgentView,
+    InboxView,
+    PendingApproval,
+    PromptBox,
+    SessionView,
+    Throttle,
+    ToolPoolView,
+    WidgetApproval,
+)
 
 __all__ = [
     "AgentView",
     "InboxView",
+    "NotebookDocument",
+    "NotebookFile",
     "PendingApproval",
     "PromptBox",
     "SessionFeed",
@@ -52,6 +60,8 @@ __all__ = [
     "configure",
     "kernel_tools",
     "load_ipython_extension",
+    "notebook",
+    "notebook_tools",
     "plugin",
     "run_sync",
     "unload_ipython_extension",

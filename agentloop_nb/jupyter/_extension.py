@@ -19,8 +19,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from ._magics import AgentMagics, keep_question_marks
 from ._state import KernelState, attach, build_app, closing, current, detach
+from .magics import AgentMagics, keep_question_marks
 
 _MAGICS = (("line", "agent"), ("cell", "agent"), ("cell", "plugin"))
 

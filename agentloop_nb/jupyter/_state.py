@@ -6,7 +6,7 @@ import it, and it imports none of them. It owns
 - :func:`configure` — what the next ``%load_ext agentloop_nb`` builds its ``App`` with;
 - :class:`KernelState` — what a loaded extension owns in one kernel (the App, the NAME → agent
   bindings, one shared feed and one cached ``AgentView`` per agent plus the views ``%%agent``
-  cells showed, the approval service, the interrupt hook);
+  cells showed, the approval service, the interrupt hook, the notebook provider);
 - the holder of the current :class:`KernelState` (:func:`attach`, :func:`detach`,
   :func:`state`) and of Apps still closing after an unload (:func:`closing`,
   :func:`wait_closed`);
@@ -20,14 +20,22 @@ import os
 from typing import Any
 
 from ..app import App
+<<<<<<< HEAD
 from ._approval import DEFAULT_APPROVAL_TIMEOUT, WidgetApproval
 from ._feed import SessionFeed
 from ._interrupt import InterruptHook
 from ._widgets import AgentView
 from .notebook import NotebookBridge
+=======
+from ..errors import AgentloopError
+from .fold import SessionFeed
+from .kernel import InterruptHook
+from .notebook import NotebookDocument, NotebookProvider
+from .view import DEFAULT_APPROVAL_TIMEOUT, AgentView, WidgetApproval
+>>>>>>> main
 
 
-class UserError(Exception):
+class UserError(AgentloopError):
     """A problem a person fixes by typing something else: shown as one line, no traceback."""
 
 
@@ -48,6 +56,11 @@ class KernelState:
         kernel = getattr(shell, "kernel", None)  # the comm to the JupyterLab extension
         self.notebook = NotebookBridge(kernel) if kernel is not None else None
         self._off = app.ctx.on("agent/disposed", self._forget)
+        # The notebook the notebook tools act on, handed to them as the ``ctx.notebooks``
+        # service (the notebook room cannot import this module). Whoever owns the comm to the
+        # JupyterLab extension calls ``self.notebooks.set_bridge(bridge)``.
+        self.notebooks = NotebookProvider(shell)
+        self._off_notebooks = app.ctx.provide("notebooks", self.notebooks)
 
     # -- agents by name ---------------------------------------------------------------------
 
@@ -173,8 +186,12 @@ class KernelState:
         screen with what it showed; the App stays open)."""
         self.hook.uninstall()
         self._off()
+<<<<<<< HEAD
         if self.notebook is not None:
             self.notebook.close()
+=======
+        self._off_notebooks()
+>>>>>>> main
         for agent_id in list({*self.views, *self.cell_views}):
             for view in self._views_of(agent_id):
                 view.freeze()
@@ -258,6 +275,14 @@ def view(agent: Any) -> AgentView:
     return state().view(agent)
 
 
+def notebook() -> NotebookDocument:
+    """The notebook document the notebook tools act on now (the open notebook through the
+    JupyterLab extension, else the attached or ``JPY_SESSION_NAME`` file). Raises
+    ``RuntimeError`` before ``%load_ext agentloop_nb`` and ``DocumentError("no-notebook")``
+    when there is none."""
+    return state().notebooks.current()
+
+
 def closing(task: asyncio.Task[None]) -> None:
     """Keep an unloaded App's closing task until it ends (see :func:`wait_closed`)."""
     _KERNEL.closing.add(task)
@@ -280,6 +305,7 @@ __all__ = [
     "configure",
     "current",
     "detach",
+    "notebook",
     "state",
     "view",
     "wait_closed",

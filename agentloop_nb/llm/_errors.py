@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from ..errors import AgentloopError
 from ._chunks import ErrorFinish
 
 
-class LlmError(Exception):
+class LlmError(AgentloopError):
     """A model-call failure with a stable ``code`` (the error-finish codes), e.g. ``RATE_LIMIT``,
     ``NO_ADAPTER`` or ``DUPLICATE_ADAPTER``. ``status`` is the HTTP status when there was one;
     ``retry_after`` is the server's requested delay in seconds."""

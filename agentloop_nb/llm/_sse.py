@@ -34,6 +34,7 @@ import anyio
 import httpx
 from httpx_sse import EventSource
 
+from ..errors import AgentloopError
 from ..signals import AbortError, AbortScope, AbortSignal
 from ._chunks import Aborted, ErrorFinish, Finish, GenerateOptions, StreamChunk
 from ._http import (
@@ -58,7 +59,7 @@ MAX_ERROR_BODY = 64 * 1024
 _T = TypeVar("_T")
 
 
-class StreamFailure(Exception):
+class StreamFailure(AgentloopError):
     """Raised by a parser for a stream it cannot accept (in-stream error event, malformed
     JSON); the driver yields ``Finish(failure.finish)`` and closes the response."""
 

@@ -30,6 +30,13 @@ Grammar (matched on the last user message, case-insensitive; tools are matched b
   ``inspect NAME`` → ``inspect_variable(name=NAME)``; ``run: CODE`` (everything after ``run:``,
   leading blanks stripped, newlines kept) → ``run_python(code=CODE)``; ``history`` →
   ``notebook_history()``. Without the tool it says which tool it would need.
+- **notebook** (the notebook tools; N is a position, 1 = first) — ``cells`` →
+  ``list_cells()``; ``cell N`` → ``read_cell(cell=N)``; ``insert after N: CODE`` →
+  ``insert_cell(after=N, source=CODE)``; ``replace N: CODE`` → ``replace_cell(cell=N,
+  source=CODE)``; ``delete N`` → ``delete_cell(cell=N)``; ``run cell N`` →
+  ``run_cell(cell=N)``. CODE is everything after the colon (a newline right after it is
+  dropped, the rest kept). After a notebook tool's result it answers with one sentence about
+  it (the cell it changed, the error a cell shows, ...).
 - anything else → an explanation of what it can do.
 
 The phrase is read from the last text block of the last user message (earlier blocks, e.g.
@@ -215,7 +222,7 @@ class OfflineModel:
         messages = list(options.messages)
         results = _trailing_results(messages)
         if results:
-            return _answer_from_results(results), None
+            return notebook_answer(results) or _answer_from_results(results), None
         user = next((m for m in reversed(messages) if isinstance(m, UserMessage)), None)
         said = _request_text(user)
         tools = {str(t.get("name")): t for t in options.tools}
@@ -224,12 +231,13 @@ class OfflineModel:
         if _GREETING.match(said):
             return f"Hello! {INTRO} {HELP}", None
 
-        kernel = _kernel_call(said, tools)
+        kernel = notebook_call(said) or _kernel_call(said, tools)
         if kernel is not None:
             name, args = kernel
             if name in tools:
                 return "", (call_id, name, args)
-            return f"I would call '{name}', but it is not offered: use kernel_tools. {INTRO}", None
+            plugin = "notebook_tools" if name in NOTEBOOK_TOOLS else "kernel_tools"
+            return f"I would call '{name}', but it is not offered: use {plugin}. {INTRO}", None
 
         expression = _arith(said)
         if expression is not None:
@@ -368,6 +376,60 @@ def _kernel_call(
     return None
 
 
+# -- the notebook tools (``notebook_tools``): phrases and answers ------------------------------
+
+NOTEBOOK_TOOLS = frozenset(
+    {"list_cells", "read_cell", "insert_cell", "replace_cell", "delete_cell", "run_cell"}
+)
+_NB_CELLS = re.compile(r"^\s*(?:list\s+(?:the\s+)?)?cells\s*[?.!]*\s*$", re.I)
+_NB_READ = re.compile(r"^\s*(?:read\s+)?cell\s+(\d+)\s*[?.!]*\s*$", re.I)
+_NB_INSERT = re.compile(r"^\s*insert\s+after\s+(\d+)\s*:[ \t]*\n?(.*)$", re.I | re.S)
+_NB_REPLACE = re.compile(r"^\s*replace\s+(?:cell\s+)?(\d+)\s*:[ \t]*\n?(.*)$", re.I | re.S)
+_NB_DELETE = re.compile(r"^\s*delete\s+(?:cell\s+)?(\d+)\s*[?.!]*\s*$", re.I)
+_NB_RUN = re.compile(r"^\s*run\s+cell\s+(\d+)\s*[?.!]*\s*$", re.I)
+_NB_ERROR = re.compile(r"^error: (.+)$", re.M)
+
+
+def notebook_call(said: str) -> tuple[str, dict[str, Any]] | None:
+    """The notebook tool a pinned phrase asks for, with its arguments (``None``: not one)."""
+    if _NB_CELLS.match(said):
+        return "list_cells", {}
+    if m := _NB_READ.match(said):
+        return "read_cell", {"cell": int(m.group(1))}
+    if m := _NB_INSERT.match(said):
+        return "insert_cell", {"after": int(m.group(1)), "source": m.group(2)}
+    if m := _NB_REPLACE.match(said):
+        return "replace_cell", {"cell": int(m.group(1)), "source": m.group(2)}
+    if m := _NB_DELETE.match(said):
+        return "delete_cell", {"cell": int(m.group(1))}
+    if m := _NB_RUN.match(said):
+        return "run_cell", {"cell": int(m.group(1))}
+    return None
+
+
+def notebook_answer(results: list[ToolResultMessage]) -> str | None:
+    """One sentence about a notebook tool's result (``None`` unless every trailing result
+    came from a notebook tool)."""
+    if not results or any(r.name not in NOTEBOOK_TOOLS for r in results):
+        return None
+    sentences = []
+    for r in results:
+        text = r.text.strip()
+        first = text.splitlines()[0] if text else "(no result)"
+        if r.is_error:
+            sentences.append(f"The notebook tool {r.name} failed: {first.removeprefix('Error: ')}")
+            continue
+        error = _NB_ERROR.search(text)
+        shows = f"; it shows the error {error.group(1)}" if error else ""
+        if r.name == "list_cells":
+            sentences.append(f"I listed {first.rstrip(':')}")
+        elif r.name == "read_cell":
+            sentences.append(f"I read {first}{shows}")
+        else:
+            sentences.append(f"{first.rstrip('.:')}{shows}")
+    return " ".join(s if s.endswith((".", "!", "?")) else s + "." for s in sentences)
+
+
 def _trailing_results(messages: Sequence[Message]) -> list[ToolResultMessage]:
     results: list[ToolResultMessage] = []
     for m in reversed(messages):
@@ -465,4 +527,12 @@ def _count_words(options: GenerateOptions) -> int:
     return max(1, total)
 
 
-__all__ = ["HELP", "INTRO", "OfflineModel", "evaluate"]
+__all__ = [
+    "HELP",
+    "INTRO",
+    "NOTEBOOK_TOOLS",
+    "OfflineModel",
+    "evaluate",
+    "notebook_answer",
+    "notebook_call",
+]

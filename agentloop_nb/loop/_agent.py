@@ -10,6 +10,7 @@ import anyio
 from pydantic import BaseModel, ConfigDict, PositiveInt
 
 from .._supervisor import require_running_loop
+from ..errors import AgentloopError
 from ..events import ASSISTANT_MESSAGE
 from ..messages import AssistantMessage
 from ..models import model_table
@@ -51,7 +52,7 @@ def normalize_cause(cause: Any) -> dict[str, Any]:
     raise TypeError(f"cancel cause must be a str or a dict with a 'kind', got {cause!r}")
 
 
-class AgentTurnError(Exception):
+class AgentTurnError(AgentloopError):
     """Raised by :meth:`Agent.ask` when the turn that took its message ended other than
     ``completed``. ``reason`` is that turn's logged ``turn/end`` reason (e.g.
     ``{"kind": "error", "code": ..., "message": ...}``, ``{"kind": "aborted", ...}``,

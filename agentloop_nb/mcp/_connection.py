@@ -25,6 +25,7 @@ from typing import IO, Any
 import anyio
 
 from .._disposer import Disposer
+from ..errors import AgentloopError
 from ..tools import TOOL_ERROR, Tool, ToolExecution, ToolResult, error_result
 from ._results import to_tool_result
 from ._server import MCPServer
@@ -39,7 +40,7 @@ _STDERR_TAIL = 500
 Register = Callable[[Tool], Disposer]
 
 
-class MCPConnectError(RuntimeError):
+class MCPConnectError(RuntimeError, AgentloopError):
     """An MCP server could not be connected (command not found, crashed at startup, timed out,
     spoke something that is not MCP). The message names the server."""
 
@@ -195,7 +196,8 @@ class MCPConnection:
     def _failure(self, exc: BaseException) -> str:
         starting = not self._ready.done()
         what = "cannot start" if starting else "connection failed"
-        if isinstance(exc, TimeoutError) and starting:
+        # The SDK's task groups wrap the handshake's TimeoutError in an exception group.
+        if starting and any(isinstance(e, TimeoutError) for e in _leaves(exc)):
             return f"no MCP handshake within {self.server.startup_timeout:g} s"
         text = f"{what}: {_describe(exc)}"
         tail = self._stderr_tail()

@@ -34,6 +34,8 @@ from uuid import uuid4
 import anyio
 from pydantic import BaseModel, ConfigDict, Field
 
+from ..errors import AgentloopError
+
 if TYPE_CHECKING:
     from ..context import Context
 
@@ -55,7 +57,7 @@ class DaskConfig(BaseModel):
     n_workers: int = Field(default=1, ge=1, le=64)
 
 
-class DaskWorkerLost(Exception):
+class DaskWorkerLost(AgentloopError):
     """The Dask worker running a tool body died; ``worker`` is its address."""
 
     def __init__(self, tool: str, worker: str) -> None:

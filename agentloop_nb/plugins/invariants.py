@@ -25,6 +25,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ..errors import AgentloopError
 from ..events import (
     ASSISTANT_ATTEMPT,
     ASSISTANT_MESSAGE,
@@ -46,7 +47,7 @@ if TYPE_CHECKING:
 INVARIANT = "INVARIANT"
 
 
-class InvariantError(AssertionError):
+class InvariantError(AssertionError, AgentloopError):
     """What the loop sent differs from what its log can reproduce (``code`` is ``INVARIANT``)."""
 
     code = INVARIANT

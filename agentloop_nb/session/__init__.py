@@ -12,6 +12,7 @@ from __future__ import annotations
 from ._events import HEADER_VERSION, SURFACE_TYPES, SessionEvent, SessionHeader
 from ._frozen import FrozenDict, freeze_json
 from ._jsonl import JsonlPersistence
+from ._listing import StoredSession, list_sessions
 from ._persistence import (
     Persistence,
     PersistenceError,
@@ -55,7 +56,9 @@ __all__ = [
     "SessionPayload",
     "SessionState",
     "SessionStore",
+    "StoredSession",
     "freeze_json",
+    "list_sessions",
     "parse_node",
     "repair",
 ]

@@ -19,6 +19,8 @@ from __future__ import annotations
 import math
 from typing import Any, NoReturn
 
+from ..errors import AgentloopError
+
 __all__ = [
     "EMPTY",
     "Fallback",
@@ -96,7 +98,7 @@ EMPTY: FrozenDict = wrap_frozen({})
 """The shared empty ``FrozenDict`` (``data`` of an event appended with ``data=None``)."""
 
 
-class _Bad(Exception):
+class _Bad(AgentloopError):
     """Internal: a non-JSON value; ``path`` is built innermost-first while unwinding."""
 
     def __init__(self, what: str) -> None:
@@ -219,7 +221,7 @@ def _format_path(root: str, path: list[str | int]) -> str:
     return root + "".join(f"[{p!r}]" for p in reversed(path))
 
 
-class Fallback(Exception):
+class Fallback(AgentloopError):
     """Raised by the fast walk and :func:`freeze_fields` for a value only the slow path may
     decide (the checked walk, or serialising the record); their callers catch it and take it."""
 

@@ -41,8 +41,9 @@ import anyio.to_thread
 
 from .._disposer import Disposer
 from ._events import SessionEvent, SessionHeader
-from ._jsonl_codec import decode_line, encode_lines, has_header, parse_log, torn_tail_start
+from ._jsonl_codec import encode_lines, has_header, parse_log, torn_tail_start
 from ._jsonl_io import Stamp, changed_error, persistence_error, stamp, write_all
+from ._listing import StoredSession, headers_of, scan_directory
 from ._lock import Held, LockTable, release_all
 from ._persistence import (
     Lease,
@@ -315,24 +316,17 @@ class JsonlPersistence:
         self._loaded[id] = (st.st_ino, len(raw), st.st_mtime_ns)
         return header, events
 
+    def scan(self) -> builtins.list[StoredSession]:
+        """Every stored session from its header alone (each file's first line, never its
+        events): readable ones oldest first, then the unreadable ones (a bad or oversized
+        header, a file that cannot be read, a header naming another id) with the reason.
+        Files with no complete header line (a crash during create) hold no session."""
+        return scan_directory(self.root)
+
     def list(self) -> builtins.list[SessionHeader]:
-        """Headers of every stored session (reads only each file's first line; files whose
-        header cannot be read are skipped with a warning, files with no header line at all
-        silently), oldest first."""
-        headers: builtins.list[SessionHeader] = []
-        if not self.root.is_dir():
-            return headers
-        for path in sorted(self.root.glob("*.jsonl")):
-            try:
-                with open(path, "rb") as f:
-                    first = f.readline()
-                if not first.endswith(b"\n"):
-                    continue  # a crash during create: no session
-                headers.append(SessionHeader.from_dict(decode_line(first.decode("utf-8"))))
-            except (OSError, ValueError, TypeError) as exc:
-                _log.warning("%s: skipped, unreadable session header (%s)", path, exc)
-        headers.sort(key=lambda h: (h.created_at, h.id))
-        return headers
+        """Headers of every readable stored session, oldest first (see :meth:`scan`, which
+        also reports the unreadable ones; here each is logged as a warning)."""
+        return headers_of(self.scan())
 
     # -- write-behind ----------------------------------------------------------------------
 

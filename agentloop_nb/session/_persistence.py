@@ -8,6 +8,7 @@ from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
 
 from .._disposer import Disposer
 from .._hook_names import SESSION_CREATED, SESSION_DISPOSED, SESSION_EVENT, SESSION_FLUSH
+from ..errors import AgentloopError
 from ._events import SessionEvent, SessionHeader
 
 __all__ = [
@@ -101,7 +102,7 @@ class Persistence(Protocol):
     def list(self) -> list[SessionHeader]: ...
 
 
-class SessionNotFoundError(LookupError):
+class SessionNotFoundError(LookupError, AgentloopError):
     """No stored session has this id (the message says where the backend looked)."""
 
     def __init__(self, message: str, *, id: str) -> None:
@@ -109,7 +110,7 @@ class SessionNotFoundError(LookupError):
         self.id = id
 
 
-class SessionCorruptError(ValueError):
+class SessionCorruptError(ValueError, AgentloopError):
     """A committed record cannot be read: ``path`` and 1-based ``line`` locate it."""
 
     def __init__(self, path: Path, line: int, reason: str) -> None:
@@ -122,7 +123,7 @@ class SessionCorruptError(ValueError):
         self.reason = reason
 
 
-class PersistenceError(RuntimeError):
+class PersistenceError(RuntimeError, AgentloopError):
     """Writing a session failed; raised by ``flush`` (and every later flush of that session).
 
     ``code`` is always ``"PERSISTENCE"``; ``path`` is the file concerned (``None`` when
@@ -137,7 +138,7 @@ class PersistenceError(RuntimeError):
         self.path = path
 
 
-class SessionLockedError(RuntimeError):
+class SessionLockedError(RuntimeError, AgentloopError):
     """Another writer (another App, notebook or process) has this session attached.
 
     ``holder`` is what the holder wrote into the lock file (``pid``, ``host``; empty when

@@ -43,7 +43,8 @@ import anyio.to_thread
 
 from .._disposer import Disposer
 from ._events import SessionEvent, SessionHeader
-from ._jsonl_codec import decode_line, encode_lines, parse_log
+from ._jsonl_codec import encode_lines, parse_log
+from ._listing import StoredSession, headers_of, ordered, parse_header
 from ._persistence import (
     Lease,
     PersistenceError,
@@ -259,23 +260,22 @@ class PostgresPersistence:
         raw = ("\n".join(lines) + "\n").encode("utf-8")
         return parse_log(self._where(id), id, raw)
 
-    def list(self) -> builtins.list[SessionHeader]:
-        """Headers of every stored session (reads the header table only), oldest first;
-        unreadable headers are skipped with a warning."""
+    def scan(self) -> builtins.list[StoredSession]:
+        """Every stored session from the header table alone (never its events): readable ones
+        oldest first, then the unreadable ones with the reason."""
         with self._cursor() as cur:
             cur.execute(
-                self._psycopg.sql.SQL("SELECT id, header FROM {} ORDER BY created_at, id").format(
+                self._psycopg.sql.SQL("SELECT id, header FROM {}").format(
                     self._table("agentloop_sessions")
                 )
             )
             rows = cur.fetchall()
-        headers: builtins.list[SessionHeader] = []
-        for id, text in rows:
-            try:
-                headers.append(SessionHeader.from_dict(decode_line(text)))
-            except (ValueError, TypeError) as exc:
-                _log.warning("session %r: skipped, unreadable session header (%s)", id, exc)
-        return headers
+        return ordered(parse_header(id, str(self._where(id)), text) for id, text in rows)
+
+    def list(self) -> builtins.list[SessionHeader]:
+        """Headers of every readable stored session (the header table only), oldest first;
+        each unreadable header is logged as a warning (see :meth:`scan`)."""
+        return headers_of(self.scan())
 
     # -- one writer per session --------------------------------------------------------------
 

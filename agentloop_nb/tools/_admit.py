@@ -3,7 +3,8 @@
 In order: the tool must be known (``UNKNOWN_TOOL``), its arguments a JSON object that passes
 the schema (``INVALID_ARGS``); the ``tools/pre-execute`` waterfall answers ``Allow``, ``Deny``
 (→ ``DENIED``) or ``Ask``; the guards may deny; an ``Ask`` then needs the approval service's
-``True``. Guards run before the approver is asked, so nobody is asked to approve a call policy
+``True`` (or ``ApproveEdited(args)``: the person edited the arguments, which are checked
+against the schema again and replace the model's; ``execution.edited_from`` keeps those). Guards run before the approver is asked, so nobody is asked to approve a call policy
 forbids anyway. Tool problems become error results; only listener failures raise.
 """
 
@@ -24,6 +25,7 @@ from ._decisions import (
     INVALID_ARGS,
     UNKNOWN_TOOL,
     Allow,
+    ApproveEdited,
     Ask,
     Deny,
     ToolExecution,
@@ -178,7 +180,8 @@ async def _ask_approval(
     """Ask ``approval.request(execution, reason)``; ``None`` (go) only on an exact ``True``.
 
     A missing service, a raising one or a ``False`` answer is a ``DENIED`` result (a ``Deny``
-    answer is one quoting its reason); an abort while waiting is an ``ABORTED`` result.
+    answer is one quoting its reason); an abort while waiting is an ``ABORTED`` result;
+    ``ApproveEdited`` goes with the edited arguments (see :func:`_apply_edit`).
     """
     asked = f" ({reason})" if reason else ""
     if approval is None or not callable(getattr(approval, "request", None)):
@@ -203,6 +206,29 @@ async def _ask_approval(
         )
     if answer is True:
         return None
+    if isinstance(answer, ApproveEdited):
+        return _apply_edit(execution, answer.args)
     if isinstance(answer, Deny):  # the service says why (e.g. nobody answered in time)
         return deny_result(execution, answer)
     return _denied(execution, f"the approver declined{asked}")
+
+
+def _apply_edit(execution: ToolExecution, args: dict[str, Any]) -> ToolResult | None:
+    """Run the call with the approver's ``args``: ``INVALID_ARGS`` when they fail the tool's
+    schema (the person's edit is checked like the model's arguments), else ``None`` with the
+    execution's ``args``/``arguments`` replaced and ``edited_from`` holding the model's."""
+    definition = execution.tool
+    assert definition is not None  # admission resolved it before asking
+    try:
+        definition.validate_args(args)
+        arguments = json.dumps(args)
+    except (ValueError, TypeError) as exc:
+        return error_result(
+            INVALID_ARGS,
+            f"the arguments edited at approval are invalid for tool {execution.name!r}: {exc}",
+            call_id=execution.call_id,
+        )
+    execution.edited_from = execution.args
+    execution.args = dict(args)
+    execution.arguments = arguments
+    return None

@@ -8,14 +8,20 @@ task drives a coroutine, so whatever it does cannot unwind the caller, the loop 
   custom subclass, a ``CancelledError`` the body raised itself) is re-raised as
   :class:`BodyRaised`, an ``Exception``: it cannot stop the event loop nor pose as a
   cancellation. Only cancelling the *caller* (an abort, a timeout, a teardown) cancels a body.
-- **Cancellation is bounded.** A body that ignores the caller's cancellation gets the grace
-  period (``ctx.tools.disposal_grace``); one still waiting then is *closed* at its await with
-  a warning on the ``agentloop_nb.tools`` logger, and the caller's cancellation proceeds.
+- **Cancellation is prompt and bounded.** Once its call is over (the user cancelled the turn
+  or the call, or the tool's timeout passed) a body that ignores the cancellation gets
+  ``ctx.tools.cancel_grace`` (default 1 s, never more than the disposal grace); when its agent
+  is disposed or the App torn down, ``ctx.tools.disposal_grace`` (default 10 s). A body still
+  waiting then is *closed* at its await (``GeneratorExit``, so its ``finally`` blocks run) with
+  a warning on the ``agentloop_nb.tools`` logger, and the caller's cancellation proceeds. It
+  is closed, not left running: its cancel scopes belong to the caller's task, so it cannot
+  outlive its call without corrupting that task.
 - **It costs nothing extra.** No task, no event-loop pass: a body that finishes without
   waiting is one call (a task per body cost a third of a zero-latency step).
 
 A sync body cannot be interrupted: on abort or timeout its call returns at once and the body
-is *abandoned*, finishing in its thread. Two rules keep such bodies from holding anything up:
+is *abandoned*, finishing in its thread; its late value or exception is dropped with a line on
+the ``agentloop_nb.tools`` logger. Two rules keep such bodies from holding anything up:
 
 - They run in **daemon** threads of a small reusable pool (``run_sync``), never in a pool the
   interpreter joins at exit, so a body that never returns cannot keep the process alive.
@@ -23,7 +29,7 @@ is *abandoned*, finishing in its thread. Two rules keep such bodies from holding
   it; disposing the agent waits for those bodies up to a grace period, then abandons the rest
   with a warning on the ``agentloop_nb.tools`` logger.
 
-The tracker and the grace period of the running call reach ``run_sync`` and ``run_async``
+The tracker and the grace periods of the running call reach ``run_sync`` and ``run_async``
 through a context variable the dispatch phase sets around the body, so tool definitions need no
 extra parameter.
 """
@@ -37,14 +43,18 @@ import logging
 import queue
 import threading
 from collections.abc import Awaitable, Callable, Coroutine, Generator
+from functools import partial
 from typing import TYPE_CHECKING, Any, Final
 
 import anyio
+
+from ..errors import AgentloopError
 
 if TYPE_CHECKING:
     from ..signals import AbortSignal
 
 __all__ = [
+    "DEFAULT_CANCEL_GRACE",
     "DEFAULT_DISPOSAL_GRACE",
     "BodyAbandoned",
     "BodyRaised",
@@ -60,11 +70,14 @@ _log = logging.getLogger("agentloop_nb.tools")
 # A worker idle this long exits; a busy notebook reuses warm threads.
 _IDLE_SECONDS = 10.0
 
-#: Seconds a cancelled body (and an agent's disposal) waits before abandoning a body.
+#: Seconds an agent's disposal (and the App's teardown) waits before abandoning a body.
 DEFAULT_DISPOSAL_GRACE: Final = 10.0
+#: Seconds a body whose call is over (cancel, timeout) may take to end before it is closed:
+#: short, so a cancelled turn ends promptly (well within 2 s) whatever its tool bodies do.
+DEFAULT_CANCEL_GRACE: Final = 1.0
 
 
-class BodyRaised(Exception):
+class BodyRaised(AgentloopError):
     """A tool body ended with a ``BaseException`` that is not an ``Exception`` (``SystemExit``,
     ``KeyboardInterrupt``, ``GeneratorExit``, a stray ``CancelledError``, a custom subclass).
 
@@ -134,7 +147,8 @@ class BodyTracker:
 
 
 TrackerFactory = Callable[[], "BodyTracker | None"]
-_Entry = tuple[TrackerFactory, str, Callable[[], float]]
+# (tracker factory, tool name, disposal grace, cancel grace)
+_Entry = tuple[TrackerFactory, str, Callable[[], float], Callable[[], float]]
 
 _current: contextvars.ContextVar[_Entry | None] = contextvars.ContextVar(
     "agentloop_nb_tool_body", default=None
@@ -142,15 +156,23 @@ _current: contextvars.ContextVar[_Entry | None] = contextvars.ContextVar(
 
 
 class Tracking:
-    """``with Tracking(tracker, name, grace):`` makes ``run_sync`` calls in the block record
-    their thread (labelled ``name``) with the tracker ``tracker()`` returns, and ``run_async``
-    calls wait ``grace()`` seconds for a cancelled body; ``tracker`` is only called when a sync
-    body actually starts. (A class, not a generator: it wraps every call.)"""
+    """``with Tracking(tracker, name, grace, cancel_grace):`` makes ``run_sync`` calls in the
+    block record their thread (labelled ``name``) with the tracker ``tracker()`` returns, and
+    ``run_async`` calls wait for a body that ignores its cancellation ``cancel_grace()`` seconds
+    when its call is over (abort, timeout; capped at ``grace()``) and ``grace()`` seconds when
+    its agent is disposed; ``tracker`` is only called when a sync body actually starts. (A
+    class, not a generator: it wraps every call.)"""
 
     __slots__ = ("_entry", "_token")
 
-    def __init__(self, tracker: TrackerFactory, name: str, grace: Callable[[], float]) -> None:
-        self._entry = (tracker, name, grace)
+    def __init__(
+        self,
+        tracker: TrackerFactory,
+        name: str,
+        grace: Callable[[], float],
+        cancel_grace: Callable[[], float] = lambda: DEFAULT_CANCEL_GRACE,
+    ) -> None:
+        self._entry = (tracker, name, grace, cancel_grace)
 
     def __enter__(self) -> None:
         self._token = _current.set(self._entry)
@@ -164,8 +186,9 @@ async def run_sync(fn: Callable[[], Any]) -> Any:
     and return its value or raise its exception.
 
     Cancelling the caller abandons the thread: the call raises the cancellation at once and the
-    body finishes on its own (tracked, when a :class:`Tracking` block is active). A body ending
-    with a ``BaseException`` that is not an ``Exception`` raises :class:`BodyRaised`.
+    body finishes on its own (tracked, when a :class:`Tracking` block is active); what it
+    finishes with is dropped with an info line on the ``agentloop_nb.tools`` logger. A body
+    ending with a ``BaseException`` that is not an ``Exception`` raises :class:`BodyRaised`.
     """
     loop = asyncio.get_running_loop()
     done: asyncio.Future[_Outcome] = loop.create_future()
@@ -175,14 +198,34 @@ async def run_sync(fn: Callable[[], Any]) -> Any:
         if tracker is not None:
             tracker.add(done, current[1])
     _submit((contextvars.copy_context(), fn, loop, done))
-    # shield: cancelling this await must not resolve ``done``, which tracks the thread itself
-    value, exc = await asyncio.shield(done)
+    try:
+        # shield: cancelling this await must not resolve ``done``, which tracks the thread itself
+        value, exc = await asyncio.shield(done)
+    except asyncio.CancelledError:
+        if not done.done():  # abandoned: its outcome, when it comes, has nobody to go to
+            name = current[1] if current is not None else getattr(fn, "__name__", "?")
+            done.add_done_callback(partial(_drop_late, name, loop.time()))
+        raise
     if exc is not None:
         raise exc if isinstance(exc, Exception) else BodyRaised(exc)
     return value
 
 
-class BodyAbandoned(Exception):
+def _drop_late(name: str, since: float, done: asyncio.Future[_Outcome]) -> None:
+    """Log the outcome of a sync body that finished after its call was over, and drop it."""
+    value, exc = done.result()
+    late = asyncio.get_running_loop().time() - since
+    outcome = "returned a value" if exc is None else f"raised {type(exc).__name__}: {exc}"
+    _log.info(
+        "tool body %r %s %.3g s after its call was cancelled; the late result is dropped",
+        name,
+        outcome,
+        late,
+    )
+    del value  # not kept, not shown: it may be large, and nobody asked for it
+
+
+class BodyAbandoned(AgentloopError):
     """A body that shielded itself from its call's cancellation (abort or timeout) past the
     grace period was closed; its call has no outcome of its own."""
 
@@ -205,8 +248,11 @@ def run_async(
 
     Cancelling the caller cancels the body at its await. Once the call is over for its caller
     (a cancellation reached the body, ``signal`` aborted, or ``timeout`` seconds passed), a body
-    still running gets the grace period of the active :class:`Tracking` block (else
-    :data:`DEFAULT_DISPOSAL_GRACE`): if it ends within it, its value or exception is the outcome
+    still running gets a grace period from the active :class:`Tracking` block: its cancel grace
+    when ``signal`` aborted for any reason but a disposal (``{"kind": "disposed"}``) or the
+    timeout passed, its disposal grace otherwise (a disposal, a teardown cancelling the task);
+    without a block, :data:`DEFAULT_CANCEL_GRACE` and :data:`DEFAULT_DISPOSAL_GRACE`. The
+    shorter applies once both do. If it ends within it, its value or exception is the outcome
     (as for a direct await; an anyio scope re-delivers its cancellation at the caller's next
     await); if it is still waiting then, it is closed (``GeneratorExit`` at its await, so its
     ``finally`` blocks run) with a warning on the ``agentloop_nb.tools`` logger, and the call
@@ -277,7 +323,7 @@ class _Driven:
                         raise self._abandon() from None
                     error = exc
                     if self._is_cancel():
-                        self._begin_grace().cancelled = exc
+                        self._on_cancel().cancelled = exc
                 except _Expired:
                     raise self._abandon() from None
                 except GeneratorExit:  # our awaiter is closed: the body goes with it
@@ -301,17 +347,39 @@ class _Driven:
         self._task = asyncio.current_task()
         self._forced = False  # the grace ran out while the task awaited the body's future
         if self._signal is not None:
-            undo.append(self._signal.add_callback(self._on_over))
+            undo.append(self._signal.add_callback(self._on_abort))
         if self._timeout is not None:
-            undo.append(asyncio.get_running_loop().call_later(self._timeout, self._on_over).cancel)
+            loop = asyncio.get_running_loop()
+            undo.append(loop.call_later(self._timeout, self._begin_grace, False).cancel)
 
-    def _on_over(self, _reason: Any = None) -> None:
-        self._begin_grace()
+    def _on_abort(self, reason: Any) -> None:
+        self._begin_grace(_is_disposal(reason))
 
-    def _begin_grace(self) -> _Grace:
-        if self._grace is None:
-            self._grace = _Grace(self._entry, self._expired)
-        return self._grace
+    def _on_cancel(self) -> _Grace:
+        """A cancellation of the caller reached the body: a teardown's unless the signal says
+        otherwise (a tool timeout's anyio scope may land first; its own timer shortens it)."""
+        signal = self._signal
+        if signal is not None and signal.aborted:
+            return self._begin_grace(_is_disposal(signal.reason))
+        return self._begin_grace(True)
+
+    def _begin_grace(self, disposal: bool) -> _Grace:
+        """Start the grace (disposal grace or cancel grace); once started, a shorter one only
+        brings its end forward."""
+        entry = self._entry
+        disposal_s = entry[2]() if entry is not None else DEFAULT_DISPOSAL_GRACE
+        if disposal:
+            seconds, setting = disposal_s, "disposal_grace"
+        else:
+            cancel_s = entry[3]() if entry is not None else DEFAULT_CANCEL_GRACE
+            seconds, setting = min(cancel_s, disposal_s), "cancel_grace"
+        grace = self._grace
+        if grace is None:
+            name = entry[1] if entry is not None else "?"
+            grace = self._grace = _Grace(name, seconds, setting, self._expired)
+        else:
+            grace.limit(seconds, setting)
+        return grace
 
     def _expired(self) -> None:
         """The grace ran out: wake the task if it awaits the body's own future (a proxy
@@ -333,7 +401,7 @@ class _Driven:
             return grace.cancelled
         return BodyAbandoned(
             f"tool body {grace.name!r} ignored its cancellation for the {grace.seconds:g} s "
-            "grace period (ctx.tools.disposal_grace) and was closed"
+            f"grace period (ctx.tools.{grace.setting}) and was closed"
         )
 
     def _is_cancel(self) -> bool:
@@ -343,27 +411,58 @@ class _Driven:
         return task is None or task.cancelling() > 0
 
 
-class _Expired(Exception):
+class _Expired(AgentloopError):
     """The grace period of a cancelled body ran out while it was still waiting."""
 
 
+def _is_disposal(reason: Any) -> bool:
+    """Whether an abort reason is a disposal (the driver's ``{"kind": "disposed"}``)."""
+    return isinstance(reason, dict) and reason.get("kind") == "disposed"
+
+
 class _Grace:
-    """The bounded wait for a body that keeps running after its call is over."""
+    """The bounded wait for a body that keeps running after its call is over. ``setting``
+    names the ``ctx.tools`` attribute that set ``seconds`` (for the messages)."""
 
-    __slots__ = ("_timer", "_waiter", "cancelled", "expired", "name", "seconds")
+    __slots__ = (
+        "_expire",
+        "_start",
+        "_timer",
+        "_waiter",
+        "cancelled",
+        "expired",
+        "name",
+        "seconds",
+        "setting",
+    )
 
-    def __init__(self, entry: _Entry | None, on_expiry: Callable[[], None]) -> None:
-        self.seconds = entry[2]() if entry is not None else DEFAULT_DISPOSAL_GRACE
-        self.name = entry[1] if entry is not None else "?"
+    def __init__(
+        self, name: str, seconds: float, setting: str, on_expiry: Callable[[], None]
+    ) -> None:
+        self.name = name
+        self.seconds = seconds
+        self.setting = setting
         self._waiter: asyncio.Future[None] | None = None
         self.cancelled: BaseException | None = None
         self.expired = False
 
         def expire() -> None:
-            self.expired = True
-            on_expiry()
+            if not self.expired:
+                self.expired = True
+                on_expiry()
 
-        self._timer = asyncio.get_running_loop().call_later(self.seconds, expire)
+        loop = asyncio.get_running_loop()
+        self._expire = expire
+        self._start = loop.time()
+        self._timer = loop.call_at(self._start + seconds, expire)
+
+    def limit(self, seconds: float, setting: str) -> None:
+        """End the grace ``seconds`` after it started, if that is sooner than planned."""
+        if seconds >= self.seconds or self.expired:
+            return
+        self.seconds, self.setting = seconds, setting
+        self._timer.cancel()
+        self._timer = asyncio.get_running_loop().call_at(self._start + seconds, self._expire)
 
     def wake(self) -> bool:
         """Resolve the proxy future the task awaits, if it awaits one; whether it did."""
@@ -408,9 +507,10 @@ class _Grace:
         """Close ``body``, still waiting after the grace period, with a warning."""
         _log.warning(
             "abandoning tool body %r: it ignored its cancellation for the %g s grace period "
-            "(ctx.tools.disposal_grace); it is closed at its await",
+            "(ctx.tools.%s); it is closed at its await",
             self.name,
             self.seconds,
+            self.setting,
         )
         try:
             context.run(body.close)

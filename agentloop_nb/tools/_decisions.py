@@ -36,6 +36,7 @@ __all__ = [
     "UNKNOWN_TOOL",
     "Accept",
     "Allow",
+    "ApproveEdited",
     "Ask",
     "Block",
     "Deny",
@@ -95,7 +96,8 @@ class Deny(Decision):
 
 class Ask(Decision):
     """``tools/pre-execute``: proceed only if the approval service (``ctx.approval``) answers
-    yes. With no approval service, or one that fails, the call is denied."""
+    yes (``True``, or ``ApproveEdited(args)``: the call runs with the arguments the person
+    edited). With no approval service, or one that fails, the call is denied."""
 
     kind: Literal["ask"] = "ask"
     reason: str | None = None
@@ -117,6 +119,15 @@ class Block(Decision):
 
     kind: Literal["block"] = "block"
     feedback: str
+
+
+class ApproveEdited(_Frozen):
+    """What an approval service answers when the person approved the call **after editing
+    its arguments**: the call runs with ``args`` (checked against the tool's schema again;
+    invalid → ``INVALID_ARGS``), and ``ToolExecution.edited_from`` keeps the model's own
+    arguments so the tool can tell the model what was changed."""
+
+    args: dict[str, Any]
 
 
 PreExecuteDecision = Allow | Deny | Ask
@@ -241,7 +252,9 @@ class ToolExecution:
     unknown tool); ``agent`` is the calling agent (or ``None``); ``signal`` is the call's abort
     signal (it aborts with the turn's, or alone when the user cancels this call), which tool
     bodies should observe; ``ctx`` is the context hooks dispatch through
-    (``agent.ctx`` when there is an agent), so a body can reach services.
+    (``agent.ctx`` when there is an agent), so a body can reach services. ``edited_from`` is
+    ``None`` unless the approver edited the arguments (``ApproveEdited``): then ``args`` and
+    ``arguments`` are the edited ones and ``edited_from`` the model's parsed originals.
     """
 
     __slots__ = (
@@ -251,6 +264,7 @@ class ToolExecution:
         "arguments",
         "call_id",
         "ctx",
+        "edited_from",
         "name",
         "signal",
         "step",
@@ -285,6 +299,7 @@ class ToolExecution:
         self.ctx = ctx
         # Why ``args`` is None (a JSON problem), kept so pre_execute can name it.
         self.args_error = args_error
+        self.edited_from: dict[str, Any] | None = None
 
     def __repr__(self) -> str:
         return (

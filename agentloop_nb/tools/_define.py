@@ -53,9 +53,10 @@ class Tool:
 
     ``execute(args, execution)`` receives the parsed argument object and the
     :class:`ToolExecution`. An ``async`` execute is awaited on the loop (and is cancelled when
-    the call is aborted or times out); a sync one runs in a daemon worker thread, which cannot
-    be interrupted: on abort or timeout it is abandoned and finishes in the background
-    (disposing the agent waits for it up to ``ctx.tools.disposal_grace`` seconds).
+    the call is aborted or times out; closed after ``ctx.tools.cancel_grace`` if it ignores
+    that); a sync one runs in a daemon worker thread, which cannot be interrupted: on abort or
+    timeout it is abandoned and finishes in the background, its late result dropped (disposing
+    the agent waits for it up to ``ctx.tools.disposal_grace`` seconds).
 
     ``concurrency_safe`` is ``True``/``False`` or a callable of the parsed arguments; only an
     exact ``True`` lets the loop overlap this call with others. ``timeout`` (seconds) bounds the

@@ -2,7 +2,8 @@
 
 The waterfall's default runs the body under the tool's ``timeout`` and the execution's abort
 signal (see ``_bodies``): an ``async`` body runs in the calling task and is cancelled on abort
-or timeout (and closed after the grace period if it ignores that); a sync body runs in a
+or timeout (and closed after ``ctx.tools.cancel_grace`` if it ignores that, so a cancelled
+turn ends promptly; ``ctx.tools.disposal_grace`` on disposal); a sync body runs in a
 daemon worker thread, which cannot be interrupted: its call returns at once and the body is
 tracked until it finishes. Every way a body can end is an outcome: tool problems (any exception, any
 other ``BaseException`` the body raises, a result over the serialisation caps) become error
@@ -20,6 +21,7 @@ import anyio
 from ..signals import AbortError, AbortScope
 from ._admit import aborted
 from ._bodies import (
+    DEFAULT_CANCEL_GRACE,
     DEFAULT_DISPOSAL_GRACE,
     BodyAbandoned,
     BodyRaised,
@@ -47,11 +49,13 @@ async def dispatch(
     execution: ToolExecution,
     tracker: TrackerFactory,
     grace: Callable[[], float] = lambda: DEFAULT_DISPOSAL_GRACE,
+    cancel_grace: Callable[[], float] = lambda: DEFAULT_CANCEL_GRACE,
 ) -> ToolResult:
     """Run the ``tools/execute`` waterfall (default: :func:`run_body`) for an admitted call.
 
     ``tracker()`` gives the tracker a sync body registers with when it starts; ``grace()`` the
-    seconds a cancelled async body may take to end. ``tools/execute`` listeners run under the
+    seconds an async body may take to end when its agent is disposed, ``cancel_grace()`` when
+    its call is cancelled or times out (see ``_bodies``). ``tools/execute`` listeners run under the
     execution's signal: an abort while they run gives ``ABORTED`` (``CANCELLED``, whatever the
     body returned, when the user cancelled this call alone). Raises ``TypeError`` if a
     listener answers something other than a ``ToolResult``; listener exceptions propagate.
@@ -59,7 +63,7 @@ async def dispatch(
     """
 
     def body() -> Any:
-        return run_body(execution, tracker, grace)
+        return run_body(execution, tracker, grace, cancel_grace)
 
     try:
         result = await execution.ctx.waterfall(EXECUTE, execution, body, signal=execution.signal)
@@ -81,6 +85,7 @@ async def run_body(
     execution: ToolExecution,
     tracker: TrackerFactory,
     grace: Callable[[], float] = lambda: DEFAULT_DISPOSAL_GRACE,
+    cancel_grace: Callable[[], float] = lambda: DEFAULT_CANCEL_GRACE,
 ) -> ToolResult:
     """Run the tool body under its ``timeout`` and the execution's abort signal.
 
@@ -99,7 +104,10 @@ async def run_body(
     value: Any = None
     timed_out = False
     try:
-        with Tracking(tracker, execution.name, grace), AbortScope(signal, strict=False):
+        with (
+            Tracking(tracker, execution.name, grace, cancel_grace),
+            AbortScope(signal, strict=False),
+        ):
             if tool.timeout is None:
                 value = await call_execute(tool, args, execution)
             else:

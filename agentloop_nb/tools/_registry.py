@@ -14,11 +14,18 @@ from typing import Any, Literal
 
 from .._disposer import Disposer
 from .._scoped import ScopedRegistry
-from ._bodies import DEFAULT_DISPOSAL_GRACE, BodyTracker
+from ._bodies import DEFAULT_CANCEL_GRACE, DEFAULT_DISPOSAL_GRACE, BodyTracker
 from ._decisions import ToolDefinition, ToolExecution
 from ._define import Tool
 
-__all__ = ["DEFAULT_DISPOSAL_GRACE", "ExecutionMode", "Guard", "Registry", "classify"]
+__all__ = [
+    "DEFAULT_CANCEL_GRACE",
+    "DEFAULT_DISPOSAL_GRACE",
+    "ExecutionMode",
+    "Guard",
+    "Registry",
+    "classify",
+]
 
 _log = logging.getLogger("agentloop_nb.tools")
 
@@ -30,7 +37,7 @@ Guard = Callable[[ToolExecution], Any]
 class Registry:
     """Tools, guards and body trackers shared by a runtime and every view bound from it."""
 
-    __slots__ = ("disposal_grace", "guards", "tools", "trackers")
+    __slots__ = ("cancel_grace", "disposal_grace", "guards", "tools", "trackers")
 
     def __init__(self) -> None:
         # Global and agent-scoped definitions; an agent's own shadows a global namesake.
@@ -40,6 +47,7 @@ class Registry:
         # id(agent) -> (agent, tracker), created on an agent's first sync body.
         self.trackers: dict[int, tuple[Any, BodyTracker]] = {}
         self.disposal_grace = DEFAULT_DISPOSAL_GRACE
+        self.cancel_grace = DEFAULT_CANCEL_GRACE
 
     # -- definitions -----------------------------------------------------------------------
 

@@ -25,6 +25,7 @@ from typing import Any, Final
 import pydantic_core
 from pydantic import BaseModel
 
+from ..errors import AgentloopError
 from ._decisions import ToolResult
 
 __all__ = [
@@ -46,7 +47,7 @@ _FIX = "return a str (sent as it is) or a summary of the data instead"
 _SCALARS: Final = (bool, int, float)
 
 
-class ResultRejected(TypeError):
+class ResultRejected(TypeError, AgentloopError):
     """A body's return value cannot become result content (unserialisable or over a cap).
 
     A ``TypeError`` so existing handlers of unserialisable values keep working."""

@@ -73,6 +73,22 @@ class ToolRuntime:
             raise ValueError(f"disposal_grace must be a number of seconds >= 0, got {seconds!r}")
         self._registry.disposal_grace = float(seconds)
 
+    @property
+    def cancel_grace(self) -> float:
+        """Seconds a tool body whose call is over (the turn or the call was cancelled, or the
+        tool's timeout passed) may take to end when it ignores its cancellation (default 1;
+        never more than :attr:`disposal_grace`). An async body still running then is closed at
+        its await with a warning, so a cancelled turn ends promptly; a sync body is abandoned
+        in its thread at once whatever this says (it cannot be interrupted) and its late result
+        dropped. Shared by every view; read when a call is cancelled."""
+        return self._registry.cancel_grace
+
+    @cancel_grace.setter
+    def cancel_grace(self, seconds: float) -> None:
+        if not seconds >= 0:
+            raise ValueError(f"cancel_grace must be a number of seconds >= 0, got {seconds!r}")
+        self._registry.cancel_grace = float(seconds)
+
     # -- registry ----------------------------------------------------------------------------
 
     def _scope_agent(self) -> Any:
@@ -219,7 +235,10 @@ class ToolRuntime:
             return refusal
         registry, agent = self._registry, execution.agent
         result = await dispatch(
-            execution, lambda: registry.tracker(agent), lambda: registry.disposal_grace
+            execution,
+            lambda: registry.tracker(agent),
+            lambda: registry.disposal_grace,
+            lambda: registry.cancel_grace,
         )
         announce_settled(execution, result)
         return result

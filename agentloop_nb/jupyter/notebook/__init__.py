@@ -1,12 +1,24 @@
+<<<<<<< HEAD
 """The notebook the agent works on: the kernel's end of the JupyterLab bridge.
 
 :class:`NotebookBridge` is the comm ``agentloop.notebook`` to the ``agentloop-nb`` JupyterLab
 extension (the contract: docs/notebook-bridge.md); :class:`BridgeError` is what a failed
 request raises. The action models are the notifications the front end sends.
+=======
+"""The notebook document: what the agent reads and edits of the notebook it works in.
+
+:class:`NotebookDocument` is the interface (cells with their outputs; insert, replace,
+delete and run, each refused rather than merged when the cell changed); :class:`BridgeDocument`
+implements it over the JupyterLab extension's comm, :class:`NotebookFile` over an ``.ipynb``
+file; :class:`NotebookProvider` chooses one per kernel; ``notebook_tools(agent)`` gives an
+agent the tools over it (``list_cells``, ``read_cell``, ``insert_cell``, ``replace_cell``,
+``delete_cell``, ``run_cell``). This room imports ``fold``, ``kernel`` and the core only.
+>>>>>>> main
 """
 
 from __future__ import annotations
 
+<<<<<<< HEAD
 from ._bridge import BridgeError, NotebookBridge
 from ._messages import (
     COMM_TARGET,
@@ -32,4 +44,39 @@ __all__ = [
     "ListAction",
     "NotebookBridge",
     "PromptAction",
+=======
+from ._document import (
+    CELL_TYPES,
+    BridgeDocument,
+    BridgeLike,
+    Cell,
+    DocumentError,
+    NotebookDocument,
+    RunResult,
+)
+from ._file import NotebookFile
+from ._outputs import MAX_IMAGE_BYTES, MAX_IMAGES, OutputSummary, summarize
+from ._provider import NO_NOTEBOOK, NotebookProvider
+from ._tools import EDIT_TOOLS, NotebookTools, diff_html, notebook_tools
+
+__all__ = [
+    "CELL_TYPES",
+    "EDIT_TOOLS",
+    "MAX_IMAGES",
+    "MAX_IMAGE_BYTES",
+    "NO_NOTEBOOK",
+    "BridgeDocument",
+    "BridgeLike",
+    "Cell",
+    "DocumentError",
+    "NotebookDocument",
+    "NotebookFile",
+    "NotebookProvider",
+    "NotebookTools",
+    "OutputSummary",
+    "RunResult",
+    "diff_html",
+    "notebook_tools",
+    "summarize",
+>>>>>>> main
 ]

@@ -1,0 +1,28 @@
+"""The event fold: session events folded into display items, rendered as text and escaped HTML.
+
+No widgets here: this room turns a session log (plus ``tools/settled``) into what the views
+show — :class:`Transcript` (per-turn items, usage, errors), :class:`SessionFeed` (one fold
+shared by every view of a session) and the renderers. ``view`` and ``kernel`` build on it.
+"""
+
+from __future__ import annotations
+
+from ._feed import SETTLED, Observer, SessionFeed
+from ._item import CHUNK_TYPES, Item
+from ._render import STYLE, end_label, item_html, item_text, pretty_args
+from ._transcript import Transcript, content_text
+
+__all__ = [
+    "CHUNK_TYPES",
+    "SETTLED",
+    "STYLE",
+    "Item",
+    "Observer",
+    "SessionFeed",
+    "Transcript",
+    "content_text",
+    "end_label",
+    "item_html",
+    "item_text",
+    "pretty_args",
+]

@@ -1,0 +1,140 @@
+"""``SessionFeed``: one session folded into a :class:`Transcript` for every view that shows it.
+
+Views only read: the feed listens to ``session/event`` (every logged event) and to the
+``tools/settled`` hook (a tool body of this session's agent settled; its ``tool/result`` is
+committed later, in model order), folds each into the shared transcript once, and tells its
+observers what changed: the event type (or ``"tools/settled"``) and the indices of the items
+that changed. Each view keeps its own record of what it has not rendered yet, so any number of views
+(a cell's view, ``%agent show``, ...) can share one feed.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from ..._disposer import Disposer
+from ...models import model_table
+from ._transcript import Transcript
+
+SETTLED = "tools/settled"
+"""The hook a tool body's settling is announced on (before its result is committed)."""
+
+Observer = Callable[[str, frozenset[int]], None]
+"""``observer(kind, items)``: ``kind`` is the event type (or ``"tools/settled"``), ``items`` the
+indices (in ``transcript.items``) of the items that changed (empty for an event that changes
+no shown item)."""
+
+_NONE: frozenset[int] = frozenset()
+
+
+class _Router:
+    """One ``session/event`` listener per dispatching context, handing each event to the feeds
+    of its session only: with many agents shown, an event costs one dictionary lookup instead
+    of one call per feed in the kernel."""
+
+    def __init__(self, ctx: Any) -> None:
+        self.ctx = ctx
+        self.feeds: dict[int, list[SessionFeed]] = {}
+        self.off = ctx.on("session/event", self.route)
+
+    def route(self, payload: Any) -> None:
+        feeds = self.feeds.get(id(payload.session))
+        if feeds:
+            for feed in tuple(feeds):
+                feed.fold(payload.event)
+
+    def add(self, feed: SessionFeed) -> Disposer:
+        key = id(feed.session)
+        self.feeds.setdefault(key, []).append(feed)
+
+        def remove() -> None:
+            feeds = self.feeds.get(key, [])
+            if feed in feeds:
+                feeds.remove(feed)
+            if not feeds:
+                self.feeds.pop(key, None)
+            if not self.feeds:  # nobody left: stop listening
+                self.off()
+                _ROUTERS.pop(id(self.ctx), None)
+
+        return Disposer(remove)
+
+
+_ROUTERS: dict[int, _Router] = {}
+
+
+def _route(ctx: Any, feed: SessionFeed) -> Disposer:
+    router = _ROUTERS.get(id(ctx))
+    if router is None:
+        router = _ROUTERS[id(ctx)] = _Router(ctx)
+    return router.add(feed)
+
+
+class SessionFeed:
+    """A session folded into a :class:`Transcript`, telling observers each change.
+
+    ``SessionFeed(session, ctx=None)``: logged events are read from the session store's
+    dispatcher (else ``ctx``); ``tools/settled`` through ``ctx`` (e.g. ``agent.ctx``, which ties
+    that subscription to the agent's scope; default: the dispatcher). Raises ``ValueError`` when
+    there is neither. ``close()`` unsubscribes.
+    """
+
+    def __init__(self, session: Any, ctx: Any = None) -> None:
+        self.session = session
+        self.transcript = Transcript(model_table(ctx))
+        self.transcript.feed_all(session.events)
+        self.transcript.take_dirty()  # history: every view renders it whole when built
+        self._observers: list[Observer] = []
+        store = getattr(session, "store", None)
+        dispatch = getattr(store, "dispatch", None) or ctx
+        ctx = ctx if ctx is not None else dispatch
+        if dispatch is None:
+            raise ValueError(f"session {session.id!r} has no dispatcher to subscribe to; pass ctx=")
+        self._offs: list[Disposer] = [_route(dispatch, self), ctx.on(SETTLED, self._on_settled)]
+
+    def fold(self, event: Any) -> None:
+        """Fold one logged event of this session and tell the observers."""
+        self.transcript.feed(event)
+        self._tell(event.type)
+
+    def _on_settled(self, payload: Any) -> None:
+        execution = payload.execution
+        if getattr(execution.agent, "session", None) is not self.session:
+            return
+        result = payload.result
+        error = result.error
+        settled = self.transcript.settle(
+            str(execution.call_id),
+            time.time(),
+            is_error=bool(result.is_error),
+            code=None if error is None else str(error.code),
+        )
+        if settled:
+            self._tell(SETTLED)
+
+    def _tell(self, kind: str) -> None:
+        dirty = self.transcript.take_dirty()
+        items = frozenset(dirty) if dirty else _NONE
+        for observer in self._observers:
+            observer(kind, items)
+
+    def observe(self, observer: Observer) -> Disposer:
+        """Call ``observer(kind, items)`` after each change; the returned ``Disposer`` stops."""
+        self._observers.append(observer)
+
+        def off() -> None:
+            if observer in self._observers:
+                self._observers.remove(observer)
+
+        return Disposer(off)
+
+    def close(self) -> None:
+        self._observers.clear()
+        offs, self._offs = self._offs, []
+        for off in offs:
+            off()
+
+
+__all__ = ["SETTLED", "Observer", "SessionFeed"]

@@ -1,0 +1,298 @@
+"""``kernel_tools(agent)``: the agent works with the kernel it lives in.
+
+Registers, on the agent's own scope (a plugin named ``kernel_tools`` on ``agent.ctx``, so a
+second call replaces the first), the tools ``list_variables``, ``inspect_variable``,
+``run_python`` (unless ``run="never"``) and ``notebook_history``. With ``run="ask"`` a
+``tools/pre-execute`` listener answers ``Ask`` for every ``run_python`` call, so the approval
+service (the view's Approve/Deny buttons) decides; a denied call never runs.
+
+Secrets: a user variable whose name contains KEY, TOKEN, SECRET or PASSWORD is listed with its
+type only, inspecting it is an error result, and the string values of such variables are masked
+in everything these tools return (``run_python``'s output, ``notebook_history``'s cells).
+
+Where ``run_python``'s code runs and how its output is kept out of other cells: see
+``_run_code``.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import types
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from typing import Any, Literal
+
+from ..._disposer import Disposer
+from ...messages import ImageBlock, TextBlock
+from ...tools import TOOL_ERROR, Ask, Tool, ToolExecution, ToolResult, error_result, tool
+from ._describe import (
+    Describer,
+    close_matches,
+    describe,
+    is_secret,
+    register_describer,
+    short_summary,
+    truncate,
+)
+from ._run_code import RunOutcome, run_code
+
+__all__ = [
+    "MASK",
+    "KernelTools",
+    "code_html",
+    "kernel_tools",
+    "mask",
+    "secret_values",
+    "user_variables",
+]
+
+RunMode = Literal["ask", "always", "never"]
+#: What a secret's value is replaced with in tool output.
+MASK = "[secret]"
+_RUN_MODES = ("ask", "always", "never")
+_PLUGIN_NAME = "kernel_tools"
+
+
+def _shell() -> Any:
+    from IPython import get_ipython
+
+    shell = get_ipython()
+    if shell is None:
+        raise RuntimeError(
+            "kernel_tools needs a running IPython kernel (use it from a notebook cell)"
+        )
+    return shell
+
+
+def user_variables(shell: Any) -> dict[str, Any]:
+    """The user's own variables: no ``_`` names, modules, IPython internals (``In``, ``Out``,
+    ``exit``, ...) or this package's objects (``ctx``, agents)."""
+    hidden = getattr(shell, "user_ns_hidden", {})
+    out = {}
+    for name, value in shell.user_ns.items():
+        if name.startswith("_") or (name in hidden and hidden[name] is value):
+            continue
+        if isinstance(value, types.ModuleType):
+            continue
+        module = getattr(type(value), "__module__", "") or ""
+        if module.split(".")[0] == "agentloop_nb" or module.startswith("IPython."):
+            continue
+        out[name] = value
+    return out
+
+
+def secret_values(ns: Mapping[str, Any]) -> list[str]:
+    """The string values (4+ characters, longest first) of the secret-named variables in
+    ``ns``: what :func:`mask` hides in tool output."""
+    values = []
+    for name, value in ns.items():
+        if not is_secret(name):
+            continue
+        if isinstance(value, bytes):
+            value = value.decode("utf-8", "replace")
+        if isinstance(value, str) and len(value) >= 4:
+            values.append(value)
+    return sorted(values, key=len, reverse=True)  # longest first: no partial leftovers
+
+
+def mask(text: str, secrets: Iterable[str]) -> str:
+    """``text`` with every value of ``secrets`` replaced by :data:`MASK`."""
+    for secret in secrets:
+        text = text.replace(secret, MASK)
+    return text
+
+
+def code_html(code: str) -> str:
+    """``code`` as highlighted HTML (pygments, which IPython ships with) for approval views;
+    plain escaped ``<pre>`` when pygments is missing."""
+    try:
+        from pygments import highlight  # type: ignore[import-untyped]
+        from pygments.formatters import HtmlFormatter  # type: ignore[import-untyped]
+        from pygments.lexers import PythonLexer  # type: ignore[import-untyped]
+    except ImportError:  # pragma: no cover - IPython depends on pygments
+        return f"<pre>{html.escape(code)}</pre>"
+    return highlight(code, PythonLexer(), HtmlFormatter(noclasses=True, nowrap=False))
+
+
+def approval_detail_html(arguments: str) -> str | None:
+    """What an approval view shows under a pending ``run_python`` call: its code, highlighted
+    (``None`` for arguments that are not a JSON object with ``code``)."""
+    try:
+        code = json.loads(arguments).get("code")
+    except (ValueError, AttributeError):
+        return None
+    return code_html(code) if isinstance(code, str) else None
+
+
+class _Tools:
+    """The four tool bodies over one shell, bounded by ``max_chars``."""
+
+    def __init__(self, shell: Any, max_chars: int) -> None:
+        self.shell = shell
+        self.max_chars = max_chars
+
+    def list_variables(self) -> str:
+        """List the variables of the user's notebook namespace: one line per name with its
+        type and a short summary (length, shape, dtype), sorted by name."""
+        names = user_variables(self.shell)
+        if not names:
+            return "The namespace has no user variables yet."
+        lines = []
+        for name in sorted(names):
+            value = names[name]
+            kind = type(value).__name__
+            if is_secret(name):
+                lines.append(f"{name}: {kind} (secret: value hidden)")
+                continue
+            summary = short_summary(value)
+            lines.append(f"{name}: {kind}" + (f" — {summary}" if summary else ""))
+        return truncate("\n".join(lines), self.max_chars)
+
+    def inspect_variable(self, name: str) -> str | ToolResult:
+        """Describe one variable of the user's namespace: DataFrames (shape, dtypes, head,
+        describe), arrays (shape, dtype, statistics), containers, callables, anything else."""
+        ns = user_variables(self.shell)
+        if is_secret(name):
+            return error_result(
+                TOOL_ERROR,
+                f"{name!r} looks like a secret (its name contains KEY, TOKEN, SECRET or "
+                "PASSWORD); its value is not shown",
+            )
+        if name not in ns:
+            near = close_matches(name, ns)
+            hint = f"; did you mean: {', '.join(near)}?" if near else ""
+            return error_result(TOOL_ERROR, f"no variable named {name!r}{hint}")
+        text = f"{name} = " + describe(ns[name], self.max_chars)
+        return truncate(mask(text, secret_values(ns)), self.max_chars)
+
+    def notebook_history(self, n: int = 10) -> str:
+        """The last n executed notebook cells (In) with their text outputs (Out), truncated.
+        A cell still running (e.g. one awaiting the agent) is the last one listed."""
+        if n < 1:
+            return "Nothing asked for (n must be at least 1)."
+        ns = self.shell.user_ns
+        inputs = ns.get("In") or []
+        outputs = ns.get("Out") or {}
+        first = max(1, len(inputs) - n)
+        per_cell = max(80, self.max_chars // max(1, min(n, len(inputs))))
+        parts = []
+        for i in range(first, len(inputs)):
+            part = f"[{i}] In:\n{truncate(str(inputs[i]).rstrip(), per_cell)}"
+            if i in outputs:
+                out = truncate(_plain(outputs[i]), per_cell)
+                part += f"\n[{i}] Out:\n{out}"
+            parts.append(part)
+        if not parts:
+            return "No cells have been executed yet."
+        secrets = secret_values(ns)
+        parts = [mask(p, secrets) for p in parts]
+        while len(parts) > 1 and sum(len(p) + 2 for p in parts) > self.max_chars:
+            parts.pop(0)  # over budget: the oldest cells go first
+        return truncate("\n\n".join(parts), self.max_chars)
+
+    async def run_python(self, code: str, execution: ToolExecution) -> ToolResult:
+        """Run Python code in the user's notebook namespace as a cell would (the last
+        expression's value is shown). Returns stdout, stderr, the value, the names created or
+        rebound and any images. Variables it creates stay available to the notebook."""
+        if execution.signal.aborted:
+            return error_result(TOOL_ERROR, "aborted before the code ran")
+        outcome = run_code(self.shell, code)
+        if outcome.interrupted and execution.agent is not None:
+            # The stop button: the code stopped, and so does the turn (cause: user).
+            execution.agent.cancel("user")
+        secrets = secret_values(self.shell.user_ns)
+        text = mask(self._report(outcome), secrets)
+        meta: dict[str, Any] = {"names": outcome.names}
+        if outcome.error is not None:
+            result = error_result(TOOL_ERROR, text, meta=meta)
+            return result.model_copy(update={"content": text})
+        if not outcome.images:
+            return ToolResult(content=text, meta=meta)
+        # Images make the content a list of blocks: the text, then one image block each.
+        images = [ImageBlock(media_type="image/png", data=png) for png in outcome.images]
+        return ToolResult(content=(TextBlock(text=text), *images), meta=meta)
+
+    def _report(self, o: RunOutcome) -> str:
+        budget = self.max_chars
+        parts: list[str] = []
+        if o.error is not None:
+            parts.append(f"error:\n{truncate(o.error, budget // 2)}")
+        if o.value is not None:
+            parts.append(f"value: {truncate(o.value, budget // 3)}")
+        if o.stdout:
+            parts.append(f"stdout:\n{truncate(o.stdout.rstrip(), budget // 3)}")
+        if o.stderr:
+            parts.append(f"stderr:\n{truncate(o.stderr.rstrip(), budget // 4)}")
+        for d in o.displays:
+            parts.append(f"display: {truncate(d, budget // 6)}")
+        if o.images:
+            parts.append(f"images: {len(o.images)} image/png")
+        if o.names:
+            parts.append(f"names: {', '.join(o.names)}")
+        if not parts:
+            parts.append("ok (no output)")
+        return truncate("\n".join(parts), budget)
+
+
+def _plain(value: Any) -> str:
+    try:
+        return repr(value)
+    except Exception as exc:
+        return f"(repr failed: {type(exc).__name__})"
+
+
+def _definitions(tools: _Tools, run: RunMode) -> list[Tool]:
+    defs = [
+        tool(concurrency_safe=True)(tools.list_variables),
+        tool(concurrency_safe=True)(tools.inspect_variable),
+        tool(concurrency_safe=True)(tools.notebook_history),
+    ]
+    if run != "never":
+        defs.append(tool(tools.run_python))
+    return defs
+
+
+async def _ask_for_code(payload: ToolExecution, next_: Callable[[], Awaitable[Any]]) -> Any:
+    if payload.name == "run_python":
+        return Ask(reason="run Python code in your kernel")
+    return await next_()
+
+
+class KernelTools:
+    """``kernel_tools(agent, *, run="ask", max_chars=4000) -> Disposer`` (the module
+    docstring says what it registers); ``kernel_tools.describe(type, fn)`` registers a
+    describer ``fn(obj, max_chars) -> str`` used by ``inspect_variable`` for instances of
+    ``type`` (an object's own ``_repr_llm_()`` still wins)."""
+
+    def __call__(self, agent: Any, *, run: RunMode = "ask", max_chars: int = 4000) -> Disposer:
+        """Register the kernel tools on ``agent``'s scope; calling again replaces them.
+
+        Raises ``ValueError`` for an unknown ``run`` mode or a ``max_chars`` below 200, and
+        ``RuntimeError`` outside an IPython kernel."""
+        if run not in _RUN_MODES:
+            raise ValueError(f"run must be one of {', '.join(_RUN_MODES)}; got {run!r}")
+        if not isinstance(max_chars, int) or max_chars < 200:
+            raise ValueError(f"max_chars must be an integer >= 200, got {max_chars!r}")
+        bodies = _Tools(_shell(), max_chars)
+
+        def apply(ctx: Any, _config: Any) -> None:
+            for definition in _definitions(bodies, run):
+                ctx.tools.register(definition)
+            if run == "ask":
+                ctx.on("tools/pre-execute", _ask_for_code)
+                register = getattr(getattr(ctx, "approval", None), "register_detail", None)
+                if register is not None:  # a widget approval shows the code it asks about
+                    ctx.effect(lambda: register("run_python", approval_detail_html))
+
+        fiber = agent.ctx.plugin(apply, name=_PLUGIN_NAME)
+        return Disposer(fiber.dispose)
+
+    @staticmethod
+    def describe(cls: type, fn: Describer) -> Disposer:
+        """Describe instances of ``cls`` with ``fn(obj, max_chars) -> str`` (bounded by
+        ``max_chars`` whatever it returns). Raises ``TypeError`` for a non-class or a
+        non-callable."""
+        return register_describer(cls, fn)
+
+
+kernel_tools = KernelTools()

@@ -1,0 +1,233 @@
+"""``WidgetApproval``: the approval service (``ctx.approval``) that notebook views answer.
+
+The tool pipeline calls ``await approval.request(execution, reason)`` for an ``Ask`` decision;
+this service parks the request as a :class:`PendingApproval`, tells its observers (the
+``ToolPoolView`` of that agent shows Approve/Deny buttons on the call) and returns the answer.
+No answer within ``timeout`` seconds is a deny, so an unattended kernel never waits forever; that
+deny says so (a ``Deny`` whose reason tells the model nobody answered), so it is never mistaken
+for a person declining.
+Pure asyncio: no widget code lives here, so it also works without a front end (call
+``approve(call_id)`` / ``deny(call_id)`` from a cell).
+
+Approve with edits: a tool that registered an editable argument (``register_detail(name,
+renderer, editable="source")``) can be approved with the person's version of its arguments,
+``approve(call_id, arguments={...})``; the answer is then an
+:class:`~agentloop_nb.tools.ApproveEdited` and the call runs with those arguments.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..._disposer import Disposer
+from ...tools import ApproveEdited, Deny
+
+_log = logging.getLogger("agentloop_nb.jupyter")
+
+DEFAULT_APPROVAL_TIMEOUT = 300.0
+
+DetailRenderer = Callable[[str], "str | None"]
+"""``renderer(arguments_json) -> html | None``: what an approval view shows under a pending
+call of one tool (e.g. ``run_python``'s code, highlighted); ``None`` shows nothing."""
+
+
+@dataclass(eq=False)
+class PendingApproval:
+    """One call waiting for a person: ``call_id``, tool ``name``, raw JSON ``arguments``,
+    ``reason`` (from ``Ask``), the calling ``agent`` and the future the answer resolves."""
+
+    call_id: str
+    name: str
+    arguments: str
+    reason: str | None
+    agent: Any
+    future: asyncio.Future[bool | ApproveEdited] = field(repr=False)
+
+
+class WidgetApproval:
+    """Approval service answered by widget buttons (or ``approve``/``deny`` calls).
+
+    ``request`` returns ``True`` only when someone approves (an
+    :class:`~agentloop_nb.tools.ApproveEdited` when they approved edited arguments); a
+    ``Deny`` saying "denied by the user" (meta ``{"approval": "denied"}``) when someone
+    denies; on timeout a :class:`~agentloop_nb.tools.Deny` whose reason says nobody answered (the
+    tool pipeline turns it into a ``DENIED`` result quoting that reason, with ``meta``
+    ``{"approval": "timeout", "timeout": seconds}``). Cancelling the waiting call (the turn
+    was aborted) withdraws the request.
+    """
+
+    def __init__(self, timeout: float = DEFAULT_APPROVAL_TIMEOUT) -> None:
+        if timeout <= 0:
+            raise ValueError(f"approval timeout must be > 0 seconds, got {timeout!r}")
+        self.timeout = timeout
+        self._pending: dict[str, PendingApproval] = {}
+        self._observers: list[Callable[[], None]] = []
+        # Written only by register_detail and its disposer; read by the views.
+        self._details: dict[str, DetailRenderer] = {}
+        self._editable: dict[str, str] = {}  # tool name -> the argument a person may edit
+
+    @property
+    def pending(self) -> list[PendingApproval]:
+        """Requests waiting for an answer, oldest first."""
+        return list(self._pending.values())
+
+    def pending_for(self, agent: Any) -> list[PendingApproval]:
+        return [p for p in self._pending.values() if p.agent is agent]
+
+    async def request(self, execution: Any, reason: str | None) -> bool | Deny | ApproveEdited:
+        timeout = self.timeout  # the one this request waits for, even if changed meanwhile
+        fut: asyncio.Future[bool | ApproveEdited] = asyncio.get_running_loop().create_future()
+        call_id = str(execution.call_id)
+        entry = PendingApproval(
+            call_id, str(execution.name), str(execution.arguments), reason, execution.agent, fut
+        )
+        self._pending[call_id] = entry
+        self._notify()
+        try:
+            answer = await asyncio.wait_for(fut, timeout)
+        except TimeoutError:
+            asked = f" ({reason})" if reason else ""
+            return Deny(
+                reason=f"no one answered the approval request{asked} within {timeout:g} s; "
+                "denied by default",
+                info={"approval": "timeout", "timeout": timeout},
+            )
+        finally:
+            if self._pending.get(call_id) is entry:
+                del self._pending[call_id]
+            self._notify()
+        if answer is False:  # a person said no: the model is told so, in those words
+            asked = f" ({reason})" if reason else ""
+            return Deny(reason=f"denied by the user{asked}", info={"approval": "denied"})
+        return answer
+
+    def approve(self, call_id: str, arguments: dict[str, Any] | str | None = None) -> bool:
+        """Answer yes; ``False`` when no such request is pending. With ``arguments`` (a dict
+        or a JSON object string) the call runs with those instead of the model's (the tool
+        pipeline checks them against the tool's schema). Raises ``ValueError`` for
+        ``arguments`` that are not a JSON object."""
+        if arguments is None:
+            return self._answer(call_id, True)
+        if isinstance(arguments, str):
+            try:
+                arguments = json.loads(arguments)
+            except ValueError as exc:
+                raise ValueError(f"edited arguments are not JSON: {exc}") from None
+        if not isinstance(arguments, dict):
+            raise ValueError(
+                f"edited arguments must be a JSON object, got {type(arguments).__name__}"
+            )
+        return self._answer(call_id, ApproveEdited(args=arguments))
+
+    def approve_edited(self, call_id: str, value: str) -> bool:
+        """Approve a pending call after setting its editable argument (the one its tool
+        registered with ``register_detail(..., editable=...)``) to ``value``; the other
+        arguments stay the model's. ``False`` when no such request is pending. Raises
+        ``ValueError`` when the call's tool has no editable argument."""
+        entry = self._pending.get(call_id)
+        if entry is None:
+            return False
+        name = self._editable.get(entry.name)
+        if name is None:
+            raise ValueError(f"tool {entry.name!r} registered no editable argument")
+        try:
+            args = json.loads(entry.arguments or "{}")
+        except ValueError:
+            args = {}
+        args = args if isinstance(args, dict) else {}
+        return self.approve(call_id, {**args, name: value})
+
+    def deny(self, call_id: str) -> bool:
+        """Answer no; ``False`` when no such request is pending."""
+        return self._answer(call_id, False)
+
+    def _answer(self, call_id: str, answer: bool | ApproveEdited) -> bool:
+        entry = self._pending.get(call_id)
+        if entry is None or entry.future.done():
+            return False
+        entry.future.set_result(answer)
+        return True
+
+    def register_detail(
+        self, tool_name: str, renderer: DetailRenderer, *, editable: str | None = None
+    ) -> Disposer:
+        """Show ``renderer(arguments)`` under each pending call of ``tool_name`` (the tools
+        that know their arguments register this, so the views need not import them). A later
+        registration for the same tool replaces the earlier one until it is disposed.
+
+        ``editable`` names a string argument a person may change before approving (the views
+        show an Edit button for it; see :meth:`approve_edited`)."""
+        if not callable(renderer):
+            raise TypeError(f"renderer for {tool_name!r} must be callable, got {renderer!r}")
+        previous = self._details.get(tool_name)
+        previous_editable = self._editable.get(tool_name)
+        self._details[tool_name] = renderer
+        if editable is None:
+            self._editable.pop(tool_name, None)
+        else:
+            self._editable[tool_name] = editable
+
+        def remove() -> None:
+            if self._details.get(tool_name) is renderer:
+                if previous is None:
+                    del self._details[tool_name]
+                else:
+                    self._details[tool_name] = previous
+                if previous_editable is None:
+                    self._editable.pop(tool_name, None)
+                else:
+                    self._editable[tool_name] = previous_editable
+
+        return Disposer(remove)
+
+    def editable(self, pending: PendingApproval) -> tuple[str, str] | None:
+        """``(argument name, current value)`` a person may edit in ``pending`` before
+        approving, or ``None`` (no editable argument registered, or not a string)."""
+        name = self._editable.get(pending.name)
+        if name is None:
+            return None
+        try:
+            value = json.loads(pending.arguments or "{}").get(name)
+        except (ValueError, AttributeError):
+            return None
+        return (name, value) if isinstance(value, str) else None
+
+    def detail_html(self, pending: PendingApproval) -> str | None:
+        """The registered detail of ``pending`` as HTML, or ``None`` (no renderer, or it
+        failed: a view must render even when a renderer raises, so that is logged)."""
+        renderer = self._details.get(pending.name)
+        if renderer is None:
+            return None
+        try:
+            return renderer(pending.arguments)
+        except Exception:
+            _log.exception("approval detail renderer for %r failed", pending.name)
+            return None
+
+    def subscribe(self, observer: Callable[[], None]) -> Disposer:
+        """Call ``observer()`` whenever the pending set changes."""
+        self._observers.append(observer)
+
+        def remove() -> None:
+            if observer in self._observers:
+                self._observers.remove(observer)
+
+        return Disposer(remove)
+
+    def _notify(self) -> None:
+        for observer in tuple(self._observers):
+            try:
+                observer()
+            except Exception:
+                _log.exception("approval observer failed")
+
+    def __repr__(self) -> str:
+        return f"<WidgetApproval pending={len(self._pending)} timeout={self.timeout}s>"
+
+
+__all__ = ["DEFAULT_APPROVAL_TIMEOUT", "DetailRenderer", "PendingApproval", "WidgetApproval"]

@@ -1,0 +1,528 @@
+"""``SessionView``: the live transcript of one session, rendered incrementally.
+
+The turn in progress is a box of one widget per item, so a render sends only the items that
+changed (usually the one being streamed); a finished turn never changes again and is one
+HTML widget (history of any length costs a constant number of widgets per turn). A streaming
+text is split into segments of at most :data:`SEGMENT` characters: full segments are sent once
+and never again, and each render sends only the last, growing one, so the cost of an update
+does not grow with the answer. When the text is finished its segments are replaced by one
+widget with its Markdown.
+
+A view may be limited to the turns a cell started (``own=``: the ids of the messages that
+cell sent); the turns before them then sit behind one collapsed "N earlier turns" toggle
+(rendered only while it is open), and turns other cells started later are left to those
+cells' views.
+
+A ``delegate`` call whose child session is found gets a collapsible live view of the child
+under it (:mod:`._childview`); a finished turn is then cut into one widget per run of items
+between such sections. Each finished turn ends with a "fork from here" button
+(:mod:`._turnfork`). A finished turn costs three widget models (its box, its HTML, its
+button): layouts and styles are shared by all of them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable
+from html import escape
+from typing import Any
+
+import ipywidgets as widgets
+from ipywidgets.widgets.widget_string import HTMLStyle
+
+from ..fold import Item, SessionFeed, item_html
+from ._childview import ChildSection, Subagents
+from ._throttle import DEFAULT_INTERVAL, Throttle
+from ._turnfork import OnFork, TurnForks
+from ._viewbase import TextRepr, feed_for, style_widget
+
+SEGMENT = 4096
+"""Characters of streaming text per segment widget (what one render sends at most)."""
+_STREAMED = frozenset({"assistant", "reasoning"})
+
+
+class _Stream:
+    """The widgets of one streaming text: full segments (sent once) and a growing tail."""
+
+    def __init__(self, kind: str) -> None:
+        self.box = widgets.Box()
+        self.classes = (
+            "agentloop-box",
+            f"agentloop-{kind}",
+            "agentloop-streaming",
+            "agentloop-flow",
+        )
+        for css in self.classes:
+            self.box.add_class(css)
+        self.segments: list[widgets.HTML] = []
+        self.frozen = 0  # segments whose text is final
+
+    def update(self, text: str) -> None:
+        full = len(text) // SEGMENT
+        segments = self.segments
+        for k in range(self.frozen, min(full, len(segments))):  # filled since: final value
+            value = escape(text[k * SEGMENT : (k + 1) * SEGMENT])
+            if segments[k].value != value:
+                segments[k].value = value
+        added = len(segments) <= full
+        while len(segments) <= full:  # new segments open with their value (no extra update)
+            k = len(segments)
+            w = widgets.HTML(value=escape(text[k * SEGMENT : (k + 1) * SEGMENT]))
+            w.add_class("agentloop-segment")
+            segments.append(w)
+        self.frozen = full
+        tail = escape(text[full * SEGMENT :])
+        if segments[full].value != tail:
+            segments[full].value = tail
+        if added:
+            self.box.children = tuple(segments)
+
+    @property
+    def html(self) -> str:
+        return "".join(w.value for w in self.segments)
+
+    def close(self) -> None:
+        for w in self.segments:
+            w.close()
+        self.box.close()
+
+
+class _Sealed:
+    """A finished turn's widgets: its HTML, cut after each call that has a child section (so
+    the section sits right under its call); usually one part. ``key``: those calls' ids."""
+
+    __slots__ = ("key", "parts")
+
+    def __init__(self, parts: list[widgets.HTML], key: tuple[str, ...]) -> None:
+        self.parts = parts
+        self.key = key
+
+
+class SessionView(TextRepr, widgets.VBox):
+    """The live transcript of one session: user/steered/injected messages with their source,
+    streaming assistant text (Markdown once finished) and (collapsible) reasoning, tool calls
+    with arguments, state and result, turn boundaries with end reasons and usage, request
+    errors and retries. The transcript sits in a box that stays scrolled to its end while it
+    grows (unless the reader scrolled up).
+
+    ``SessionView(session, ctx=None, *, interval=0.1, feed=None, own=None, on_fork=None)``:
+    ``own=None`` shows every turn; an iterable of message ids shows the turns those messages
+    are part of (see :meth:`own_message`), with the turns before them behind
+    ``earlier_toggle``. ``close()`` unsubscribes and closes the widgets (the child views
+    included); ``close_subscriptions()`` only stops following the session.
+
+    Sub-agents: under each ``delegate`` call whose child session is found (see
+    :mod:`._childview`) sits a collapsible :class:`ChildSection` holding the child's own
+    ``SessionView`` (open while the call runs, closed once it finished; children of children
+    nest the same way). Forks: each finished turn has a "fork from here" button
+    (:meth:`fork_turn`; ``on_fork(agent) -> name`` names the new agent, see
+    :class:`TurnForks`). The running turn has none.
+    """
+
+    def __init__(
+        self,
+        session: Any,
+        ctx: Any = None,
+        *,
+        interval: float = DEFAULT_INTERVAL,
+        feed: SessionFeed | None = None,
+        own: Iterable[str] | None = None,
+        on_fork: OnFork | None = None,
+    ) -> None:
+        super().__init__()
+        self.add_class("agentloop-session")
+        self.add_class("agentloop-root")
+        self.session = session
+        self.feed, self._owns_feed = feed_for(session, ctx, feed)
+        self.transcript = self.feed.transcript
+        self._own: set[str] | None = None if own is None else set(own)
+        self._before = self.transcript.turn  # turns up to this one started before the view
+        self._turn_layout = widgets.Layout()  # shared by every turn box and sealed part
+        self._part_style = HTMLStyle()  # shared by every sealed part
+        self._turns: dict[int, widgets.VBox] = {}
+        self._widgets: dict[int, widgets.HTML] = {}  # item index -> widget (finished items)
+        self._streams: dict[int, _Stream] = {}  # item index -> widgets (streaming texts)
+        self._sealed: dict[int, _Sealed] = {}  # finished turn -> its widgets
+        self._dirty: set[int] = set()  # item indices changed since the last render
+        self._earlier_dirty = False
+        self._earlier_shown: tuple[int, ...] | None = None
+        self.earlier_toggle = widgets.ToggleButton(
+            value=False, layout=widgets.Layout(display="none", width="auto")
+        )
+        self.earlier_toggle.add_class("agentloop-earlier-toggle")
+        self.earlier_toggle.observe(self._toggled, "value")
+        self.earlier = widgets.HTML(layout=widgets.Layout(display="none"))
+        self.earlier.add_class("agentloop-earlier")
+        self.body = widgets.VBox()
+        self.body.add_class("agentloop-body")
+        self.scroll = widgets.Box([self.body])
+        self.scroll.add_class("agentloop-scroll")
+        self.children = (style_widget(), self.earlier_toggle, self.earlier, self.scroll)
+        self.throttle = Throttle(self.render, interval)
+        # Forks and child lookups go through the root context (the store's dispatcher), so
+        # a fork is the App's agent, not one owned by the agent whose view this is.
+        self._root = getattr(getattr(session, "store", None), "dispatch", None) or ctx
+        self._on_fork = on_fork
+        self.forks = TurnForks(
+            str(session.id),
+            self._root,
+            self.transcript.turn_end_seqs.get,
+            self._turn_changed,
+            on_fork,
+        )
+        self._subagents = Subagents(session, self._root, self._child_view, self._child_noted)
+        self._off_feed = self.feed.observe(self._changed)
+        self.render()  # history, at once
+
+    # -- which turns --------------------------------------------------------------------------
+
+    @property
+    def own(self) -> frozenset[str] | None:
+        """The message ids whose turns this view shows (``None``: every turn)."""
+        return None if self._own is None else frozenset(self._own)
+
+    def own_message(self, message_id: str) -> None:
+        """Show the turn(s) message ``message_id`` is part of (a follow-up or steer this view
+        sent). Does nothing for a view of every turn."""
+        if self._own is not None and message_id not in self._own:
+            self._own.add(message_id)
+            self.throttle.poke()
+
+    def shown_turns(self) -> list[int]:
+        """The turns this view shows, in order."""
+        if self._own is None:
+            return self.transcript.turns
+        return self.transcript.turns_with(self._own)
+
+    def earlier_turns(self) -> list[int]:
+        """The turns behind the "earlier turns" toggle (none for a view of every turn)."""
+        if self._own is None:
+            return []
+        shown = self.shown_turns()
+        first = shown[0] if shown else None
+        mine = set(shown)
+        return [
+            n
+            for n in self.transcript.turns
+            if n not in mine and (n <= self._before or (first is not None and n < first))
+        ]
+
+    # -- rendering ----------------------------------------------------------------------------
+
+    def _changed(self, _kind: str, items: frozenset[int]) -> None:
+        if items:
+            self._dirty.update(items)
+            self.throttle.poke()
+
+    def _toggled(self, _change: Any) -> None:
+        self._earlier_shown = None
+        self._render_earlier(self.earlier_turns(), set())
+
+    def render(self) -> None:
+        """Send the items that changed since the last render (idempotent)."""
+        dirty, self._dirty = self._dirty, set()
+        transcript = self.transcript
+        items = transcript.items
+        dirty_turns = {items[i].turn for i in dirty}
+        shown = self.shown_turns()
+        added = False
+        for turn in shown:
+            box = self._turns.get(turn)
+            new = box is None
+            if box is None:
+                box = self._turns[turn] = widgets.VBox(layout=self._turn_layout)
+                box.add_class("agentloop-turn")
+                added = True
+            if self._finished(turn):
+                self._seal(turn, box, new or turn in dirty_turns)
+            elif new:
+                self._fill(box, transcript.turn_items.get(turn, []))
+        changed_turns: set[int] = set()
+        live = {t for t in shown if t not in self._sealed}
+        for i in sorted(dirty):
+            item = items[i]
+            if item.turn not in live:
+                continue
+            if i not in self._widgets and i not in self._streams:
+                changed_turns.add(item.turn)  # a new item: its turn's children change
+            elif self._update(item) or self._subagents.due(item):
+                changed_turns.add(item.turn)
+        for turn in changed_turns:
+            self._fill(self._turns[turn], transcript.turn_items.get(turn, []))
+        if added:
+            self.body.children = tuple(self._turns[t] for t in sorted(self._turns))
+        if self._own is not None:
+            self._render_earlier(self.earlier_turns(), dirty_turns)
+        self._subagents.sync(items[i] for i in dirty)
+
+    def _finished(self, turn: int) -> bool:
+        t = self.transcript
+        return turn < t.turn or (turn == t.turn and t.turn_ended is not None)
+
+    def _seal(self, turn: int, box: widgets.VBox, changed: bool) -> None:
+        """Show finished ``turn`` as one widget per run of items between child sections (its
+        item widgets, if any, are closed), then its fork button."""
+        turn_items = self.transcript.turn_items.get(turn, [])
+        groups, key = self._groups(turn_items)
+        sealed = self._sealed.get(turn)
+        if sealed is not None and sealed.key == key:
+            if changed:
+                for part, group in zip(sealed.parts, groups, strict=True):
+                    html = "".join(item_html(i) for i in group)
+                    if part.value != html:
+                        part.value = html
+            return
+        if sealed is not None:  # a child section appeared in a finished turn: cut again
+            for part in sealed.parts:
+                part.close()
+        parts = []
+        for group in groups:
+            w = widgets.HTML(
+                value="".join(item_html(i) for i in group),
+                layout=self._turn_layout,
+                style=self._part_style,
+            )
+            w.add_class("agentloop-item")
+            parts.append(w)
+        self._sealed[turn] = _Sealed(parts, key)
+        self._turn_changed(turn)
+        for item in turn_items:
+            stream = self._streams.pop(item.index, None)
+            if stream is not None:
+                stream.close()
+            old = self._widgets.pop(item.index, None)
+            if old is not None:
+                old.close()
+
+    def _groups(self, turn_items: list[Item]) -> tuple[list[list[Item]], tuple[str, ...]]:
+        """``turn_items`` cut after each call with a child section; the calls' ids."""
+        groups: list[list[Item]] = [[]]
+        key: list[str] = []
+        for item in turn_items:
+            groups[-1].append(item)
+            section = self._subagents.section_for(item)
+            if section is not None:
+                key.append(section.call_id)
+                groups.append([])
+        if len(groups) > 1 and not groups[-1]:
+            groups.pop()
+        return groups, tuple(key)
+
+    def _turn_changed(self, turn: int) -> None:
+        """Lay out finished ``turn``'s box again: its parts, sections and fork widgets."""
+        sealed = self._sealed.get(turn)
+        box = self._turns.get(turn)
+        if sealed is None or box is None:
+            return
+        children: list[widgets.Widget] = []
+        for k, part in enumerate(sealed.parts):
+            children.append(part)
+            if k < len(sealed.key):
+                children.append(self._subagents.sections[sealed.key[k]])
+        children.extend(self.forks.widgets_of(turn))
+        if box.children != tuple(children):
+            box.children = tuple(children)
+
+    def _fill(self, box: widgets.VBox, turn_items: list[Item]) -> None:
+        for item in turn_items:
+            if item.index not in self._widgets and item.index not in self._streams:
+                self._update(item)
+        children: list[widgets.Widget] = []
+        for item in turn_items:
+            children.append(self._widget_of(item))
+            section = self._subagents.section_for(item)
+            if section is not None:
+                children.append(section)
+        if box.children != tuple(children):
+            box.children = tuple(children)
+
+    def _widget_of(self, item: Item) -> widgets.Widget:
+        stream = self._streams.get(item.index)
+        return stream.box if stream is not None else self._widgets[item.index]
+
+    def _update(self, item: Item) -> bool:
+        """Render one item into its widget(s); returns whether its widget was replaced."""
+        i = item.index
+        if item.kind in _STREAMED and item.data.get("streaming"):
+            stream = self._streams.get(i)
+            if stream is None:
+                stream = self._streams[i] = _Stream(item.kind)
+            stream.update(item.text)
+            return False
+        stream = self._streams.pop(i, None)
+        html = item_html(item)
+        w = self._widgets.get(i)
+        if w is None:
+            w = self._widgets[i] = widgets.HTML(value=html)
+            w.add_class("agentloop-item")
+        elif w.value != html:
+            w.value = html
+        if stream is not None:  # finished: one widget with its Markdown replaces the segments
+            stream.close()
+            return True
+        return False
+
+    # -- sub-agents ---------------------------------------------------------------------------
+
+    def _child_view(self, session: Any) -> SessionView:
+        view = SessionView(session, interval=self.throttle.interval, on_fork=self._on_fork)
+        view._subagents.join(self._subagents)
+        return view
+
+    def _child_noted(self, call_id: str) -> None:
+        item = self.transcript.call(call_id)
+        if item is not None:
+            self._dirty.add(item.index)
+            self.throttle.poke()
+
+    def child_section(self, call_id: str) -> ChildSection | None:
+        """The child section under call ``call_id`` (``None``: none shown)."""
+        return self._subagents.sections.get(call_id)
+
+    @property
+    def child_sections(self) -> dict[str, ChildSection]:
+        """Every child section shown, by call id."""
+        return dict(self._subagents.sections)
+
+    # -- forks --------------------------------------------------------------------------------
+
+    def fork_button(self, turn: int) -> widgets.Button | None:
+        """Finished ``turn``'s "fork from here" button (``None``: not shown or not ended)."""
+        return self.forks.buttons.get(turn)
+
+    def fork_turn(self, turn: int) -> asyncio.Task[Any] | None:
+        """What ``turn``'s "fork from here" button does (see :meth:`TurnForks.fork`)."""
+        return self.forks.fork(turn)
+
+    def fork_notice(self, turn: int) -> str:
+        """The outcome line of ``turn``'s last fork, as text (``""`` before a click)."""
+        return self.forks.notice_text(turn)
+
+    # -- earlier turns ------------------------------------------------------------------------
+
+    def _render_earlier(self, earlier: list[int], dirty_turns: set[int]) -> None:
+        n = len(earlier)
+        toggle = self.earlier_toggle
+        opened = toggle.value
+        label = f"{'▾' if opened else '▸'} {n} earlier turn{'' if n == 1 else 's'}"
+        if toggle.description != label:
+            toggle.description = label
+        display = None if n else "none"
+        if toggle.layout.display != display:
+            toggle.layout.display = display
+        if not opened or not n:
+            if self.earlier.layout.display != "none":
+                self.earlier.layout.display = "none"
+            if self.earlier.value:
+                self.earlier.value = ""  # closed: nothing to keep up to date
+            self._earlier_shown = None
+            return
+        key = tuple(earlier)
+        if key != self._earlier_shown or dirty_turns.intersection(earlier):
+            self.earlier.value = self.transcript.turns_html(earlier)
+            self._earlier_shown = key
+        self.earlier.layout.display = None
+
+    def turn_html(self, turn: int) -> str:
+        """What the widgets of ``turn`` show, as HTML ("" for a turn not shown; child
+        sections and fork buttons are not part of it)."""
+        box = self._turns.get(turn)
+        if box is None:
+            return ""
+        sealed = self._sealed.get(turn)
+        if sealed is not None:
+            return "".join(str(part.value) for part in sealed.parts)
+        parts = []
+        for item in self.transcript.turn_items.get(turn, []):
+            stream = self._streams.get(item.index)
+            if stream is not None:
+                parts.append(f'<div class="{" ".join(stream.classes)}">{stream.html}</div>')
+            elif item.index in self._widgets:
+                parts.append(self._widgets[item.index].value)
+        return "".join(parts)
+
+    def static_html(self, turns: Iterable[int] | None = None) -> str:
+        """The HTML of ``turns`` (default: the turns shown) for a static copy of the view:
+        the transcript, with each child view built so far (open, or opened once) as a
+        ``<details>`` under its call, its own children nested the same way."""
+        shown = self.shown_turns() if turns is None else sorted(set(turns))
+        sections = self._subagents.sections
+        out = []
+        for turn in shown:
+            for item in self.transcript.turn_items.get(turn, ()):
+                out.append(item_html(item))
+                section = (
+                    sections.get(item.data.get("call_id", "")) if item.kind == "tool" else None
+                )
+                if section is not None and section.view is not None:
+                    out.append(
+                        '<details class="agentloop-box agentloop-child-static">'
+                        f"<summary>{escape(section.title)}</summary>"
+                        f"{section.view.static_html()}</details>"
+                    )
+        return "".join(out)
+
+    @property
+    def turn_htmls(self) -> list[str]:
+        """:meth:`turn_html` of each turn shown, in order."""
+        return [self.turn_html(t) for t in sorted(self._turns)]
+
+    @property
+    def html(self) -> str:
+        """The HTML of the turns shown (earlier turns excluded), as the widgets show it."""
+        return "".join(self.turn_htmls)
+
+    @property
+    def text(self) -> str:
+        """The plain-text transcript of the turns shown (every event folded so far, rendered
+        or not); a view limited to its own turns starts with an ``(N earlier turns)`` line."""
+        if self._own is None:
+            return self.transcript.text()
+        body = self.transcript.turns_text(self.shown_turns())
+        n = len(self.earlier_turns())
+        head = f"({n} earlier turn{'' if n == 1 else 's'})" if n else ""
+        return "\n".join(p for p in (head, body) if p)
+
+    # -- lifetime -----------------------------------------------------------------------------
+
+    def flush(self) -> None:
+        """Render everything pending now, child views included (tests; normally the
+        throttles do it)."""
+        self.throttle.flush()
+        self._subagents.flush()
+
+    async def settled(self) -> None:
+        """Return once this view and its open child views rendered what they were told so
+        far, and the forks clicked so far are made (no sleeping)."""
+        await self.throttle.settled()
+        await self._subagents.settled()
+        await self.forks.settled()
+
+    def close_subscriptions(self) -> None:
+        """Stop following the session (and the child sessions); the widgets keep their last
+        state."""
+        self.throttle.close()
+        self._off_feed()
+        if self._owns_feed:
+            self.feed.close()
+        self._subagents.stop()
+
+    def close(self) -> None:
+        if hasattr(self, "_off_feed"):  # Widget.__del__ may call close on a half-built view
+            self.close_subscriptions()
+            for stream in self._streams.values():
+                stream.close()
+            self._subagents.close()
+            self.forks.close()
+            parts = [p for s in self._sealed.values() for p in s.parts]
+            for w in (*self._widgets.values(), *parts, *self._turns.values()):
+                w.close()
+            self._turn_layout.close()
+            self._part_style.close()
+        super().close()
+
+    def __repr__(self) -> str:
+        return f"<SessionView {self.session.id!r}>\n{self.text}"
+
+
+__all__ = ["SEGMENT", "SessionView"]
