@@ -20,19 +20,11 @@ import os
 from typing import Any
 
 from ..app import App
-<<<<<<< HEAD
-from ._approval import DEFAULT_APPROVAL_TIMEOUT, WidgetApproval
-from ._feed import SessionFeed
-from ._interrupt import InterruptHook
-from ._widgets import AgentView
-from .notebook import NotebookBridge
-=======
 from ..errors import AgentloopError
 from .fold import SessionFeed
 from .kernel import InterruptHook
-from .notebook import NotebookDocument, NotebookProvider
+from .notebook import NotebookBridge, NotebookDocument, NotebookProvider
 from .view import DEFAULT_APPROVAL_TIMEOUT, AgentView, WidgetApproval
->>>>>>> main
 
 
 class UserError(AgentloopError):
@@ -58,8 +50,10 @@ class KernelState:
         self._off = app.ctx.on("agent/disposed", self._forget)
         # The notebook the notebook tools act on, handed to them as the ``ctx.notebooks``
         # service (the notebook room cannot import this module). Whoever owns the comm to the
-        # JupyterLab extension calls ``self.notebooks.set_bridge(bridge)``.
+        # JupyterLab extension is handed over here: the provider uses it while it is connected.
         self.notebooks = NotebookProvider(shell)
+        if self.notebook is not None:
+            self.notebooks.set_bridge(self.notebook)
         self._off_notebooks = app.ctx.provide("notebooks", self.notebooks)
 
     # -- agents by name ---------------------------------------------------------------------
@@ -186,12 +180,10 @@ class KernelState:
         screen with what it showed; the App stays open)."""
         self.hook.uninstall()
         self._off()
-<<<<<<< HEAD
+        self._off_notebooks()
+        self.notebooks.set_bridge(None)
         if self.notebook is not None:
             self.notebook.close()
-=======
-        self._off_notebooks()
->>>>>>> main
         for agent_id in list({*self.views, *self.cell_views}):
             for view in self._views_of(agent_id):
                 view.freeze()

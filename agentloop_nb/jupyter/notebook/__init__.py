@@ -1,25 +1,28 @@
-<<<<<<< HEAD
-"""The notebook the agent works on: the kernel's end of the JupyterLab bridge.
-
-:class:`NotebookBridge` is the comm ``agentloop.notebook`` to the ``agentloop-nb`` JupyterLab
-extension (the contract: docs/notebook-bridge.md); :class:`BridgeError` is what a failed
-request raises. The action models are the notifications the front end sends.
-=======
 """The notebook document: what the agent reads and edits of the notebook it works in.
 
 :class:`NotebookDocument` is the interface (cells with their outputs; insert, replace,
 delete and run, each refused rather than merged when the cell changed); :class:`BridgeDocument`
-implements it over the JupyterLab extension's comm, :class:`NotebookFile` over an ``.ipynb``
-file; :class:`NotebookProvider` chooses one per kernel; ``notebook_tools(agent)`` gives an
-agent the tools over it (``list_cells``, ``read_cell``, ``insert_cell``, ``replace_cell``,
-``delete_cell``, ``run_cell``). This room imports ``fold``, ``kernel`` and the core only.
->>>>>>> main
+implements it over the JupyterLab extension's comm (:class:`NotebookBridge`, the kernel's end
+of the comm ``agentloop.notebook``; its contract is docs/notebook-bridge.md),
+:class:`NotebookFile` over an ``.ipynb`` file; :class:`NotebookProvider` chooses one per kernel;
+``notebook_tools(agent)`` gives an agent the tools over it (``list_cells``, ``read_cell``,
+``insert_cell``, ``replace_cell``, ``delete_cell``, ``run_cell``). The action models are the
+notifications the front end sends. This room imports ``fold``, ``kernel`` and the core only.
 """
 
 from __future__ import annotations
 
-<<<<<<< HEAD
 from ._bridge import BridgeError, NotebookBridge
+from ._document import (
+    CELL_TYPES,
+    BridgeDocument,
+    BridgeLike,
+    Cell,
+    DocumentError,
+    NotebookDocument,
+    RunResult,
+)
+from ._file import NotebookFile
 from ._messages import (
     COMM_TARGET,
     PROTOCOL,
@@ -31,52 +34,38 @@ from ._messages import (
     ListAction,
     PromptAction,
 )
-
-__all__ = [
-    "COMM_TARGET",
-    "PROTOCOL",
-    "READY_TARGET",
-    "BridgeError",
-    "CancelAction",
-    "CellRef",
-    "CreateAction",
-    "FixAction",
-    "ListAction",
-    "NotebookBridge",
-    "PromptAction",
-=======
-from ._document import (
-    CELL_TYPES,
-    BridgeDocument,
-    BridgeLike,
-    Cell,
-    DocumentError,
-    NotebookDocument,
-    RunResult,
-)
-from ._file import NotebookFile
 from ._outputs import MAX_IMAGE_BYTES, MAX_IMAGES, OutputSummary, summarize
 from ._provider import NO_NOTEBOOK, NotebookProvider
 from ._tools import EDIT_TOOLS, NotebookTools, diff_html, notebook_tools
 
 __all__ = [
     "CELL_TYPES",
+    "COMM_TARGET",
     "EDIT_TOOLS",
     "MAX_IMAGES",
     "MAX_IMAGE_BYTES",
     "NO_NOTEBOOK",
+    "PROTOCOL",
+    "READY_TARGET",
     "BridgeDocument",
+    "BridgeError",
     "BridgeLike",
+    "CancelAction",
     "Cell",
+    "CellRef",
+    "CreateAction",
     "DocumentError",
+    "FixAction",
+    "ListAction",
+    "NotebookBridge",
     "NotebookDocument",
     "NotebookFile",
     "NotebookProvider",
     "NotebookTools",
     "OutputSummary",
+    "PromptAction",
     "RunResult",
     "diff_html",
     "notebook_tools",
     "summarize",
->>>>>>> main
 ]

@@ -27,6 +27,7 @@ import orjson
 from pydantic import ValidationError
 
 from ..._disposer import Disposer
+from ...errors import AgentloopError
 from ._messages import (
     COMM_TARGET,
     OPS,
@@ -47,7 +48,7 @@ MAX_MESSAGES_PER_SECOND = 1000
 RUN_GRACE = 5.0
 
 
-class BridgeError(Exception):
+class BridgeError(AgentloopError):
     """A request that did not succeed. ``code`` is one of ``conflict``, ``not-found``,
     ``bad-request``, ``busy``, ``internal`` (from the front end) or ``disconnected``,
     ``timeout`` (no answer); ``message`` is one line for the model and the user."""
