@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from ._state import KernelState, attach, build_app, closing, current, detach
+from ._state import KernelState, attach, build_app, closing, current, default_options, detach
 from .magics import AgentMagics, keep_question_marks
 
 _MAGICS = (("line", "agent"), ("cell", "agent"), ("cell", "plugin"))
@@ -30,7 +30,7 @@ def load_ipython_extension(ipython: Any) -> None:
     if current() is not None:
         return
     application, approval = build_app()
-    st = KernelState(ipython, application, approval)
+    st = KernelState(ipython, application, approval, defaults=default_options())
     attach(st)
     ipython.register_magics(AgentMagics(ipython, st))
     cleanup = getattr(ipython, "input_transformers_cleanup", None)

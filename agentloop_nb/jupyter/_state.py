@@ -6,7 +6,8 @@ import it, and it imports none of them. It owns
 - :func:`configure` — what the next ``%load_ext agentloop_nb`` builds its ``App`` with;
 - :class:`KernelState` — what a loaded extension owns in one kernel (the App, the NAME → agent
   bindings, one shared feed and one cached ``AgentView`` per agent plus the views ``%%agent``
-  cells showed, the approval service, the interrupt hook, the notebook provider);
+  cells showed, the approval service, the interrupt hook, the notebook provider, the Agents
+  panel's roster and actions);
 - the holder of the current :class:`KernelState` (:func:`attach`, :func:`detach`,
   :func:`state`) and of Apps still closing after an unload (:func:`closing`,
   :func:`wait_closed`);
@@ -21,10 +22,17 @@ from typing import Any
 
 from ..app import App
 from ..errors import AgentloopError
+from ..loop import AgentOptions
+from ._panel import AgentsPanel
 from .fold import SessionFeed
 from .kernel import InterruptHook
 from .notebook import NotebookBridge, NotebookDocument, NotebookProvider
 from .view import DEFAULT_APPROVAL_TIMEOUT, AgentView, WidgetApproval
+
+#: What ``%agent create`` without ``--provider`` and the Agents panel's Create button use
+#: unless :func:`configure` names others (``default_provider=``, ``default_model=``).
+DEFAULT_PROVIDER = "offline"
+DEFAULT_MODEL = "demo"
 
 
 class UserError(AgentloopError):
@@ -35,7 +43,14 @@ class KernelState:
     """Everything the extension owns in one kernel: the App, the NAME → agent bindings the
     magics made, one cached :class:`AgentView` per agent, the approval service, the hook."""
 
-    def __init__(self, shell: Any, app: App, approval: WidgetApproval) -> None:
+    def __init__(
+        self,
+        shell: Any,
+        app: App,
+        approval: WidgetApproval,
+        *,
+        defaults: AgentOptions | None = None,
+    ) -> None:
         self.shell = shell
         self.app = app
         self.approval = approval
@@ -55,6 +70,14 @@ class KernelState:
         if self.notebook is not None:
             self.notebooks.set_bridge(self.notebook)
         self._off_notebooks = app.ctx.provide("notebooks", self.notebooks)
+        self._defaults = defaults or AgentOptions(provider=DEFAULT_PROVIDER, model=DEFAULT_MODEL)
+        # The Agents panel: the roster every front end lists, and the panel's actions over the
+        # bridge (``%agent panel`` shows the same roster without the extension).
+        self.panel = AgentsPanel(self, self.notebook)
+
+    def default_options(self) -> AgentOptions:
+        """The provider and model of an agent created without naming them."""
+        return self._defaults
 
     # -- agents by name ---------------------------------------------------------------------
 
@@ -65,6 +88,7 @@ class KernelState:
             view.name = name
         if self.shell is not None:
             self.shell.push({name: agent}, interactive=True)
+        self.panel.changed()
 
     def unbind(self, name: str) -> Any:
         """Forget the binding ``name`` (and its user-namespace variable, if it still holds the
@@ -73,6 +97,7 @@ class KernelState:
         del self.names[name]
         if self.shell is not None and self.shell.user_ns.get(name) is agent:
             del self.shell.user_ns[name]
+        self.panel.changed()
         return agent
 
     def agent(self, name: str) -> Any:
@@ -180,6 +205,7 @@ class KernelState:
         screen with what it showed; the App stays open)."""
         self.hook.uninstall()
         self._off()
+        self.panel.close()
         self._off_notebooks()
         self.notebooks.set_bridge(None)
         if self.notebook is not None:
@@ -206,12 +232,38 @@ class _Holder:
 _KERNEL = _Holder()
 
 
-def configure(*, approval_timeout: float = DEFAULT_APPROVAL_TIMEOUT, **app_kwargs: Any) -> None:
+def configure(
+    *,
+    approval_timeout: float = DEFAULT_APPROVAL_TIMEOUT,
+    default_provider: str | None = None,
+    default_model: str | None = None,
+    **app_kwargs: Any,
+) -> None:
     """Set what the next ``%load_ext agentloop_nb`` builds its ``App`` with: any ``App(...)``
     keyword (``providers=``, ``persistence_root=``, ``config=``, ``retry=``, ...) plus the
-    approval timeout (seconds; an unanswered ``Ask`` is denied after it). Takes effect on the
-    next load (``%reload_ext agentloop_nb`` to apply it now)."""
-    _KERNEL.settings = {**app_kwargs, "approval_timeout": approval_timeout}
+    approval timeout (seconds; an unanswered ``Ask`` is denied after it) and the provider and
+    model of agents created without naming them (``%agent create NAME``, the Agents panel's
+    Create button; default ``offline``/``demo``). Takes effect on the next load
+    (``%reload_ext agentloop_nb`` to apply it now). Raises ``ValueError`` for a
+    ``default_model`` without a ``default_provider``."""
+    if default_model is not None and default_provider is None:
+        raise ValueError("configure(default_model=...) needs default_provider= too")
+    _KERNEL.settings = {
+        **app_kwargs,
+        "approval_timeout": approval_timeout,
+        "default_provider": default_provider,
+        "default_model": default_model,
+    }
+
+
+def default_options() -> AgentOptions:
+    """The provider and model :func:`configure` set for agents created without naming them
+    (``offline``/``demo`` unless configured; a provider without a model keeps the model
+    unset, so an ``agent/request`` listener or the adapter's defaults must supply it)."""
+    provider = _KERNEL.settings.get("default_provider")
+    if provider is None:
+        return AgentOptions(provider=DEFAULT_PROVIDER, model=DEFAULT_MODEL)
+    return AgentOptions(provider=provider, model=_KERNEL.settings.get("default_model"))
 
 
 def build_app() -> tuple[App, WidgetApproval]:
@@ -220,6 +272,8 @@ def build_app() -> tuple[App, WidgetApproval]:
     :class:`WidgetApproval` provided as ``ctx.approval``."""
     kwargs = dict(_KERNEL.settings)
     timeout = kwargs.pop("approval_timeout", DEFAULT_APPROVAL_TIMEOUT)
+    kwargs.pop("default_provider", None)
+    kwargs.pop("default_model", None)
     if "persistence" not in kwargs and "persistence_root" not in kwargs:
         kwargs["persistence_root"] = os.path.join(os.getcwd(), ".agentloop", "sessions")
     application = App(**kwargs)
@@ -288,6 +342,8 @@ async def wait_closed() -> None:
 
 
 __all__ = [
+    "DEFAULT_MODEL",
+    "DEFAULT_PROVIDER",
     "KernelState",
     "UserError",
     "app",
@@ -296,6 +352,7 @@ __all__ = [
     "closing",
     "configure",
     "current",
+    "default_options",
     "detach",
     "notebook",
     "state",

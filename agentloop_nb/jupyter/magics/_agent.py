@@ -31,7 +31,7 @@ from IPython.display import display
 from ...errors import AgentloopError
 from ...llm.offline import OfflineModel
 from ...loop import AgentOptions
-from .._state import KernelState, UserError
+from .._state import DEFAULT_MODEL, DEFAULT_PROVIDER, KernelState, UserError
 from ..kernel import run_eagerly
 from ._cellplugin import run_plugin_cell
 from ._fork import add_fork_parser, run_fork
@@ -47,9 +47,8 @@ from ._kernel import (
 from ._longrun import add_longrun_parsers, cmd_compact
 from ._mcp import add_mcp_parser, run_mcp_command
 from ._notebook import add_notebook_parser, run_notebook_command
+from ._panel import add_panel_parser, run_panel_command
 
-DEFAULT_PROVIDER = "offline"
-DEFAULT_MODEL = "demo"
 _RAW_TEXT = ("steer", "inject")  # TEXT is the raw rest of the line (quotes and all)
 # `%agent steer|inject NAME TEXT?`: IPython would read the trailing `?` as a help request.
 _QUESTION_LINE = re.compile(
@@ -88,7 +87,7 @@ def _build_parser() -> _Parser:
         "--provider",
         metavar="P",
         default=None,
-        help=f"model provider (default: {DEFAULT_PROVIDER})",
+        help=f"model provider (default: {DEFAULT_PROVIDER}, or configure(default_provider=...))",
     )
     c.add_argument(
         "--model",
@@ -145,6 +144,7 @@ def _build_parser() -> _Parser:
     add_tool_command(sub)
     add_fork_parser(sub)
     add_notebook_parser(sub)
+    add_panel_parser(sub)
     return p
 
 
@@ -245,6 +245,8 @@ class AgentMagics(Magics):
                                       log without re-running anything
           %agent list                 live agents
           %agent show NAME            display the live view
+          %agent panel                the Agents panel as an output: every agent of the
+                                      kernel, the selected one's live view, a prompt box
           %agent sessions             persisted sessions (id, created, live name), listed
                                       off the event loop (the kernel never waits on disk)
           %agent dispose NAME         dispose the agent
@@ -346,12 +348,14 @@ class AgentMagics(Magics):
     def _cmd_create(self, args: argparse.Namespace) -> None:
         name = _identifier(args.name)
         self._check_free(name)
-        provider = args.provider or DEFAULT_PROVIDER
+        defaults = self.state.default_options()
+        provider = args.provider or defaults.provider or DEFAULT_PROVIDER
         self._check_provider(provider)
         if args.pace is not None:
             provider = self._paced(provider, args.pace)
         offline = provider == DEFAULT_PROVIDER or provider.startswith(f"{DEFAULT_PROVIDER}@")
-        model = args.model or (DEFAULT_MODEL if offline else None)
+        configured = defaults.model if args.provider is None else None
+        model = args.model or configured or (DEFAULT_MODEL if offline else None)
         if model is None:
             raise UserError(f"%agent create: --model is required with --provider {provider}")
         if args.max_tokens is not None and args.max_tokens <= 0:
@@ -390,6 +394,9 @@ class AgentMagics(Magics):
     def _check_free(self, name: str) -> None:
         if name in self.state.names:
             raise UserError(f"an agent named {name!r} exists; %agent dispose {name} first")
+
+    def _cmd_panel(self, args: argparse.Namespace) -> None:
+        run_panel_command(self.state, args)
 
     def _cmd_notebook(self, args: argparse.Namespace) -> None:
         print(run_notebook_command(self.state, args))
