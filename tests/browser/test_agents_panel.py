@@ -177,7 +177,7 @@ def _send(panel: Locator, text: str) -> None:
     box.press("Enter")
 
 
-def _menu_command(page: Page, menu: str, label: str) -> None:
+def _menu_command(page: Page, menu: str, label: str | re.Pattern[str]) -> None:
     page.locator(".lm-MenuBar-itemLabel", has_text=re.compile(rf"^{re.escape(menu)}$")).click()
     page.locator(".lm-Menu-itemLabel", has_text=label).first.click()
 
@@ -188,12 +188,12 @@ def _current_cells(page: Page) -> Locator:
 
 
 def _run_all_here(page: Page) -> None:
-    """Restart the focused notebook's kernel and run all its cells (it is already open)."""
+    """Run all cells of the focused notebook, just opened on a fresh kernel (restarting a kernel
+    that is still starting races in Jupyter Server's websocket)."""
     from playwright.sync_api import expect
 
     _current_cells(page).first.click()
-    _menu_command(page, "Kernel", "Restart Kernel and Run All Cells")
-    page.locator(".jp-Dialog .jp-mod-accept").click()
+    _menu_command(page, "Run", re.compile(r"^Run All Cells$"))
     expect(_current_cells(page).first.locator(".jp-InputPrompt")).to_have_text(
         "[1]:", timeout=60_000
     )
