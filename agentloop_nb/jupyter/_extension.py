@@ -21,7 +21,7 @@ import asyncio
 from typing import Any
 
 from ._fixflow import fix_listener
-from ._state import KernelState, attach, build_app, closing, current, detach
+from ._state import KernelState, attach, build_app, closing, current, default_options, detach
 from .magics import AgentMagics, keep_question_marks
 
 _MAGICS = (("line", "agent"), ("cell", "agent"), ("cell", "plugin"))
@@ -32,7 +32,7 @@ def load_ipython_extension(ipython: Any) -> None:
     if current() is not None:
         return
     application, approval = build_app()
-    st = KernelState(ipython, application, approval)
+    st = KernelState(ipython, application, approval, defaults=default_options())
     attach(st)
     if st.notebook is not None:  # "Fix with agent"; closing the bridge ends it with the state
         st.notebook.on_action(fix_listener(st, st.notebook.push))

@@ -25,9 +25,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..loop import AgentOptions
 from ..messages import TextBlock
-from ._state import DEFAULT_MODEL, DEFAULT_PROVIDER, KernelState, UserError
+from ._state import KernelState, UserError
 from .kernel import kernel_tools
 from .notebook import FixAction, notebook_tools
 
@@ -71,8 +70,8 @@ class FixStarted:
     def describe(self) -> str:
         """One line for the page: who took the fix and where its approval waits."""
         made = (
-            f"created agent {self.name} ({DEFAULT_PROVIDER}/{DEFAULT_MODEL}, kernel and "
-            "notebook tools); "
+            f"created agent {self.name} ({self.agent.options.provider}/"
+            f"{self.agent.options.model}, kernel and notebook tools); "
             if self.created
             else ""
         )
@@ -122,9 +121,8 @@ def choose_agent(state: KernelState) -> tuple[Any, str, bool]:
         )
         return chosen, chosen_name, False
     name = state.free_name(FIXER_NAME)
-    options = AgentOptions(provider=DEFAULT_PROVIDER, model=DEFAULT_MODEL)
-    try:
-        agent = state.app.agent_loop.create(name, options)
+    try:  # the provider and model configure(default_provider=, default_model=) named
+        agent = state.app.agent_loop.create(name, state.default_options())
     except Exception as exc:
         raise UserError(f"Fix with agent: could not create agent {name!r}: {exc}") from None
     state.bind(name, agent)

@@ -43,6 +43,7 @@ from ._kernel import (
 from ._longrun import add_longrun_parsers, cmd_compact
 from ._mcp import add_mcp_parser, run_mcp_command
 from ._notebook import add_notebook_parser, run_notebook_command
+from ._panel import add_panel_parser, run_panel_command
 from ._sessions import format_table as _format_table
 from ._sessions import run_sessions
 from ._undo import add_undo_parser, run_undo
@@ -86,7 +87,7 @@ def _build_parser() -> _Parser:
         "--provider",
         metavar="P",
         default=None,
-        help=f"model provider (default: {DEFAULT_PROVIDER})",
+        help=f"model provider (default: {DEFAULT_PROVIDER}, or configure(default_provider=...))",
     )
     c.add_argument(
         "--model",
@@ -146,6 +147,7 @@ def _build_parser() -> _Parser:
     add_fix_parser(sub)
     add_undo_parser(sub)
     add_why_parser(sub)
+    add_panel_parser(sub)
     return p
 
 
@@ -246,6 +248,8 @@ class AgentMagics(Magics):
                                       log without re-running anything
           %agent list                 live agents
           %agent show NAME            display the live view
+          %agent panel                the Agents panel as an output: every agent of the
+                                      kernel, the selected one's live view, a prompt box
           %agent sessions             persisted sessions (id, created, live name), listed
                                       off the event loop (the kernel never waits on disk)
           %agent dispose NAME         dispose the agent
@@ -355,12 +359,14 @@ class AgentMagics(Magics):
     def _cmd_create(self, args: argparse.Namespace) -> None:
         name = _identifier(args.name)
         self._check_free(name)
-        provider = args.provider or DEFAULT_PROVIDER
+        defaults = self.state.default_options()
+        provider = args.provider or defaults.provider or DEFAULT_PROVIDER
         self._check_provider(provider)
         if args.pace is not None:
             provider = self._paced(provider, args.pace)
         offline = provider == DEFAULT_PROVIDER or provider.startswith(f"{DEFAULT_PROVIDER}@")
-        model = args.model or (DEFAULT_MODEL if offline else None)
+        configured = defaults.model if args.provider is None else None
+        model = args.model or configured or (DEFAULT_MODEL if offline else None)
         if model is None:
             raise UserError(f"%agent create: --model is required with --provider {provider}")
         if args.max_tokens is not None and args.max_tokens <= 0:
@@ -399,6 +405,9 @@ class AgentMagics(Magics):
     def _check_free(self, name: str) -> None:
         if name in self.state.names:
             raise UserError(f"an agent named {name!r} exists; %agent dispose {name} first")
+
+    def _cmd_panel(self, args: argparse.Namespace) -> None:
+        run_panel_command(self.state, args)
 
     def _cmd_notebook(self, args: argparse.Namespace) -> None:
         print(run_notebook_command(self.state, args))
