@@ -57,13 +57,15 @@ def notebook_dir() -> Iterator[Path]:
 
 
 def _approve(page: Page, tool: str) -> None:
-    """Click Approve on the one pending call (of ``tool``) in the agent's view."""
+    """Click Approve on the one pending call (of ``tool``) in the agent's view in the notebook
+    (the Agents panel shows the same view, so the page holds it twice)."""
     from playwright.sync_api import expect
 
-    approval = page.locator(".agentloop-approval")
+    notebook = page.locator(".jp-Notebook")
+    approval = notebook.locator(".agentloop-approval")
     expect(approval).to_have_count(1, timeout=30_000)
     expect(approval).to_contain_text(tool)
-    page.locator("button.agentloop-approve").click()
+    notebook.locator("button.agentloop-approve").click()
     expect(approval).to_have_count(0, timeout=30_000)
 
 
@@ -84,7 +86,7 @@ def test_the_agent_inserts_and_replaces_cells_through_approved_diffs_in_the_page
         driver.run(_TIMING)
         # Insert: the diff is shown for approval, then the cell lands in the page.
         driver.run('bob.followup("insert after 2: print(6 * 7)")')
-        expect(lab_page.locator(".agentloop-approval")).to_contain_text("insert_cell")
+        expect(lab_page.locator(".jp-Notebook .agentloop-approval")).to_contain_text("insert_cell")
         expect(harness.cell_output(lab_page, 2)).to_contain_text("print(6 * 7)")  # the diff
         _approve(lab_page, "insert_cell")
         expect(_source(lab_page, 2)).to_have_text("print(6 * 7)")
