@@ -47,7 +47,8 @@ async def _t_connected(timeout=30.0):
 async def _t_request(op, **args):
     start = time.perf_counter()
     try:
-        result = await _t_bridge.request(op, args)
+        # 30 s, not the 10 s default: a busy CI machine can starve the page's answer.
+        result = await _t_bridge.request(op, args, timeout=30.0)
     except _t_BridgeError as e:
         return json.dumps({"error": e.code, "message": e.message})
     return json.dumps({"result": result, "ms": (time.perf_counter() - start) * 1000})
