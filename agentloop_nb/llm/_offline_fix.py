@@ -21,7 +21,7 @@ from typing import Any
 
 from ..messages import Message, TextBlock, ToolResultMessage, UserMessage
 
-__all__ = ["fix_response"]
+__all__ = ["fix_response", "trailing_results"]
 
 _FIX = re.compile(r"^\s*fix\b", re.I)
 _AUTOPSY = re.compile(
@@ -49,7 +49,7 @@ def fix_response(
     is done and the normal answer to the last tool result applies). Pure and deterministic."""
     if not _FIX.match(said):
         return None
-    results = _trailing_results(messages)
+    results = trailing_results(messages)
     autopsy = _autopsy_in(user)
     if results:
         last = results[-1]
@@ -186,7 +186,7 @@ def _replace_in_source(source: str, kind: str, name: str, best: str) -> str | No
     return "".join(lines)
 
 
-def _trailing_results(messages: Sequence[Message]) -> list[ToolResultMessage]:
+def trailing_results(messages: Sequence[Message]) -> list[ToolResultMessage]:
     """The tool results that end the conversation, in order."""
     results: list[ToolResultMessage] = []
     for m in reversed(messages):

@@ -73,7 +73,7 @@ from typing import Any
 
 import anyio
 
-from ..messages import Message, TextBlock, ToolResultMessage, UserMessage
+from ..messages import TextBlock, ToolResultMessage, UserMessage
 from ._chunks import (
     Aborted,
     BlockEnd,
@@ -88,7 +88,7 @@ from ._chunks import (
     Usage,
     UsageChunk,
 )
-from ._offline_fix import fix_response
+from ._offline_fix import fix_response, trailing_results
 
 INTRO = "I'm the offline demo model: a tiny deterministic stand-in for a real LLM (no network, no API key)."
 HELP = (
@@ -235,7 +235,7 @@ class OfflineModel:
         fixing = fix_response(messages, user, said, tools, call_id)
         if fixing is not None:
             return fixing
-        results = _trailing_results(messages)
+        results = trailing_results(messages)
         if results:
             return notebook_answer(results) or _answer_from_results(results), None
 
@@ -439,16 +439,6 @@ def notebook_answer(results: list[ToolResultMessage]) -> str | None:
         else:
             sentences.append(f"{first.rstrip('.:')}{shows}")
     return " ".join(s if s.endswith((".", "!", "?")) else s + "." for s in sentences)
-
-
-def _trailing_results(messages: Sequence[Message]) -> list[ToolResultMessage]:
-    results: list[ToolResultMessage] = []
-    for m in reversed(messages):
-        if not isinstance(m, ToolResultMessage):
-            break
-        results.append(m)
-    results.reverse()
-    return results
 
 
 def _answer_from_results(results: list[ToolResultMessage]) -> str:
