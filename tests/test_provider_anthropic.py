@@ -11,9 +11,11 @@ from peers.loopback import sse_events, sse_reply
 from peers.streams import (
     WEATHER_TOOL,
     Assembled,
+    options_for,
     run,
     run_closing,
     run_served,
+    run_sse,
     user,
 )
 from peers.wire import (
@@ -50,16 +52,12 @@ KEY_FOR_DEFAULTS = "sk-ant-test-defaults-0123"
 
 
 def options(*messages: Any, **kw: Any) -> GenerateOptions:
-    kw.setdefault("model", MODEL)
-    return GenerateOptions(provider="anthropic", messages=messages or (user("hi"),), **kw)
+    return options_for("anthropic", MODEL, *messages, **kw)
 
 
 async def served(body: bytes) -> Assembled:
-    """The result of one request to a loopback server streaming ``body``."""
-    result, _ = await run_served(
-        sse_reply(body), lambda url: AnthropicAdapter(url, "sk-ant-test"), options()
-    )
-    return result
+    """One request to a server streaming ``body``."""
+    return await run_sse(body, lambda url: AnthropicAdapter(url, "sk-ant-test"), options())
 
 
 # -- llmock -------------------------------------------------------------------------------------

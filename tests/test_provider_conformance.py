@@ -11,8 +11,16 @@ from typing import Any
 
 import pytest
 from llmock.scenarios import Reply as LlmockReply
-from peers.loopback import sse_events, sse_reply
-from peers.streams import Assembled, assert_answered, collect, run, run_closing, run_served, user
+from peers.loopback import sse_events
+from peers.streams import (
+    Assembled,
+    assert_answered,
+    collect,
+    options_for,
+    run,
+    run_closing,
+    run_sse,
+)
 from peers.wire import (
     anthropic_text_stream,
     block_start,
@@ -47,8 +55,7 @@ class Provider:
     broken_message: str
 
     def options(self, **kw: Any) -> GenerateOptions:
-        kw.setdefault("model", self.model)
-        return GenerateOptions(provider=self.name, messages=(user("hi"),), **kw)
+        return options_for(self.name, self.model, **kw)
 
 
 def _openai_text_body(body: dict[str, Any]) -> None:
@@ -131,10 +138,7 @@ PROVIDERS = pytest.mark.parametrize("provider", [OPENAI, ANTHROPIC], ids=lambda 
 
 async def served(provider: Provider, body: bytes) -> Assembled:
     """The result of one request to a loopback server streaming ``body``."""
-    result, _ = await run_served(
-        sse_reply(body), lambda url: provider.make(url, provider.key), provider.options()
-    )
-    return result
+    return await run_sse(body, lambda url: provider.make(url, provider.key), provider.options())
 
 
 @pytest.mark.peer

@@ -13,9 +13,11 @@ from peers.loopback import LoopbackServer, sse_reply
 from peers.streams import (
     WEATHER_TOOL,
     Assembled,
+    options_for,
     run,
     run_closing,
     run_served,
+    run_sse,
     user,
 )
 from peers.wire import chunk, openai_body, openai_tool_call_message
@@ -37,17 +39,12 @@ pytestmark = pytest.mark.anyio
 
 
 def options(*messages: Any, **kw: Any) -> GenerateOptions:
-    kw.setdefault("model", "gpt-4o-mini")
-    return GenerateOptions(provider="openai", messages=messages or (user("hi"),), **kw)
+    return options_for("openai", "gpt-4o-mini", *messages, **kw)
 
 
 async def served(body: bytes, *messages: Any, **kw: Any) -> Assembled:
-    """The result of one request (``options(*messages, **kw)``) to a loopback server streaming
-    ``body``."""
-    result, _ = await run_served(
-        sse_reply(body), lambda url: OpenAIAdapter(url, "sk-test"), options(*messages, **kw)
-    )
-    return result
+    """One request (``options(*messages, **kw)``) to a server streaming ``body``."""
+    return await run_sse(body, lambda url: OpenAIAdapter(url, "sk-test"), options(*messages, **kw))
 
 
 # -- llmock -------------------------------------------------------------------------------------
