@@ -30,3 +30,8 @@ class Disposer:
 
     def __repr__(self) -> str:
         return f"<Disposer {'disposed' if self._fn is None else 'live'}>"
+
+    def _ipython_display_(self) -> None:
+        """A registration's handle is not a result: as a notebook cell's last expression
+        (``ctx.on(...)``, ``kernel_tools(agent)``) it shows nothing; ``repr`` still says
+        whether it is live."""

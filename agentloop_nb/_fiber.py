@@ -240,5 +240,9 @@ class Fiber:
         state = "active" if self._active else "disposed"
         return f"<Fiber {self.path!r} {state}>"
 
+    def _ipython_display_(self) -> None:
+        """A scope is plumbing, not a result: as a notebook cell's last expression it shows
+        nothing (``repr`` still names it)."""
+
 
 __all__ = ["Fiber", "InactiveContextError", "close_unstarted", "is_awaitable"]

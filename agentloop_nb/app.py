@@ -70,6 +70,11 @@ class _LazyMCP:
             self._service = MCPService()
         return self._service.__bind__(ctx)
 
+    async def wait_closed(self) -> None:
+        """Wait for connections still shutting down (removed, or their scope disposed)."""
+        if self._service is not None:
+            await self._service.wait_closed()
+
 
 class App:
     """The default composition. ``App()`` has no persistence; ``App(persistence_root=path)``
@@ -134,7 +139,8 @@ class App:
         ctx.provide("system_prompt", SystemPrompt(ctx))
         ctx.provide("agents", AgentRegistry())
         ctx.provide("models", ModelTable(cfg.models))
-        ctx.provide("mcp", _LazyMCP())
+        self._mcp = _LazyMCP()
+        ctx.provide("mcp", self._mcp)
         self._register_providers(cfg.providers)
         loop_cfg = AgentLoopConfig(
             max_parallel_tool_calls=cfg.max_parallel_tool_calls,
@@ -194,6 +200,9 @@ class App:
             if close is not None:
                 await close()
         await self.ctx.fiber.aclose()
+        # A server removed earlier (or whose plugin scope was disposed) may still be shutting
+        # down in the background: the App is closed only once its process is reaped.
+        await self._mcp.wait_closed()
 
     async def __aenter__(self) -> App:
         return self

@@ -180,6 +180,9 @@ class ScriptedModel:
     appends entries. A callable entry that raises makes ``stream`` raise (the runtime turns
     that into an error finish)."""
 
+    #: In-process: nothing leaves the machine (the default prompt may name the working directory).
+    is_local = True
+
     def __init__(self, script: Iterable[ScriptEntry] = ()) -> None:
         self._script: list[ScriptEntry] = list(script)
         self._position = 0

@@ -178,7 +178,15 @@ def test_every_notebook_runs_in_a_venv_built_only_from_binder_requirements(
         timeout=300,
     )
     result = nbformat.read(executed, as_version=4)
-    errors = [o for c in result.cells for o in c.get("outputs", []) if o["output_type"] == "error"]
+    # A cell tagged raises-exception shows a failure on purpose (nbval's convention,
+    # and nbconvert runs on past it); any other error output is a broken notebook.
+    errors = [
+        o
+        for c in result.cells
+        if "raises-exception" not in c.get("metadata", {}).get("tags", [])
+        for o in c.get("outputs", [])
+        if o["output_type"] == "error"
+    ]
     assert errors == []
     last_output = "".join(o.get("text", "") for o in result.cells[-1].outputs)
     assert _MARK in last_output, json.dumps(result.cells[-1].outputs)[:2000]

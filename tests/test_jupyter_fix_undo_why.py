@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+from pathlib import Path
 from typing import Any
 
+import nbformat
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
 
@@ -377,6 +379,41 @@ async def test_undo_button_on_a_finished_run_python_call_in_the_pool_view(
         button.click()
         assert shell.user_ns["n"] == 1
         assert "n: restored" in view.action_report.value
+        view.render()
+        assert view.action_button(call_id, "Undo") is None  # nothing left to undo
+    finally:
+        view.close()
+
+
+async def test_undo_covers_a_cell_the_agent_ran_with_run_cell(
+    shell: InteractiveShell, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    from agentloop_nb.jupyter import ToolPoolView
+    from agentloop_nb.jupyter.notebook import notebook_tools
+
+    _cell(shell, "data = [1, 2, 3]\nold = 'keep me'")
+    cells = [nbformat.v4.new_code_cell("data = data[:1]\nfresh = 42\ndel old", id="c-run")]
+    path = tmp_path / "work.ipynb"
+    nbformat.write(nbformat.v4.new_notebook(cells=cells), str(path))
+    state().notebooks.attach(path)
+    a = _agent(shell)
+    notebook_tools(a, edit="always")
+    view = ToolPoolView(a, interval=0)
+    try:
+        await _ask(a, "run cell 1")
+        assert _calls(a) == [("run_cell", {"cell": 1})]
+        assert shell.user_ns["data"] == [1] and shell.user_ns["fresh"] == 42
+        assert "old" not in shell.user_ns
+        view.render()
+        call_id = next(e.data["call_id"] for e in a.session.events if e.type == "tool/call")
+        button = view.action_button(call_id, "Undo")
+        assert button is not None and button.description == "Undo run_cell"
+        capsys.readouterr()
+        shell.run_line_magic("agent", "undo a")
+        out = capsys.readouterr().out
+        assert f"undid 1 run(s) of a (run_cell {call_id})" in out
+        assert shell.user_ns["data"] == [1, 2, 3] and shell.user_ns["old"] == "keep me"
+        assert "fresh" not in shell.user_ns
         view.render()
         assert view.action_button(call_id, "Undo") is None  # nothing left to undo
     finally:

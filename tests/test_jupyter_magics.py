@@ -398,16 +398,16 @@ async def test_sessions_lists_on_a_worker_thread_and_the_cell_returns_at_once(
     shell.run_line_magic("agent", "create a")
     persistence = J.app().persistence
     assert persistence is not None
-    real = persistence.list
+    real = persistence.scan  # type: ignore[attr-defined]
     threads: list[threading.Thread] = []
     release = threading.Event()
 
-    def slow_list() -> Any:
+    def slow_scan() -> Any:
         threads.append(threading.current_thread())
         release.wait(10)  # a slow disk: the kernel's loop must not wait for it
         return real()
 
-    monkeypatch.setattr(persistence, "list", slow_list)
+    monkeypatch.setattr(persistence, "scan", slow_scan)
     capsys.readouterr()
     shell.run_line_magic("agent", "sessions")
     assert capsys.readouterr().out.strip() == "listing sessions…"
@@ -475,3 +475,26 @@ async def test_create_with_a_pace_streams_the_offline_model_at_that_many_words_p
     shell.run_line_magic("agent", "create fast --provider openai --model m --pace 3")
     assert "offline provider only" in _stderr_lines(capsys)[-1]
     shell.user_ns.pop("slow", None)
+
+
+@pytest.mark.anyio
+async def test_sessions_lists_an_unreadable_session_as_a_row_saying_why(
+    shell: InteractiveShell, capsys: pytest.CaptureFixture[str]
+) -> None:
+    shell.run_line_magic("agent", "create a")
+    persistence = J.app().persistence
+    assert persistence is not None
+    root = Path(persistence.root)  # type: ignore[attr-defined]
+    (root / "broken.jsonl").write_text("this is not a header\n", encoding="utf-8")
+    capsys.readouterr()
+    shell.run_line_magic("agent", "sessions")
+    await state().drain()
+    rows = capsys.readouterr().out.splitlines()
+    assert rows[0] == "listing sessions…" and rows[1].split() == [
+        "SESSION",
+        "CREATED",
+        "LIVE",
+        "AS",
+    ]
+    assert rows[2].startswith(shell.user_ns["a"].session.id) and rows[2].endswith(" a")
+    assert rows[3].startswith("broken") and "unreadable: bad header:" in rows[3]

@@ -197,3 +197,33 @@ def test_a_star_between_digits_is_arithmetic_not_emphasis() -> None:
     assert "<code>6*7</code>" in both and "<em>this</em>" in both and "2*3 is 6" in both
     fenced = markdown_html("```\nx = 6*7\n```")
     assert "x = 6*7" in fenced and "\\*" not in fenced
+
+
+def test_the_offline_demo_texts_keep_every_character_when_rendered() -> None:
+    import html
+    import re
+
+    from agentloop_nb.jupyter.fold._markdown import markdown_html
+    from agentloop_nb.llm.offline import HELP, INTRO
+
+    for text in (HELP, INTRO, "2+3*4 = 14", "6 × 7 is 42 and 12 × 12 is 144."):
+        shown = html.unescape(re.sub(r"<[^>]+>", "", markdown_html(text))).strip()
+        assert shown == text
+
+
+def test_a_prompt_with_a_variable_block_shows_the_blocks_apart() -> None:
+    class E:
+        def __init__(self, type: str, data: dict[str, Any]) -> None:
+            self.type, self.data, self.time = type, data, 1.0
+
+    t = Transcript()
+    blocks = [{"type": "text", "text": "values = array([1, 2])"}, {"type": "text", "text": "sum?"}]
+    t.feed_all(
+        [
+            E("turn/start", {"turn": 1}),
+            E("user/message", {"message": {"id": "u1", "role": "user", "content": blocks}}),
+        ]
+    )
+    (user,) = [i for i in t.items if i.kind == "user"]
+    assert item_text(user) == "[user] values = array([1, 2])\n\nsum?"
+    assert "values = array([1, 2])\n\nsum?" in item_html(user)

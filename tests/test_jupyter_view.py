@@ -420,3 +420,30 @@ def test_a_compaction_summary_is_a_collapsible_marker_and_its_usage_counts() -> 
     (usage,) = [i for i in t.items if i.kind == "usage"]
     assert usage.data["usage"] == {"input_tokens": 7, "output_tokens": 4}
     assert usage.data["cost_usd"] is None  # "m" has no price in the built-in table
+
+
+@pytest.mark.anyio
+async def test_the_inbox_panel_drops_a_follow_up_the_moment_its_turn_starts() -> None:
+    app, _ = _app([HANG, text("second")])
+    agent = _agent(app)
+    panel = InboxView(agent, interval=60)  # a long interval: only the claim itself may render
+    streaming = asyncio.Event()
+    app.ctx.on(
+        "session/event", lambda p: streaming.set() if p.event.type == "assistant/chunk" else None
+    )
+    agent.followup("running one")
+    await streaming.wait()
+    queued = agent.followup("queued follow-up")
+    panel.throttle.flush()
+    assert set(panel.rows) == {queued.id}
+    rows_at_claim: list[set[str]] = []
+    # Registered after the panel's own listener: it sees what the panel shows after the claim.
+    app.ctx.on("agent/inbox/claimed", lambda p: rows_at_claim.append(set(panel.rows)))
+    agent.cancel("user", keep_inbox=True)  # the next turn claims the queued follow-up
+    await agent.when_idle()
+    agent.followup("wake")
+    while agent.inbox.next_turn or agent.status == "running":
+        await agent.when_idle()
+    assert rows_at_claim and queued.id not in rows_at_claim[0]
+    panel.close()
+    await app.aclose()

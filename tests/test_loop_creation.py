@@ -447,3 +447,27 @@ async def test_app_aclose_waits_for_a_create_in_flight_and_it_rolls_back() -> No
     assert not setup_contexts[0].active and app.agent_loop.list() == []
     with pytest.raises(RuntimeError, match="closed"):
         app.agent_loop.create("g", OPTIONS)
+
+
+async def test_the_working_directory_goes_only_to_providers_on_this_machine(app: App) -> None:
+    from agentloop_nb.llm.openai import OpenAIAdapter
+    from agentloop_nb.loop._request import CWD_NOT_SHARED
+
+    local = scripted(app, text("ok"))
+    app.ctx.system_prompt.section("where", "in {{cwd}}")
+    here = app.ctx.agent_loop.create("here", OPTIONS, meta={"cwd": "/home/ann/secret-project"})
+    await run(here)
+    assert "in /home/ann/secret-project" in (local.requests[0].system or "")
+
+    for name, url, shared in [
+        ("llamacpp", "http://127.0.0.1:8080/v1", True),
+        ("remote", "https://api.example.com/v1", False),
+    ]:
+        adapter = OpenAIAdapter(base_url=url, name=name, require_key=False)
+        app.ctx.llm.register_adapter([name], adapter)
+        agent = app.ctx.agent_loop.create(
+            name, OPTIONS.model_copy(update={"provider": name}), meta={"cwd": "/home/ann/p"}
+        )
+        assembly = await app.ctx.system_prompt.assemble(agent)
+        assert assembly.variables["cwd"] == ("/home/ann/p" if shared else CWD_NOT_SHARED)
+        await adapter.aclose()

@@ -76,10 +76,32 @@ class FrontEnd:
 
     # -- the kernel's side ------------------------------------------------------------------
 
-    def run(self, code: str, *, answer: Responder | None = None, timeout: float = 20) -> str:
-        """Execute ``code``; answer comm requests with ``answer(op, args)`` meanwhile (a dict
-        is the result, ``None`` sends nothing). Returns stdout; fails on a cell error."""
-        msg_id = self.kc.execute(textwrap.dedent(code))
+    def run(
+        self,
+        code: str,
+        *,
+        answer: Responder | None = None,
+        timeout: float = 20,
+        cell_id: str | None = None,
+    ) -> str:
+        """Execute ``code`` (as cell ``cell_id``: JupyterLab's ``cellId`` metadata); answer
+        comm requests with ``answer(op, args)`` meanwhile (a dict is the result, ``None``
+        sends nothing). Returns stdout; fails on a cell error."""
+        request = self.kc.session.msg(
+            "execute_request",
+            {
+                "code": textwrap.dedent(code),
+                "silent": False,
+                "store_history": True,
+                "user_expressions": {},
+                "allow_stdin": False,
+                "stop_on_error": False,  # a failing cell must not abort the next one
+            },
+        )
+        if cell_id is not None:
+            request["metadata"]["cellId"] = cell_id
+        self.kc.shell_channel.send(request)
+        msg_id = request["header"]["msg_id"]
         out: list[str] = []
         deadline = time.monotonic() + timeout
         while True:
@@ -414,4 +436,31 @@ def test_load_ext_registers_the_bridge_and_unload_closes_it(fe: FrontEnd) -> Non
     assert out == "True loaded.ipynb\n"
     fe.run("%unload_ext agentloop_nb\nimport agentloop_nb.jupyter as J\nawait J.wait_closed()")
     assert comm_id in fe.closed and opened[0]["comm_id"] in fe.closed
+    fe.run("bridge = NotebookBridge(get_ipython().kernel)")
+
+
+def test_a_fix_click_starts_the_fix_and_the_page_is_told_who_took_it(fe: FrontEnd) -> None:
+    fe.run("bridge.close()")
+    fe.run("%load_ext agentloop_nb")
+    comm_id = fe.hello("fix.ipynb")
+    with pytest.raises(AssertionError, match="NameError"):
+        fe.run("sales = [1, 2]\nprint(sum(sale))", cell_id="c-typo")
+    for cell in ("c-typo", "c-never-failed"):
+        fe.send(comm_id, {"type": "action", "action": "fix", "cell_id": cell, "agent": ""})
+    out = fe.run(
+        """
+        from agentloop_nb.jupyter._state import state
+        fixer = state().agent("fixer")
+        print(fixer.session.derive_messages()[0].content[0].text.splitlines()[0])
+        """
+    )
+    assert out.startswith("Error autopsy of cell [")
+    notices = [m for m in fe.sent_to(comm_id) if m.get("type") == "notice"]
+    assert [(n["cell_id"], n["level"]) for n in notices] == [
+        ("c-typo", "info"),
+        ("c-never-failed", "error"),
+    ]
+    assert notices[0]["text"].startswith("created agent fixer (offline/demo")
+    assert "no failure is kept for cell 'c-never-failed'" in notices[1]["text"]
+    fe.run("%unload_ext agentloop_nb\nimport agentloop_nb.jupyter as J\nawait J.wait_closed()")
     fe.run("bridge = NotebookBridge(get_ipython().kernel)")

@@ -193,3 +193,21 @@ def test_build_adapters_offers_the_offline_model_with_config() -> None:
     assert isinstance(model, OfflineModel) and model.token_delay == 0
     with pytest.raises(ValueError, match="token_delay"):
         OfflineModel(token_delay=-1)
+
+
+async def test_the_answer_to_variables_is_a_sentence_with_secrets_last() -> None:
+    listing = "API_KEY: str (secret: value hidden)\ndf: DataFrame — 3 rows × 2 columns\nn: int — 42"
+    history: list[Message] = [
+        user("variables"),
+        AssistantMessage(content=(ToolCallBlock(id="c1", name="list_variables", arguments="{}"),)),
+        ToolResultMessage(call_id="c1", name="list_variables", content=listing),
+    ]
+    result = await run(
+        OfflineModel(token_delay=0),
+        GenerateOptions(provider="offline", model="demo", messages=history),
+    )
+    assert result.text == (
+        "The notebook has 2 variables: df (DataFrame) and n (int). "
+        "Also API_KEY (str), which looks like a secret: its value is hidden."
+    )
+    assert result.text.index("API_KEY") > result.text.index("n (int)")

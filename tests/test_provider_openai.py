@@ -289,3 +289,32 @@ async def test_configured_defaults_are_offered_to_prepare_call_and_none_otherwis
         assert explicit.adapter_defaults == frozenset({"reasoning_effort"})
     finally:
         await app.aclose()
+
+
+@pytest.mark.anyio
+async def test_a_server_on_this_machine_gets_a_default_output_cap() -> None:
+    from agentloop_nb.llm.openai import LOCAL_DEFAULT_MAX_TOKENS
+
+    app = App(
+        providers={
+            "llamacpp": {"type": "openai", "base_url": "http://127.0.0.1:8080/v1"},
+            "tuned": {
+                "type": "openai",
+                "base_url": "http://localhost:8081/v1",
+                "default_max_tokens": 300,
+            },
+        }
+    )
+    try:
+        local = await app.ctx.llm.prepare_call(RequestConfig(provider="llamacpp", model="any"))
+        assert local.config.max_tokens == LOCAL_DEFAULT_MAX_TOKENS == 1024
+        tuned = await app.ctx.llm.prepare_call(RequestConfig(provider="tuned", model="any"))
+        assert tuned.config.max_tokens == 300
+        own = await app.ctx.llm.prepare_call(
+            RequestConfig(provider="llamacpp", model="any", max_tokens=64)
+        )
+        assert own.config.max_tokens == 64
+        remote = await app.ctx.llm.prepare_call(RequestConfig(provider="openai", model="m"))
+        assert remote.config.max_tokens is None
+    finally:
+        await app.aclose()

@@ -4,7 +4,8 @@
 persistence under ``.agentloop/sessions`` relative to the kernel's cwd, i.e. the notebook's
 folder; ``configure`` changes what it is built with), provides ``ctx.approval``
 (``WidgetApproval``), registers ``%agent`` / ``%%agent`` / ``%%plugin``, binds ``ctx`` in the
-user namespace and installs the SIGINT hook. Agent drivers run as tasks owned by the App's
+user namespace, installs the SIGINT hook and answers the notebook bridge's "Fix with agent"
+actions (``_fixflow``). Agent drivers run as tasks owned by the App's
 supervisor on the kernel's own running loop: nothing here needs ``nest_asyncio``.
 
 ``%unload_ext agentloop_nb`` → :func:`unload_ipython_extension`: removes the magics and the
@@ -19,7 +20,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from ._state import KernelState, attach, build_app, closing, current, detach
+from ._fixflow import fix_listener
+from ._state import KernelState, attach, build_app, closing, current, default_options, detach
 from .magics import AgentMagics, keep_question_marks
 
 _MAGICS = (("line", "agent"), ("cell", "agent"), ("cell", "plugin"))
@@ -30,8 +32,10 @@ def load_ipython_extension(ipython: Any) -> None:
     if current() is not None:
         return
     application, approval = build_app()
-    st = KernelState(ipython, application, approval)
+    st = KernelState(ipython, application, approval, defaults=default_options())
     attach(st)
+    if st.notebook is not None:  # "Fix with agent"; closing the bridge ends it with the state
+        st.notebook.on_action(fix_listener(st, st.notebook.push))
     ipython.register_magics(AgentMagics(ipython, st))
     cleanup = getattr(ipython, "input_transformers_cleanup", None)
     if cleanup is not None and keep_question_marks not in cleanup:

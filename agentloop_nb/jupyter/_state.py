@@ -8,7 +8,7 @@ import it, and it imports none of them. It owns
   bindings, one shared feed and one cached ``AgentView`` per agent plus the views ``%%agent``
   cells showed, the approval service, the interrupt hook, the notebook provider, the kernel
   memory: autopsies, undo snapshots and provenance, provided as ``ctx.kernel_memory`` and
-  ``ctx.undo``);
+  ``ctx.undo``; the Agents panel's roster and actions);
 - the holder of the current :class:`KernelState` (:func:`attach`, :func:`detach`,
   :func:`state`) and of Apps still closing after an unload (:func:`closing`,
   :func:`wait_closed`);
@@ -23,10 +23,18 @@ from typing import Any
 
 from ..app import App
 from ..errors import AgentloopError
+from ..loop import AgentOptions
+from ._panel import AgentsPanel
 from .fold import SessionFeed
 from .kernel import DEFAULT_SIZE_LIMIT, InterruptHook, KernelMemory, UndoReport
 from .notebook import NotebookBridge, NotebookDocument, NotebookProvider
 from .view import DEFAULT_APPROVAL_TIMEOUT, AgentView, WidgetApproval
+
+#: What ``%agent create`` without ``--provider``, the Agents panel's Create button and the
+#: "Fix with agent" button's new agent use unless :func:`configure` names others
+#: (``default_provider=``, ``default_model=``).
+DEFAULT_PROVIDER = "offline"
+DEFAULT_MODEL = "demo"
 
 
 class UserError(AgentloopError):
@@ -37,7 +45,14 @@ class KernelState:
     """Everything the extension owns in one kernel: the App, the NAME → agent bindings the
     magics made, one cached :class:`AgentView` per agent, the approval service, the hook."""
 
-    def __init__(self, shell: Any, app: App, approval: WidgetApproval) -> None:
+    def __init__(
+        self,
+        shell: Any,
+        app: App,
+        approval: WidgetApproval,
+        *,
+        defaults: AgentOptions | None = None,
+    ) -> None:
         self.shell = shell
         self.app = app
         self.approval = approval
@@ -68,6 +83,14 @@ class KernelState:
                 app.ctx.provide("kernel_memory", self.memory),
                 app.ctx.provide("undo", self.memory),
             ]
+        self._defaults = defaults or AgentOptions(provider=DEFAULT_PROVIDER, model=DEFAULT_MODEL)
+        # The Agents panel: the roster every front end lists, and the panel's actions over the
+        # bridge (``%agent panel`` shows the same roster without the extension).
+        self.panel = AgentsPanel(self, self.notebook)
+
+    def default_options(self) -> AgentOptions:
+        """The provider and model of an agent created without naming them."""
+        return self._defaults
 
     # -- agents by name ---------------------------------------------------------------------
 
@@ -78,6 +101,7 @@ class KernelState:
             view.name = name
         if self.shell is not None:
             self.shell.push({name: agent}, interactive=True)
+        self.panel.changed()
 
     def unbind(self, name: str) -> Any:
         """Forget the binding ``name`` (and its user-namespace variable, if it still holds the
@@ -86,6 +110,7 @@ class KernelState:
         del self.names[name]
         if self.shell is not None and self.shell.user_ns.get(name) is agent:
             del self.shell.user_ns[name]
+        self.panel.changed()
         return agent
 
     def agent(self, name: str) -> Any:
@@ -199,6 +224,7 @@ class KernelState:
         screen with what it showed; the App stays open)."""
         self.hook.uninstall()
         self._off()
+        self.panel.close()
         self._off_notebooks()
         if self.memory is not None:
             self.memory.uninstall()
@@ -234,21 +260,40 @@ def configure(
     *,
     approval_timeout: float = DEFAULT_APPROVAL_TIMEOUT,
     undo_size_limit: int = DEFAULT_SIZE_LIMIT,
+    default_provider: str | None = None,
+    default_model: str | None = None,
     **app_kwargs: Any,
 ) -> None:
     """Set what the next ``%load_ext agentloop_nb`` builds its ``App`` with: any ``App(...)``
     keyword (``providers=``, ``persistence_root=``, ``config=``, ``retry=``, ...) plus the
-    approval timeout (seconds; an unanswered ``Ask`` is denied after it) and the undo size
-    limit (bytes; a larger value is not copied before an agent's run, so it is not
-    restorable; default 50 MB). Takes effect on the next load (``%reload_ext agentloop_nb``
-    to apply it now). Raises ``ValueError`` for a negative or non-integer limit."""
+    approval timeout (seconds; an unanswered ``Ask`` is denied after it), the undo size limit
+    (bytes; a larger value is not copied before an agent's run, so it is not restorable;
+    default 50 MB) and the provider and model of agents created without naming them
+    (``%agent create NAME``, the Agents panel's Create button, "Fix with agent"; default
+    ``offline``/``demo``). Takes effect on the next load (``%reload_ext agentloop_nb`` to
+    apply it now). Raises ``ValueError`` for a negative or non-integer limit, or a
+    ``default_model`` without a ``default_provider``."""
     if not isinstance(undo_size_limit, int) or undo_size_limit < 0:
         raise ValueError(f"undo_size_limit must be a number of bytes >= 0, got {undo_size_limit!r}")
+    if default_model is not None and default_provider is None:
+        raise ValueError("configure(default_model=...) needs default_provider= too")
     _KERNEL.settings = {
         **app_kwargs,
         "approval_timeout": approval_timeout,
         "undo_size_limit": undo_size_limit,
+        "default_provider": default_provider,
+        "default_model": default_model,
     }
+
+
+def default_options() -> AgentOptions:
+    """The provider and model :func:`configure` set for agents created without naming them
+    (``offline``/``demo`` unless configured; a provider without a model keeps the model
+    unset, so an ``agent/request`` listener or the adapter's defaults must supply it)."""
+    provider = _KERNEL.settings.get("default_provider")
+    if provider is None:
+        return AgentOptions(provider=DEFAULT_PROVIDER, model=DEFAULT_MODEL)
+    return AgentOptions(provider=provider, model=_KERNEL.settings.get("default_model"))
 
 
 def build_app() -> tuple[App, WidgetApproval]:
@@ -258,6 +303,8 @@ def build_app() -> tuple[App, WidgetApproval]:
     kwargs = dict(_KERNEL.settings)
     timeout = kwargs.pop("approval_timeout", DEFAULT_APPROVAL_TIMEOUT)
     kwargs.pop("undo_size_limit", None)  # the kernel state's, not the App's
+    kwargs.pop("default_provider", None)
+    kwargs.pop("default_model", None)
     if "persistence" not in kwargs and "persistence_root" not in kwargs:
         kwargs["persistence_root"] = os.path.join(os.getcwd(), ".agentloop", "sessions")
     application = App(**kwargs)
@@ -334,6 +381,8 @@ async def wait_closed() -> None:
 
 
 __all__ = [
+    "DEFAULT_MODEL",
+    "DEFAULT_PROVIDER",
     "KernelState",
     "UserError",
     "app",
@@ -342,6 +391,7 @@ __all__ = [
     "closing",
     "configure",
     "current",
+    "default_options",
     "detach",
     "notebook",
     "state",

@@ -42,6 +42,7 @@ from ._http import (
     error_details,
     header_secrets,
     http_error,
+    is_loopback_url,
     key_hint,
     missing_key_message,
     redact,
@@ -315,6 +316,12 @@ class SseAdapter(HttpClientOwner):
     def base_url(self) -> str:
         """The effective base URL right now (explicit, else environment, else default)."""
         return (resolve_env(self._base_url, self.base_url_env) or self.default_base_url).rstrip("/")
+
+    @property
+    def is_local(self) -> bool:
+        """Whether requests stay on this machine (the base URL is a loopback address): the
+        default system prompt shares the working directory with such servers only."""
+        return is_loopback_url(self.base_url)
 
     def _key(self) -> str | None:
         return resolve_env(self._api_key, self.api_key_env)

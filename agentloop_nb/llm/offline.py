@@ -208,6 +208,8 @@ class OfflineModel:
     """The offline demo adapter (see the module docstring for its grammar)."""
 
     name = "offline"
+    #: Nothing leaves the process (the default system prompt may name the working directory).
+    is_local = True
 
     def __init__(self, *, token_delay: float = 0.02) -> None:
         if token_delay < 0:
@@ -237,7 +239,12 @@ class OfflineModel:
             return fixing
         results = trailing_results(messages)
         if results:
-            return notebook_answer(results) or _answer_from_results(results), None
+            answer = (
+                notebook_answer(results)
+                or variables_answer(results)
+                or _answer_from_results(results)
+            )
+            return answer, None
 
         if _GREETING.match(said):
             return f"Hello! {INTRO} {HELP}", None
@@ -441,6 +448,39 @@ def notebook_answer(results: list[ToolResultMessage]) -> str | None:
     return " ".join(s if s.endswith((".", "!", "?")) else s + "." for s in sentences)
 
 
+_VARIABLE_LINE = re.compile(r"^([A-Za-z_]\w*): (\S+)( \(secret: value hidden\))?")
+
+
+def variables_answer(results: list[ToolResultMessage]) -> str | None:
+    """A sentence about a ``list_variables`` result (``None`` unless that is the one trailing
+    result): the names with their types, the secret ones last and said to be hidden."""
+    if len(results) != 1 or results[0].name != "list_variables" or results[0].is_error:
+        return None
+    plain: list[str] = []
+    secret: list[str] = []
+    for line in results[0].text.strip().splitlines():
+        m = _VARIABLE_LINE.match(line)
+        if m is None:
+            continue
+        (secret if m.group(3) else plain).append(f"{m.group(1)} ({m.group(2)})")
+    if not plain and not secret:
+        return "The notebook has no variables of its own yet."
+    sentence = ""
+    if plain:
+        many = len(plain) > 1
+        sentence = f"The notebook has {len(plain)} variable{'s' if many else ''}: {_and(plain)}."
+    if secret:
+        lead = " Also " if plain else "The notebook has "
+        hidden = "their values are" if len(secret) > 1 else "its value is"
+        like = "look like secrets" if len(secret) > 1 else "looks like a secret"
+        sentence += f"{lead}{_and(secret)}, which {like}: {hidden} hidden."
+    return sentence.strip()
+
+
+def _and(items: list[str]) -> str:
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
 def _answer_from_results(results: list[ToolResultMessage]) -> str:
     def first_line(r: ToolResultMessage) -> str:
         # One line: the first one, saying how many more there were.
@@ -536,4 +576,5 @@ __all__ = [
     "evaluate",
     "notebook_answer",
     "notebook_call",
+    "variables_answer",
 ]

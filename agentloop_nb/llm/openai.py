@@ -22,7 +22,8 @@ Request mapping (``GenerateOptions`` → JSON body):
   ``max_tokens``, ``temperature``, ``stop``, ``reasoning_effort`` when set; always
   ``stream: true`` and ``stream_options: {"include_usage": true}``. ``defaults(config)``
   offers the optional ``default_max_tokens`` / ``default_reasoning_effort`` to
-  ``ctx.llm.prepare_call`` (neither is set unless configured).
+  ``ctx.llm.prepare_call`` (neither is set unless configured, except that a server on a
+  loopback address gets ``max_tokens`` ``LOCAL_DEFAULT_MAX_TOKENS`` = 1024).
 
 Stream mapping: ``delta.content`` (and ``delta.refusal``, so a refusal is shown as the answer
 text) → a text block; ``delta.reasoning_content`` (DeepSeek) or ``delta.reasoning`` (vLLM,
@@ -79,6 +80,10 @@ from ._chunks import (
 from ._sse import SseAdapter, tool_definition
 from ._stream_state import StreamState
 
+#: The output cap a server on this machine gets when neither the agent (``max_tokens``) nor the
+#: provider entry (``default_max_tokens``) sets one.
+LOCAL_DEFAULT_MAX_TOKENS = 1024
+
 
 class OpenAIAdapter(SseAdapter):
     """Streams Chat Completions from an OpenAI-compatible endpoint (see the module docstring);
@@ -117,10 +122,16 @@ class OpenAIAdapter(SseAdapter):
 
     def defaults(self, config: Any) -> dict[str, Any]:
         """The configured ``default_max_tokens`` / ``default_reasoning_effort`` for the fields
-        ``config`` leaves unset (none by default: Chat Completions requires neither)."""
+        ``config`` leaves unset. Unconfigured, a remote endpoint gets neither (Chat Completions
+        requires neither); a server on this machine (``is_local``) gets ``max_tokens``
+        :data:`LOCAL_DEFAULT_MAX_TOKENS`, so a small local model's answer cannot run on until
+        its context is full (llama.cpp generates until it is, without a cap)."""
         out: dict[str, Any] = {}
-        if self.default_max_tokens is not None and getattr(config, "max_tokens", None) is None:
-            out["max_tokens"] = self.default_max_tokens
+        cap = self.default_max_tokens
+        if cap is None and self.is_local:
+            cap = LOCAL_DEFAULT_MAX_TOKENS
+        if cap is not None and getattr(config, "max_tokens", None) is None:
+            out["max_tokens"] = cap
         effort = self.default_reasoning_effort
         if effort is not None and getattr(config, "reasoning_effort", None) is None:
             out["reasoning_effort"] = effort

@@ -85,6 +85,23 @@ def configured_model(agent: Any) -> str:
     return getattr(agent.options, "model", None) or "unset"
 
 
+#: What the ``cwd`` prompt variable says to a provider that is not on this machine.
+CWD_NOT_SHARED = "not shared with a remote provider"
+
+
+def shared_cwd(agent: Any) -> str:
+    """The loop's ``cwd`` prompt variable: the session's working directory when the agent's
+    provider keeps requests on this machine (its adapter says ``is_local``: the offline and
+    scripted models, an HTTP server on a loopback address), else :data:`CWD_NOT_SHARED` (a
+    user's path is personal data). Fixed for a given provider, so the prompt stays
+    byte-stable."""
+    provider = getattr(agent.options, "provider", None)
+    adapter = agent.ctx.llm.adapter_for(provider) if provider else None
+    if not getattr(adapter, "is_local", False):
+        return CWD_NOT_SHARED
+    return str(agent.session.header.cwd or ".")
+
+
 _PROMPT_VARIABLES = (
     ("provider", configured_provider, "provider"),
     ("model", configured_model, "model"),
@@ -108,6 +125,12 @@ def effective_assembly(assembly: Assembly, agent: Any, config: RequestConfig) ->
         wanted = getattr(config, field, None)
         if wanted and value != wanted and value == configured(agent):
             updates[name] = wanted
+    cwd = variables.get("cwd")
+    if config.provider != options.provider and cwd is not None and cwd == shared_cwd(agent):
+        # Rerouted: the working directory goes only where the request actually goes.
+        adapter = agent.ctx.llm.adapter_for(config.provider) if config.provider else None
+        if not getattr(adapter, "is_local", False):
+            updates["cwd"] = CWD_NOT_SHARED
     if not updates:
         return assembly
     return assembly.replace(variables=MappingProxyType({**variables, **updates}))

@@ -29,7 +29,13 @@ from ._driver import Driver, Spawn
 from ._fork import plan_fork
 from ._inbox import Inbox
 from ._limits import GlobalLimits
-from ._request import RequestPath, configured_model, configured_provider, explicit_config
+from ._request import (
+    RequestPath,
+    configured_model,
+    configured_provider,
+    explicit_config,
+    shared_cwd,
+)
 from ._state import TurnState
 
 if TYPE_CHECKING:
@@ -89,7 +95,7 @@ class AgentLoop:
         # Rendered per request from the effective config (see ``effective_assembly``).
         sp.variable("provider", configured_provider)
         sp.variable("model", configured_model)
-        sp.variable("cwd", lambda agent: agent.session.header.cwd or ".")
+        sp.variable("cwd", shared_cwd)
 
     def __bind__(self, ctx: Context) -> AgentLoop | _OwnedAgentLoop:
         """``ctx.agent_loop`` seen from ``ctx``: from the loop's own context, the loop itself

@@ -9,7 +9,7 @@ session: tool calls only send requests through it, so no cancel scope is crossed
 Lifecycle: ``connecting`` → ``ready`` (tools registered) → ``closed``; or ``failed`` (could not
 start, or the connection broke: the error names the server). :meth:`close` unregisters the tools
 at once and asks the runner to leave the session, which closes stdin, waits for the process
-and kills its process group if it lingers (the SDK's shutdown, run shielded).
+and then ends its whole process group (:mod:`._stdio`, run shielded).
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from ..errors import AgentloopError
 from ..tools import TOOL_ERROR, Tool, ToolExecution, ToolResult, error_result
 from ._results import to_tool_result
 from ._server import MCPServer
+from ._stdio import stdio_transport
 
 __all__ = ["MCPConnectError", "MCPConnection", "require_sdk"]
 
@@ -217,19 +218,18 @@ class MCPConnection:
     async def _transport(self, sdk: Any) -> Any:
         server = self.server
         if server.command is not None:
-            from mcp.client.stdio import StdioServerParameters, stdio_client
-
             # A real file: the kernel's sys.stderr has no descriptor for the child to inherit;
             # its tail explains a server that dies at startup.
             # Closed by _run after a failure message has read its tail.
             self._stderr = tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")  # noqa: SIM115
-            params = StdioServerParameters(
-                command=server.command[0],
-                args=list(server.command[1:]),
+            # Our own transport, not the SDK's stdio_client: it ends the server's whole process
+            # group on close, also when the server itself exits at once (see _stdio).
+            return stdio_transport(
+                server.command,
                 env=dict(server.env) if server.env is not None else None,
                 cwd=server.cwd,
+                errlog=self._stderr,
             )
-            return stdio_client(params, errlog=self._stderr)
         import httpx2
         from mcp.client.streamable_http import streamable_http_client
 

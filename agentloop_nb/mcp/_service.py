@@ -100,6 +100,13 @@ class MCPService:
             register_ctx.effect(lambda: disposer)  # disposing the agent closes it too
         return connection
 
+    async def wait_closed(self) -> None:
+        """Wait until every connection started through this service has ended, also those
+        already removed from the directory and still shutting down (their server processes
+        reaped). Does not close anything itself."""
+        while self._runners:
+            await asyncio.gather(*self._runners, return_exceptions=True)
+
     def get(self, name: str) -> MCPConnection | None:
         """The live connection named ``name`` (any state but closed), or ``None``."""
         return self._connections.get(name)

@@ -77,6 +77,11 @@ class FrozenDict(dict[str, Any]):
     def __repr__(self) -> str:
         return f"FrozenDict({dict.__repr__(self)})"
 
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        """As a notebook cell's output: the plain mapping (IPython's pretty printer), which
+        is what a reader wants to see, not the wrapper."""
+        printer.pretty(dict(self))
+
 
 _new_dict = dict.__new__
 _init_dict = dict.__init__

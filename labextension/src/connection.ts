@@ -2,10 +2,13 @@
  * One notebook panel's comm `agentloop.notebook` to its kernel (docs/notebook-bridge.md).
  *
  * Life cycle: whenever the panel's kernel changes or comes back from a restart, the
- * connection registers the `agentloop.notebook.ready` target on it and probes
- * (`requestCommInfo` for that target: the kernel keeps its announce comm open while its bridge
- * lives). A kernel that loads the extension later announces itself through the same target.
- * Either way the connection opens its comm with a `hello` and is `connected` once welcomed.
+ * connection registers the `agentloop.notebook.ready` target on it and probes (`probe.ts`: a
+ * `comm_info_request` for that target on the control channel, so a running cell does not hold
+ * it up; the kernel keeps its announce comm open while its bridge lives). A kernel that loads
+ * the extension later announces itself through the same target. Either way the connection
+ * opens its comm with a `hello` and is `connected` once welcomed. One probe is in flight at a
+ * time, and once the page is being unloaded nothing is opened any more: a comm opened by a
+ * page on its way out would become the kernel's most recent comm and swallow its requests.
  */
 
 import type { Kernel, KernelMessage } from '@jupyterlab/services';
@@ -14,12 +17,14 @@ import { type JSONObject, UUID } from '@lumino/coreutils';
 import { Signal, type ISignal } from '@lumino/signaling';
 
 import { NotebookOperations } from './operations';
+import { probeKernel } from './probe';
 import {
   BridgeError,
   COMM_TARGET,
   errorResponse,
   type IActionMessage,
   type IAgentInfo,
+  type INoticeMessage,
   okResponse,
   parseKernelMessage,
   PROTOCOL,
@@ -39,6 +44,7 @@ export class BridgeConnection implements IBridgeConnection {
   readonly agentsChanged: ISignal<IBridgeConnection, readonly IAgentInfo[]>;
   private readonly _connectedChanged = new Signal<IBridgeConnection, boolean>(this);
   private readonly _agentsChanged = new Signal<IBridgeConnection, readonly IAgentInfo[]>(this);
+  private readonly _noticed = new Signal<IBridgeConnection, INoticeMessage>(this);
   private readonly typing: TypingTracker;
   private readonly ops: NotebookOperations;
   private kernel: Kernel.IKernelConnection | null = null;
@@ -47,6 +53,11 @@ export class BridgeConnection implements IBridgeConnection {
   // Probe until one probe is answered (per kernel, and again after each restart), not after
   // every execution.
   private probePending = false;
+  private probing: Promise<void> | null = null;
+  // Set from `beforeunload` (the last moment a comm_close still reaches the kernel) until the
+  // page shows it stayed: a user's key or click (the "unsaved changes" dialog was cancelled) or
+  // a `pageshow` from the back-forward cache.
+  private leaving = false;
   private _agents: readonly IAgentInfo[] = [];
   private disposed = false;
 
@@ -59,11 +70,17 @@ export class BridgeConnection implements IBridgeConnection {
     session.kernelChanged.connect(this.onKernelChanged, this);
     session.statusChanged.connect(this.onStatus, this);
     this.adopt(session.session?.kernel ?? null);
-    window.addEventListener('beforeunload', this.onUnload);
+    window.addEventListener('beforeunload', this.onLeave);
+    window.addEventListener('pagehide', this.onLeave);
+    window.addEventListener('pageshow', this.onPageShow);
   }
 
   get connected(): boolean {
     return this.welcomed && this.comm !== null && !this.comm.isDisposed;
+  }
+
+  get noticed(): ISignal<IBridgeConnection, INoticeMessage> {
+    return this._noticed;
   }
 
   get agents(): readonly IAgentInfo[] {
@@ -90,7 +107,10 @@ export class BridgeConnection implements IBridgeConnection {
       return;
     }
     this.disposed = true;
-    window.removeEventListener('beforeunload', this.onUnload);
+    window.removeEventListener('beforeunload', this.onLeave);
+    window.removeEventListener('pagehide', this.onLeave);
+    window.removeEventListener('pageshow', this.onPageShow);
+    this.stopWatchingStay();
     const session = this.panel.sessionContext;
     session.kernelChanged.disconnect(this.onKernelChanged, this);
     session.statusChanged.disconnect(this.onStatus, this);
@@ -152,24 +172,28 @@ export class BridgeConnection implements IBridgeConnection {
     }
   };
 
-  private async probe(): Promise<void> {
+  /** Probe the kernel unless a probe is already on its way (statuses come in bursts). */
+  private probe(): Promise<void> {
+    if (!this.probing) {
+      this.probing = this.probeOnce().finally(() => {
+        this.probing = null;
+      });
+    }
+    return this.probing;
+  }
+
+  private async probeOnce(): Promise<void> {
     const kernel = this.kernel;
-    if (!kernel || kernel.isDisposed || this.comm || this.disposed) {
+    if (!kernel || kernel.isDisposed || this.comm || this.disposed || this.leaving) {
       return;
     }
-    let reply: KernelMessage.ICommInfoReplyMsg;
-    try {
-      reply = await kernel.requestCommInfo({ target_name: READY_TARGET });
-    } catch {
-      return; // the kernel went away meanwhile; the next status change probes again
-    }
-    const content = reply.content;
-    if (kernel !== this.kernel || this.comm || content.status !== 'ok') {
+    const announced = await probeKernel(kernel);
+    // null: no channel answered (the kernel went away); the next status change probes again.
+    if (announced === null || kernel !== this.kernel || this.comm) {
       return;
     }
     // An answered probe settles it: a kernel that loads the extension later announces itself.
     this.probePending = false;
-    const announced = Object.values(content.comms).some(c => c.target_name === READY_TARGET);
     if (announced) {
       this.open();
     }
@@ -177,7 +201,7 @@ export class BridgeConnection implements IBridgeConnection {
 
   private open(): void {
     const kernel = this.kernel;
-    if (!kernel || kernel.isDisposed || this.disposed) {
+    if (!kernel || kernel.isDisposed || this.disposed || this.leaving) {
       return;
     }
     this.closeComm();
@@ -227,6 +251,9 @@ export class BridgeConnection implements IBridgeConnection {
       case 'agents':
         this._agents = message.agents;
         this._agentsChanged.emit(message.agents);
+        break;
+      case 'notice':
+        this._noticed.emit(message);
         break;
     }
   }
@@ -296,8 +323,31 @@ export class BridgeConnection implements IBridgeConnection {
     }
   }
 
-  private readonly onUnload = (): void => {
+  private readonly onLeave = (): void => {
     // Best effort: tell the kernel this page's comm is gone, so requests go to a live one.
+    this.leaving = true;
     this.closeComm();
+    window.addEventListener('keydown', this.onStay, true);
+    window.addEventListener('pointerdown', this.onStay, true);
   };
+
+  private readonly onPageShow = (event: PageTransitionEvent): void => {
+    if (event.persisted) {
+      this.onStay(); // back from the back-forward cache: this page is live again
+    }
+  };
+
+  private readonly onStay = (): void => {
+    this.stopWatchingStay();
+    if (this.leaving && !this.disposed) {
+      this.leaving = false;
+      this.probePending = true;
+      void this.probe();
+    }
+  };
+
+  private stopWatchingStay(): void {
+    window.removeEventListener('keydown', this.onStay, true);
+    window.removeEventListener('pointerdown', this.onStay, true);
+  }
 }

@@ -1,7 +1,9 @@
 /**
  * The "Fix with agent" plugin: under every error output of a code cell, while the notebook's
  * bridge is connected, a button that sends `{"type": "action", "action": "fix", "cell_id"}` to
- * the kernel. The palette command does the same for the active cell.
+ * the kernel. The palette command does the same for the active cell. The kernel answers with a
+ * `notice` (which agent took the cell, or why nothing started), shown beside the button; after
+ * an error notice the button can be clicked again.
  */
 
 import type { JupyterFrontEnd, JupyterFrontEndPlugin } from '@jupyterlab/application';
@@ -10,11 +12,13 @@ import { type Cell, CodeCell } from '@jupyterlab/cells';
 import { INotebookTracker, type NotebookPanel } from '@jupyterlab/notebook';
 
 import { CATEGORY, CommandIds } from './bridge';
+import type { INoticeMessage } from './protocol';
 import { CellWatcher } from './cells';
 import { INotebookBridge, type IBridgeConnection } from './tokens';
 
 const BAR_CLASS = 'agentloop-fix';
 const BUTTON_CLASS = 'agentloop-fix-button';
+const NOTICE_CLASS = 'agentloop-fix-notice';
 export const FIX_LABEL = 'Fix with agent';
 
 function hasError(cell: Cell): boolean {
@@ -63,6 +67,29 @@ function syncButton(cell: Cell, connection: IBridgeConnection): void {
   }
 }
 
+/** Show the kernel's notice about a fix request beside that cell's button. */
+function showNotice(panel: NotebookPanel, notice: INoticeMessage): void {
+  const cell = panel.content.widgets.find(c => c.model.id === notice.cell_id);
+  const bar = cell?.node.querySelector<HTMLElement>(`.${BAR_CLASS}`);
+  if (!bar) {
+    return; // the error is gone (fixed, cleared) or the cell was deleted meanwhile
+  }
+  let note = bar.querySelector<HTMLElement>(`.${NOTICE_CLASS}`);
+  if (!note) {
+    note = document.createElement('span');
+    note.className = NOTICE_CLASS;
+    note.setAttribute('role', 'status');
+    bar.appendChild(note);
+  }
+  note.textContent = notice.text;
+  note.classList.toggle('agentloop-mod-error', notice.level === 'error');
+  const button = bar.querySelector<HTMLButtonElement>(`.${BUTTON_CLASS}`);
+  if (button && notice.level === 'error') {
+    button.textContent = FIX_LABEL;
+    button.disabled = false;
+  }
+}
+
 export const fixPlugin: JupyterFrontEndPlugin<void> = {
   id: 'agentloop-nb:fix-button',
   description: 'Adds a "Fix with agent" button under error outputs.',
@@ -78,6 +105,7 @@ export const fixPlugin: JupyterFrontEndPlugin<void> = {
     const decorate = (connection: IBridgeConnection) => {
       const watcher = new CellWatcher(connection.panel, cell => syncButton(cell, connection));
       connection.connectedChanged.connect(() => watcher.refresh());
+      connection.noticed.connect((_, notice) => showNotice(connection.panel, notice));
       connection.panel.disposed.connect(() => watcher.dispose());
     };
     bridge.connectionAdded.connect((_, connection) => decorate(connection));

@@ -83,6 +83,14 @@ export interface IAgentsMessage {
   agents: IAgentInfo[];
 }
 
+/** The kernel's answer to a `fix` action: what happened to that cell's request. */
+export interface INoticeMessage {
+  type: 'notice';
+  level: 'info' | 'error';
+  text: string;
+  cell_id: string;
+}
+
 export interface IActionMessage {
   type: 'action';
   action: ActionName;
@@ -99,7 +107,8 @@ export type KernelMessage =
   | { type: 'refused'; reason: string }
   | { kind: 'request'; request: Request }
   | { kind: 'bad-request'; id: string; reason: string }
-  | IAgentsMessage;
+  | IAgentsMessage
+  | INoticeMessage;
 
 /** A reply the front end sends for request `id`. */
 export function okResponse(id: string, result: JSONObject): JSONObject {
@@ -272,6 +281,16 @@ export function parseKernelMessage(data: unknown): KernelMessage {
       return parseRequest(data);
     case 'agents':
       return parseAgents(data);
+    case 'notice':
+      if (typeof data.text !== 'string' || typeof data.cell_id !== 'string') {
+        throw new Error('a notice needs a string text and cell_id');
+      }
+      return {
+        type: 'notice',
+        level: data.level === 'error' ? 'error' : 'info',
+        text: data.text,
+        cell_id: data.cell_id
+      };
     default:
       throw new Error(`unknown message type ${JSON.stringify(data.type)}`);
   }

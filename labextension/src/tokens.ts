@@ -7,7 +7,7 @@ import type { NotebookPanel } from '@jupyterlab/notebook';
 import { Token } from '@lumino/coreutils';
 import type { ISignal } from '@lumino/signaling';
 
-import type { IActionMessage, IAgentInfo } from './protocol';
+import type { IActionMessage, IAgentInfo, INoticeMessage } from './protocol';
 
 /** One notebook panel's comm to its kernel. */
 export interface IBridgeConnection {
@@ -21,6 +21,8 @@ export interface IBridgeConnection {
   readonly agents: readonly IAgentInfo[];
   /** Emits every `agents` push from the kernel. */
   readonly agentsChanged: ISignal<IBridgeConnection, readonly IAgentInfo[]>;
+  /** Emits every `notice` from the kernel (its answer to a `fix` action). */
+  readonly noticed: ISignal<IBridgeConnection, INoticeMessage>;
   /**
    * Send a notification to the kernel (`fix`, `prompt`, `cancel`, `create`, `list`).
    * Returns false (and sends nothing) while the comm is not connected.

@@ -231,8 +231,13 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def start_lab(root: Path, workdir: Path, *, startup_timeout: float = 90.0) -> LabServer:
+def start_lab(
+    root: Path, workdir: Path, *, startup_timeout: float = 90.0, collaborative: bool = False
+) -> LabServer:
     """Start JupyterLab for ``root`` with its Jupyter dirs under ``workdir``; wait until it answers.
+
+    Real-time collaboration (jupyter-collaboration, when installed) is off unless
+    ``collaborative``: the shared Lab of the other tests keeps plain documents.
 
     The server runs in its own process group so :func:`stop_lab` can end it and its kernels
     together. Raises :class:`LabStartError` (with the log tail) if it exits or stays silent.
@@ -266,6 +271,10 @@ def start_lab(root: Path, workdir: Path, *, startup_timeout: float = 90.0) -> La
         f"--IdentityProvider.token={token}",
         f"--ServerApp.root_dir={root}",
         "--LabApp.extension_manager=readonly",
+        f"--YDocExtension.disable_rtc={not collaborative}",
+        # Collaboration's state goes under workdir, not into the served repository.
+        f"--SQLiteYStore.db_path={workdir / 'ystore.db'}",
+        f"--YDocExtension.session_store_path={workdir / 'collaboration_sessions.json'}",
     ]
     if os.geteuid() == 0:
         cmd.append("--allow-root")

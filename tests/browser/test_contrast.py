@@ -94,7 +94,7 @@ MUST_MEASURE = (
 def _audit(page: Page, theme: str) -> tuple[list[str], set[str]]:
     from playwright.sync_api import expect
 
-    views = page.locator(".agentloop-agent")
+    views = page.locator(".jp-Notebook .agentloop-agent")  # not the Agents panel's copy
     # Lab renders cells lazily: bring each view on screen before measuring it.
     problems: list[str] = []
     seen: set[str] = set()

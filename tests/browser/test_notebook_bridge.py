@@ -209,6 +209,32 @@ def test_agent_edits_land_in_the_page_undo_from_the_cell_and_survive_a_reload(
         expect(_source(lab_page, 2)).to_have_text("print(41 + 1)", timeout=60_000)
         expect(harness.cell(lab_page, 2).locator(".agentloop-badge")).to_have_text("helper")
 
+        # The reloaded page reconnects while a cell is running in the kernel (this wait is
+        # one): its probe must not queue behind the execution. Exactly one comm is live (the
+        # old page closed its own), and a request round-trips through the new page.
+        driver.run("await _t_connected(timeout=20)")
+        assert driver.run("print(len(_t_bridge._live))").strip() == "1"
+        assert [c["source"] for c in driver.cells()][2] == "print(41 + 1)"
+
+
+def test_after_a_kernel_restart_the_bridge_reconnects_once_the_extension_is_loaded_again(
+    lab_page: Page, jupyter_lab: harness.LabServer, notebook_dir: Path
+) -> None:
+    from playwright.sync_api import expect
+
+    notebook = harness.write_notebook(
+        notebook_dir / "restart.ipynb", ["%load_ext agentloop_nb", "y = 5"]
+    )
+    for driver in _driver(lab_page, jupyter_lab, notebook):
+        assert [c["source"] for c in driver.cells()] == ["%load_ext agentloop_nb", "y = 5"]
+    # Restart and run all again: the new kernel loads the extension, announces its bridge,
+    # and the page (which dropped its comm with the old kernel) opens a new one.
+    for driver in _driver(lab_page, jupyter_lab, notebook):
+        inserted = driver.ok("insert", index=2, source="y * 2", cell_type="code")
+        assert inserted["cell"]["source"] == "y * 2"
+        expect(_source(lab_page, 2)).to_have_text("y * 2")
+        assert driver.run("print(len(_t_bridge._live))").strip() == "1"
+
 
 def test_an_edit_is_refused_while_the_user_types_in_the_cell(
     lab_page: Page, jupyter_lab: harness.LabServer, notebook_dir: Path

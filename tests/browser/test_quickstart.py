@@ -43,7 +43,7 @@ def _assert_grows(texts: list[str]) -> None:
 
 
 def _agent_views(page: Page) -> Locator:
-    return page.locator(".agentloop-agent")
+    return page.locator(".jp-Notebook .agentloop-agent")  # the Agents panel shows one too
 
 
 def test_quickstart_streams_calls_tools_and_cancels_in_the_browser(

@@ -62,7 +62,7 @@ def test_the_quick_start_in_the_dark_theme_keeps_prompts_readable(
     try:
         harness.run_all(lab_page, jupyter_lab, quickstart)
         expect(lab_page.locator("body[data-jp-theme-light='false']")).to_have_count(1)
-        view = lab_page.locator(".agentloop-agent").first
+        view = lab_page.locator(".jp-Notebook .agentloop-agent").first
         view.wait_for(timeout=60_000)
         harness.wait_cells_done(lab_page, timeout=90_000)
         prompt = view.locator(".agentloop-user").first

@@ -75,11 +75,6 @@ async def test_a_call_to_a_hanging_tool_is_cancelled_within_two_seconds(tmp_path
         assert data(agent, "tool/result")[0]["error"]["code"] == "ABORTED"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known leak: the SDK's stdio_client kills the server's process group only when the "
-    "server lingers after stdin closes; a server that exits at once leaves its grandchildren",
-)
 async def test_a_grandchild_the_server_started_does_not_outlive_the_connection(
     tmp_path: Path,
 ) -> None:

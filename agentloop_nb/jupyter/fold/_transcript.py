@@ -205,7 +205,8 @@ class Transcript:
         self._add(
             "user",
             {
-                "text": content_text(message.get("content")),
+                # Blocks apart: ``%%agent NAME --with VAR`` sends the variable, then the prompt.
+                "text": content_text(message.get("content"), "\n\n"),
                 "source": str(source.get("kind", "user")),
                 "id": message.get("id"),
             },
@@ -446,8 +447,9 @@ _HANDLERS = {
 }
 
 
-def content_text(content: Any) -> str:
-    """The text of a message's content (a str or blocks); images become ``[image]``."""
+def content_text(content: Any, separator: str = "") -> str:
+    """The text of a message's content (a str or blocks, joined by ``separator``); images
+    become ``[image]``."""
     if content is None:
         return ""
     if isinstance(content, str):
@@ -459,7 +461,7 @@ def content_text(content: Any) -> str:
             out.append(str(block.get("text", "")))
         elif btype == "image":
             out.append("[image]")
-    return "".join(out)
+    return separator.join(out)
 
 
 def _block_kind(chunk: Mapping[str, Any]) -> str | None:

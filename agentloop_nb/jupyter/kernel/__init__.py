@@ -19,7 +19,7 @@ from ._memory import AgentRun, KernelMemory, UndoReport
 from ._provenance import Binding
 from ._run_code import RunOutcome, run_code
 from ._sync import run_eagerly, run_sync
-from ._tools import code_html, kernel_tools, memory_of, user_variables
+from ._tools import code_html, kernel_tools, memory_of, undo_action, user_variables
 from ._undo import DEFAULT_SIZE_LIMIT, NameOutcome, Snapshot, estimate_size, restore, snapshot_for
 
 __all__ = [
@@ -51,5 +51,6 @@ __all__ = [
     "run_sync",
     "secret_values",
     "snapshot_for",
+    "undo_action",
     "user_variables",
 ]

@@ -74,7 +74,8 @@ def _shell() -> Any:
 
 def user_variables(shell: Any) -> dict[str, Any]:
     """The user's own variables: no ``_`` names, modules, IPython internals (``In``, ``Out``,
-    ``exit``, ...) or this package's objects (``ctx``, agents)."""
+    ``exit``, ...) or this package's objects (``ctx``, agents, and the functions and classes
+    imported from it such as ``tool``)."""
     hidden = getattr(shell, "user_ns_hidden", {})
     out = {}
     for name, value in shell.user_ns.items():
@@ -82,11 +83,30 @@ def user_variables(shell: Any) -> dict[str, Any]:
             continue
         if isinstance(value, types.ModuleType):
             continue
-        module = getattr(type(value), "__module__", "") or ""
-        if module.split(".")[0] == "agentloop_nb" or module.startswith("IPython."):
+        if _ours(value):
             continue
         out[name] = value
     return out
+
+
+def _ours(value: Any) -> bool:
+    """Whether ``value`` belongs to this package or IPython: an instance of one of their
+    types, or a function or class they define (``from agentloop_nb import tool``)."""
+    modules = [getattr(type(value), "__module__", "") or ""]
+    if isinstance(value, type) or (callable(value) and hasattr(value, "__qualname__")):
+        modules.append(getattr(value, "__module__", "") or "")
+    return any(m.split(".")[0] == "agentloop_nb" or m.startswith("IPython.") for m in modules)
+
+
+def _typed_inputs(shell: Any) -> list[str]:
+    """The cells' sources as the user typed them (``%%agent a`` rather than IPython's
+    ``get_ipython().run_cell_magic(...)``): the history's raw inputs when they line up with
+    ``In``, else ``In`` itself."""
+    inputs = list(shell.user_ns.get("In") or [])
+    raw = getattr(getattr(shell, "history_manager", None), "input_hist_raw", None)
+    if isinstance(raw, list) and len(raw) == len(inputs):
+        return [str(r) for r in raw]
+    return inputs
 
 
 def code_html(code: str) -> str:
@@ -188,7 +208,7 @@ class _Tools:
         if n < 1:
             return "Nothing asked for (n must be at least 1)."
         ns = self.shell.user_ns
-        inputs = ns.get("In") or []
+        inputs = _typed_inputs(self.shell)
         outputs = ns.get("Out") or {}
         first = max(1, len(inputs) - n)
         per_cell = max(80, self.max_chars // max(1, min(n, len(inputs))))

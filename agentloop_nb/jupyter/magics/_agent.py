@@ -11,27 +11,22 @@ reading ``%agent steer NAME why?`` as a help request.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import builtins
 import difflib
 import keyword
 import re
 import shlex
 import sys
-import time
 from collections.abc import Sequence
-from html import escape
 from typing import Any, NoReturn
 
-import anyio
-import ipywidgets as widgets
 from IPython.core.magic import Magics, cell_magic, line_cell_magic, magics_class
 from IPython.display import display
 
 from ...errors import AgentloopError
 from ...llm.offline import OfflineModel
 from ...loop import AgentOptions
-from .._state import KernelState, UserError
+from .._state import DEFAULT_MODEL, DEFAULT_PROVIDER, KernelState, UserError
 from ..kernel import run_eagerly
 from ._cellplugin import run_plugin_cell
 from ._fix import add_fix_parser, run_fix
@@ -48,11 +43,12 @@ from ._kernel import (
 from ._longrun import add_longrun_parsers, cmd_compact
 from ._mcp import add_mcp_parser, run_mcp_command
 from ._notebook import add_notebook_parser, run_notebook_command
+from ._panel import add_panel_parser, run_panel_command
+from ._sessions import format_table as _format_table
+from ._sessions import run_sessions
 from ._undo import add_undo_parser, run_undo
 from ._why import add_why_parser, run_why
 
-DEFAULT_PROVIDER = "offline"
-DEFAULT_MODEL = "demo"
 _RAW_TEXT = ("steer", "inject")  # TEXT is the raw rest of the line (quotes and all)
 # `%agent steer|inject NAME TEXT?`: IPython would read the trailing `?` as a help request.
 _QUESTION_LINE = re.compile(
@@ -91,7 +87,7 @@ def _build_parser() -> _Parser:
         "--provider",
         metavar="P",
         default=None,
-        help=f"model provider (default: {DEFAULT_PROVIDER})",
+        help=f"model provider (default: {DEFAULT_PROVIDER}, or configure(default_provider=...))",
     )
     c.add_argument(
         "--model",
@@ -151,6 +147,7 @@ def _build_parser() -> _Parser:
     add_fix_parser(sub)
     add_undo_parser(sub)
     add_why_parser(sub)
+    add_panel_parser(sub)
     return p
 
 
@@ -251,6 +248,8 @@ class AgentMagics(Magics):
                                       log without re-running anything
           %agent list                 live agents
           %agent show NAME            display the live view
+          %agent panel                the Agents panel as an output: every agent of the
+                                      kernel, the selected one's live view, a prompt box
           %agent sessions             persisted sessions (id, created, live name), listed
                                       off the event loop (the kernel never waits on disk)
           %agent dispose NAME         dispose the agent
@@ -360,12 +359,14 @@ class AgentMagics(Magics):
     def _cmd_create(self, args: argparse.Namespace) -> None:
         name = _identifier(args.name)
         self._check_free(name)
-        provider = args.provider or DEFAULT_PROVIDER
+        defaults = self.state.default_options()
+        provider = args.provider or defaults.provider or DEFAULT_PROVIDER
         self._check_provider(provider)
         if args.pace is not None:
             provider = self._paced(provider, args.pace)
         offline = provider == DEFAULT_PROVIDER or provider.startswith(f"{DEFAULT_PROVIDER}@")
-        model = args.model or (DEFAULT_MODEL if offline else None)
+        configured = defaults.model if args.provider is None else None
+        model = args.model or configured or (DEFAULT_MODEL if offline else None)
         if model is None:
             raise UserError(f"%agent create: --model is required with --provider {provider}")
         if args.max_tokens is not None and args.max_tokens <= 0:
@@ -404,6 +405,9 @@ class AgentMagics(Magics):
     def _check_free(self, name: str) -> None:
         if name in self.state.names:
             raise UserError(f"an agent named {name!r} exists; %agent dispose {name} first")
+
+    def _cmd_panel(self, args: argparse.Namespace) -> None:
+        run_panel_command(self.state, args)
 
     def _cmd_notebook(self, args: argparse.Namespace) -> None:
         print(run_notebook_command(self.state, args))
@@ -501,40 +505,7 @@ class AgentMagics(Magics):
         display(self.state.view(self.state.agent(args.name)))
 
     def _cmd_sessions(self, _args: argparse.Namespace) -> None:
-        persistence = self.state.app.persistence
-        if persistence is None:
-            raise UserError("%agent sessions: this App has no session persistence")
-        live = {
-            a.session.id: self.state.name_of(a) or "-" for a in self.state.app.agent_loop.list()
-        }
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:  # no loop to keep running (a plain shell): list right here
-            print(_sessions_table(persistence.list(), live))
-            return
-        # Listing reads every session file's header: off the event loop, so the kernel (and
-        # every running agent) keeps going. The cell has returned by the time the listing is
-        # ready, so it is shown in a widget (front ends apply a widget's updates whenever
-        # they come) or, without a front end, printed.
-        shown = _Listing() if getattr(self.shell, "kernel", None) is not None else None
-        if shown is not None:
-            display(shown)
-        else:
-            print("listing sessions…")
-
-        async def listing() -> None:
-            try:
-                headers = await anyio.to_thread.run_sync(persistence.list)
-            except Exception as exc:
-                text = f"UsageError: %agent sessions: {exc}"
-            else:
-                text = _sessions_table(headers, live)
-            if shown is not None:
-                shown.show(text)
-            else:
-                print(text)
-
-        self.state.spawn(listing())
+        run_sessions(self.state, self.shell)
 
     def _cmd_compact(self, args: argparse.Namespace) -> None:
         cmd_compact(self.state, args)
@@ -550,45 +521,9 @@ class AgentMagics(Magics):
             st.keep(value)
 
 
-class _Listing(widgets.HTML):
-    """The ``%agent sessions`` table, filled in when the listing is ready."""
-
-    def __init__(self) -> None:
-        super().__init__(value="<pre>listing sessions…</pre>")
-        self.text = "listing sessions…"
-
-    def show(self, text: str) -> None:
-        self.text = text
-        self.value = f"<pre>{escape(text)}</pre>"
-
-    def __repr__(self) -> str:
-        return self.text
-
-
-def _sessions_table(headers: Sequence[Any], live: dict[str, str]) -> str:
-    if not headers:
-        return "no persisted sessions"
-    rows = [
-        (h.id, _when(h.created_at), live.get(h.id, ""))
-        for h in sorted(headers, key=lambda h: h.created_at, reverse=True)
-    ]
-    return _format_table([("SESSION", "CREATED", "LIVE AS"), *rows])
-
-
 def _where(persistence: Any) -> str:
     root = getattr(persistence, "root", None)
     return str(root) if root is not None else "the session store"
-
-
-def _when(t: float) -> str:
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t))
-
-
-def _format_table(rows: Sequence[tuple[str, ...]]) -> str:
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    return "\n".join(
-        "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows
-    )
 
 
 def _table(rows: Sequence[tuple[str, ...]]) -> None:

@@ -15,18 +15,10 @@ from typing import Any
 
 from IPython.display import display
 
-from ...messages import TextBlock
-from .._state import KernelState, UserError
+from .._fixflow import AUTOPSY_CHARS, FIX_REQUEST, fix_message, start_fix
+from .._state import KernelState
 
-__all__ = ["FIX_REQUEST", "add_fix_parser", "fix_message", "run_fix"]
-
-#: Bound of the autopsy a ``%agent fix`` message carries.
-AUTOPSY_CHARS = 6000
-FIX_REQUEST = (
-    "fix: the cell above failed. Find the cause from the autopsy, then correct the cell: "
-    "replace it with replace_cell and run it with run_cell when you have those tools, "
-    "otherwise run the corrected code with run_python. Say what was wrong in one sentence."
-)
+__all__ = ["AUTOPSY_CHARS", "FIX_REQUEST", "add_fix_parser", "fix_message", "run_fix"]
 
 
 def add_fix_parser(sub: Any) -> None:
@@ -44,30 +36,9 @@ def add_fix_parser(sub: Any) -> None:
     )
 
 
-def fix_message(state: KernelState, cell: str | None) -> list[TextBlock]:
-    """The blocks of a fix request for ``cell`` (default: the last failure). Raises
-    :class:`UserError` when no failure of that cell is kept."""
-    memory = state.memory_or_fail("%agent fix")
-    autopsy = memory.autopsy(cell)
-    if autopsy is None:
-        what = f"cell {cell!r}" if cell else "any cell"
-        raise UserError(
-            f"%agent fix: no failure is kept for {what} (kept: "
-            f"{memory.autopsies.describe_kept()}); a cell's autopsy is dropped when it next "
-            "succeeds"
-        )
-    return [TextBlock(text=autopsy.render(AUTOPSY_CHARS) + "\n\n"), TextBlock(text=FIX_REQUEST)]
-
-
 def run_fix(state: KernelState, args: argparse.Namespace) -> None:
     """Queue the fix request as a follow-up of ``args.name`` and display its turn."""
-    agent = state.agent(args.name)
-    blocks = fix_message(state, args.cell)
-    message = agent.followup(blocks)
-    tools = agent.ctx.tools
-    if not any(tools.lookup(n, agent) is not None for n in ("run_python", "replace_cell")):
-        print(
-            f"note: {args.name} has neither the kernel tools nor the notebook tools, so it can "
-            f"only explain the error (give it tools with %agent create {args.name} --kernel)"
-        )
-    display(state.cell_view(agent, [str(message.id)]))
+    started = start_fix(state, args.cell, args.name, command="%agent fix")
+    if started.note:
+        print(f"note: {started.note}")
+    display(state.cell_view(started.agent, [started.message_id]))

@@ -18,6 +18,9 @@ second call replaces the first): ``list_cells``, ``read_cell`` and, unless ``edi
 - Every inserted or replaced cell carries ``metadata.agentloop = {agent, session, turn,
   call_id}``; every edit's ``tool/result`` ``meta["notebook"]`` holds the operation, the cell
   id and the old and new source, so the session log (replay, fork) shows it.
+- Undo: with the kernel's memory (``ctx.kernel_memory``), ``run_cell`` snapshots what the
+  cell's source may change before it runs, as ``run_python`` does, so ``%agent undo`` (and the
+  view's Undo button on a finished ``run_cell``) restores the namespace.
 - Secrets: the kernel tools' rule applies to everything these tools return and log.
 - The document is asked for at every call (``document``, else the ``ctx.notebooks`` service
   of the kernel); with none, every tool returns the "no notebook is connected" error.
@@ -35,8 +38,8 @@ from typing import Any, Literal
 from ..._disposer import Disposer
 from ...messages import ImageBlock, TextBlock
 from ...tools import TOOL_ERROR, Ask, Tool, ToolExecution, ToolResult, error_result, tool
-from ..kernel import mask, secret_values
-from ._document import CELL_TYPES, Cell, DocumentError, NotebookDocument
+from ..kernel import mask, memory_of, secret_values, undo_action
+from ._document import CELL_TYPES, Cell, DocumentError, NotebookDocument, RunResult
 from ._outputs import MAX_IMAGES, bounded, one_line, summarize
 from ._provider import NO_NOTEBOOK
 
@@ -298,7 +301,12 @@ class _Bodies:
             meta=meta,
         )
 
-    async def run_cell(self, cell: int | str, timeout: float = 60) -> ToolResult:  # noqa: ASYNC109 - the contract's own deadline
+    async def run_cell(
+        self,
+        cell: int | str,
+        execution: ToolExecution,
+        timeout: float = 60,  # noqa: ASYNC109 - the contract's own deadline
+    ) -> ToolResult:
         """Run a code cell (a position or an id) as the user would; returns its outputs like
         read_cell. A cell still running after `timeout` seconds (1..600) is reported as
         still running: read it later."""
@@ -314,7 +322,7 @@ class _Bodies:
                     "bad-request",
                     f"cell {target.position} is a {target.cell_type} cell; only code cells run",
                 )
-            outcome = await document.run(target.id, float(timeout))
+            outcome = await self._run_undoable(document, target, float(timeout), execution)
         except DocumentError as exc:
             return _document_error(exc)
         ran = outcome.cell
@@ -327,6 +335,31 @@ class _Bodies:
         else:
             intro = f"Ran {self._header(ran)}."
         return self._cell_result(ran, intro, meta)
+
+    async def _run_undoable(
+        self,
+        document: NotebookDocument,
+        target: Cell,
+        timeout: float,  # noqa: ASYNC109 - the document's run deadline
+        execution: ToolExecution,
+    ) -> RunResult:
+        """Run ``target``, snapshotting what its source may change first (the kernel memory's
+        undo journal, as ``run_python`` does), so ``%agent undo`` covers it. A run still going
+        at the timeout is settled then: what it changes later counts as "changed since"."""
+        memory = memory_of(execution.agent)
+        if memory is None:
+            return await document.run(target.id, timeout)
+        run = memory.begin_run(
+            target.source,
+            agent=execution.agent,
+            call_id=str(execution.call_id),
+            turn=int(getattr(execution, "turn", 0) or 0),
+            tool="run_cell",
+        )
+        try:
+            return await document.run(target.id, timeout)
+        finally:
+            memory.end_run(run)
 
 
 def resolve(cells: list[Cell], cell: Any) -> Cell:
@@ -534,9 +567,14 @@ class NotebookTools:
         bodies = _Bodies(_source_for(agent, document), shell, max_output_chars)
         approvals = _Approvals(bodies)
 
+        memory = memory_of(agent)
+
         def apply(ctx: Any, _config: Any) -> None:
             for definition in _definitions(bodies, edit):
                 ctx.tools.register(definition)
+            add_action = getattr(getattr(ctx, "approval", None), "register_action", None)
+            if edit != "never" and memory is not None and add_action is not None:
+                ctx.effect(lambda: add_action("run_cell", "Undo", *undo_action(memory)))
             if edit != "ask":
                 return
             ctx.on("tools/pre-execute", approvals.ask)

@@ -14,6 +14,7 @@ from typing import Any
 import ipywidgets as widgets
 
 from ..._disposer import Disposer
+from ...hooks import ClaimedPayload
 from ._throttle import DEFAULT_INTERVAL, Throttle
 
 _EVENTS = ("agent/inbox/inserted", "agent/inbox/discarded", "agent/inbox/claimed")
@@ -40,8 +41,13 @@ class InboxView(widgets.VBox):
         self.render()
 
     def _changed(self, payload: Any) -> None:
-        if payload.agent is self.agent:
-            self.throttle.poke()
+        if payload.agent is not self.agent:
+            return
+        self.throttle.poke()
+        if isinstance(payload, ClaimedPayload):
+            # Claimed: the message is in a turn now and must leave the panel as that turn
+            # starts, not an interval later (claims come once a step, so no render storm).
+            self.throttle.flush()
 
     def pending(self) -> list[tuple[str, str, str]]:
         """``(message id, queue, text)`` of every pending message: ``next-turn`` first."""

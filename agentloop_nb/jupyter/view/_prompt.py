@@ -1,4 +1,5 @@
-"""``PromptBox``: the follow-up box, a small textarea widget that sends on Ctrl/Cmd+Enter.
+"""``PromptBox``: the follow-up box, a small textarea widget that sends on Ctrl/Cmd+Enter
+(or, with ``enter_sends``, on Enter, Shift+Enter making a new line).
 
 ipywidgets' ``Textarea`` reports no key events, so it cannot tell Enter from Ctrl+Enter. This
 is an anywidget (a few lines of browser code shipped with the Python class, no front-end build
@@ -28,7 +29,8 @@ function render({ model, el }) {
     model.save_changes();
   });
   box.addEventListener("keydown", (e) => {
-    if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) {
+    const plain = model.get("enter_sends") && !e.shiftKey && !e.altKey && !e.isComposing;
+    if (e.key === "Enter" && (e.ctrlKey || e.metaKey || plain)) {
       e.preventDefault();
       e.stopPropagation();
       model.set("value", box.value);
@@ -58,12 +60,14 @@ class PromptBox(anywidget.AnyWidget):
     """A textarea whose Ctrl/Cmd+Enter calls the :meth:`on_submit` callbacks with its text.
 
     ``value`` is the text (settable from Python, e.g. cleared after sending); ``placeholder``
-    the hint shown while empty."""
+    the hint shown while empty; ``enter_sends`` makes a plain Enter send too (Shift+Enter
+    then types a new line), as chat boxes do."""
 
     _esm = _ESM
     _css = _CSS
     value = traitlets.Unicode("").tag(sync=True)
     placeholder = traitlets.Unicode("").tag(sync=True)
+    enter_sends = traitlets.Bool(False).tag(sync=True)
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
