@@ -9,6 +9,7 @@ The catalogues: ``agentloop_nb.events`` (durable event types and their data) and
 
 from __future__ import annotations
 
+from types import FunctionType
 from typing import TYPE_CHECKING, Any
 
 from .agents import AgentHandle, AgentRegistry
@@ -149,3 +150,22 @@ __all__ = [
     "tool",
     "unload_ipython_extension",
 ]
+
+
+def _publish(namespace: dict[str, Any]) -> None:
+    # Reprs, tracebacks and generated docs name the path a user imports (``agentloop_nb.Agent``,
+    # not ``agentloop_nb.loop._agent.Agent``), as httpx and anyio do. Only objects defined in this
+    # package are renamed (a re-exported third-party object keeps its home); pickling still works
+    # because every renamed object is reachable as ``agentloop_nb.<name>``. ``InvariantError`` is
+    # loaded lazily and keeps its plugin path.
+    for name in __all__:
+        value = namespace.get(name)
+        if not isinstance(value, (type, FunctionType)) or name.startswith("_"):
+            continue
+        if getattr(value, "__module__", "").startswith("agentloop_nb") and (
+            getattr(value, "__qualname__", name) == name
+        ):
+            value.__module__ = __name__
+
+
+_publish(globals())

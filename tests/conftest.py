@@ -15,6 +15,17 @@ def anyio_backend() -> str:
 
 
 @pytest.fixture
+async def app() -> AsyncIterator[Any]:
+    """An ``App`` with the invariant companion loaded (``make_app()``), closed after the test.
+    A module that needs another configuration overrides this fixture."""
+    from _loop_helpers import make_app  # imported here: collecting must not import the package
+
+    app = make_app()
+    yield app
+    await app.aclose()
+
+
+@pytest.fixture
 async def shell(tmp_path: Path) -> AsyncIterator[Any]:
     """An in-process IPython shell with the extension loaded (sessions under ``tmp_path``);
     afterwards the extension is unloaded, its agents closed, and the names the test bound in

@@ -5,13 +5,11 @@ kernel-side from later cells (nbclient's saved widget state misses background up
 from __future__ import annotations
 
 import json
-import textwrap
 from pathlib import Path
 from typing import Any
 
-import nbformat
 import pytest
-from nbclient import NotebookClient
+from _kernel_helpers import code_cell, execute, run_code, running_kernel
 
 import agentloop_nb
 
@@ -21,24 +19,13 @@ EXT = "agentloop_nb" if hasattr(agentloop_nb, "load_ipython_extension") else "ag
 CELL_TIMEOUT = 20
 
 
-def _cell(source: str, *tags: str) -> Any:
-    cell = nbformat.v4.new_code_cell(textwrap.dedent(source).strip())
-    if tags:
-        cell.metadata["tags"] = list(tags)
-    return cell
+_cell = code_cell
 
 
 def run_notebook(workdir: Path, cells: list[Any]) -> list[Any]:
     """Execute ``cells`` in a fresh kernel whose cwd is ``workdir``; fail on any unexpected
     cell error (``raises-exception`` tags allow one)."""
-    nb = nbformat.v4.new_notebook(cells=cells)
-    NotebookClient(
-        nb,
-        timeout=CELL_TIMEOUT,
-        kernel_name="python3",
-        resources={"metadata": {"path": str(workdir)}},
-    ).execute()
-    return list(nb.cells)
+    return execute(workdir, cells, CELL_TIMEOUT)
 
 
 def _text(cell: Any, name: str = "stdout") -> str:
@@ -200,28 +187,10 @@ def test_resume_in_a_second_kernel_continues_the_conversation(tmp_path: Path) ->
 
 
 def test_kernel_interrupt_cancels_running_agents_idle_or_busy(tmp_path: Path) -> None:
-    from jupyter_client import KernelManager
-
-    km = KernelManager(kernel_name="python3")
-    km.start_kernel(cwd=str(tmp_path))
-    kc = km.client()
-    kc.start_channels()
-    try:
-        kc.wait_for_ready(timeout=30)
+    with running_kernel(tmp_path) as (km, kc):
 
         def run(code: str, on_output: Any = None) -> tuple[dict[str, Any], str]:
-            out: list[str] = []
-
-            def hook(msg: dict[str, Any]) -> None:
-                if msg["msg_type"] == "stream":
-                    out.append(msg["content"]["text"])
-                    if on_output is not None:
-                        on_output(msg["content"]["text"])
-
-            reply = kc.execute_interactive(
-                textwrap.dedent(code), timeout=CELL_TIMEOUT, output_hook=hook
-            )
-            return reply["content"], "".join(out)
+            return run_code(kc, code, CELL_TIMEOUT, on_output)
 
         reply, _ = run(f"""
             %load_ext {EXT}
@@ -274,6 +243,3 @@ def test_kernel_interrupt_cancels_running_agents_idle_or_busy(tmp_path: Path) ->
         ends, last = out.strip().splitlines()
         assert ends == "['aborted', 'aborted']"  # ...and so was the agent
         assert last == "still alive"  # the kernel and the agent keep working
-    finally:
-        kc.stop_channels()
-        km.shutdown_kernel(now=True)

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _kernel_helpers import running_kernel
 
 pytestmark = pytest.mark.kernel
 
@@ -60,14 +61,7 @@ class _Kernel:
 
 @pytest.fixture
 def kernel(tmp_path: Path) -> Iterator[_Kernel]:
-    from jupyter_client import KernelManager
-
-    km = KernelManager(kernel_name="python3")
-    km.start_kernel(cwd=str(tmp_path))
-    kc = km.client()
-    kc.start_channels()
-    try:
-        kc.wait_for_ready(timeout=TIMEOUT)
+    with running_kernel(tmp_path, ready_timeout=TIMEOUT) as (km, kc):
         k = _Kernel(km, kc)
         reply, _, _ = k.run("""
             %load_ext agentloop_nb
@@ -79,9 +73,6 @@ def kernel(tmp_path: Path) -> Iterator[_Kernel]:
         """)
         assert reply["status"] == "ok", reply
         yield k
-    finally:
-        kc.stop_channels()
-        km.shutdown_kernel(now=True)
 
 
 def test_a_failed_cell_is_fixed_by_the_offline_agent_and_its_autopsy_goes_when_it_succeeds(

@@ -4,14 +4,12 @@ offline model's pinned phrases."""
 
 from __future__ import annotations
 
-import textwrap
 import time
 from pathlib import Path
 from typing import Any
 
-import nbformat
 import pytest
-from nbclient import NotebookClient
+from _kernel_helpers import code_cell, execute, run_code, running_kernel, stdout_of
 
 pytestmark = pytest.mark.kernel
 
@@ -30,24 +28,11 @@ def answer(agent):
 """
 
 
-def _cell(source: str) -> Any:
-    return nbformat.v4.new_code_cell(textwrap.dedent(source).strip())
-
-
 def run_cells(workdir: Path, *sources: str) -> list[str]:
     """Execute the cells in a fresh kernel (cwd ``workdir``); returns each cell's stdout.
     Any cell error fails the test."""
-    nb = nbformat.v4.new_notebook(cells=[_cell(SETUP), *(_cell(s) for s in sources)])
-    NotebookClient(
-        nb,
-        timeout=CELL_TIMEOUT,
-        kernel_name="python3",
-        resources={"metadata": {"path": str(workdir)}},
-    ).execute()
-    return [
-        "".join(o.get("text", "") for o in c.outputs if o.get("name") == "stdout")
-        for c in nb.cells[1:]
-    ]
+    cells = execute(workdir, [code_cell(SETUP), *(code_cell(s) for s in sources)], CELL_TIMEOUT)
+    return [stdout_of(c) for c in cells[1:]]
 
 
 def test_list_and_inspect_variables_with_secrets_hidden_and_close_matches(tmp_path: Path) -> None:
@@ -233,26 +218,10 @@ def test_notebook_history_with_prompt_blocks_and_tool_replacement(tmp_path: Path
 
 
 def test_stop_button_interrupts_run_python_and_the_turn_ends_aborted(tmp_path: Path) -> None:
-    from jupyter_client import KernelManager
-
-    km = KernelManager(kernel_name="python3")
-    km.start_kernel(cwd=str(tmp_path))
-    kc = km.client()
-    kc.start_channels()
-    try:
-        kc.wait_for_ready(timeout=30)
+    with running_kernel(tmp_path) as (km, kc):
 
         def run(code: str) -> tuple[dict[str, Any], str]:
-            out: list[str] = []
-
-            def hook(msg: dict[str, Any]) -> None:
-                if msg["msg_type"] == "stream":
-                    out.append(msg["content"]["text"])
-
-            reply = kc.execute_interactive(
-                textwrap.dedent(code), timeout=CELL_TIMEOUT, output_hook=hook
-            )
-            return reply["content"], "".join(out)
+            return run_code(kc, code, CELL_TIMEOUT)
 
         reply, _ = run(
             SETUP
@@ -275,6 +244,3 @@ def test_stop_button_interrupts_run_python_and_the_turn_ends_aborted(tmp_path: P
         """)
         assert reply["status"] == "ok", reply
         assert out.splitlines() == ["True True", "['aborted']"]
-    finally:
-        kc.stop_channels()
-        km.shutdown_kernel(now=True)

@@ -3,13 +3,11 @@ keeps, names and providers refused at create, sessions listed without blocking."
 
 from __future__ import annotations
 
-import textwrap
 from pathlib import Path
 from typing import Any
 
-import nbformat
 import pytest
-from nbclient import NotebookClient
+from _kernel_helpers import code_cell, execute
 
 pytestmark = pytest.mark.kernel
 
@@ -17,19 +15,11 @@ CELL_TIMEOUT = 30
 WIDGET = "application/vnd.jupyter.widget-view+json"
 
 
-def _cell(source: str) -> Any:
-    return nbformat.v4.new_code_cell(textwrap.dedent(source).strip())
+_cell = code_cell
 
 
 def _run(workdir: Path, cells: list[Any]) -> list[Any]:
-    nb = nbformat.v4.new_notebook(cells=cells)
-    NotebookClient(
-        nb,
-        timeout=CELL_TIMEOUT,
-        kernel_name="python3",
-        resources={"metadata": {"path": str(workdir)}},
-    ).execute()
-    return list(nb.cells)
+    return execute(workdir, cells, CELL_TIMEOUT)
 
 
 def _html(cell: Any) -> str:

@@ -3,12 +3,12 @@ that runs argparse, becomes a tool error and the kernel keeps answering cells.""
 
 from __future__ import annotations
 
-import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from _kernel_helpers import run_code, running_kernel
 
 import agentloop_nb
 
@@ -20,31 +20,13 @@ CELL_TIMEOUT = 20
 
 @pytest.fixture
 def kernel(tmp_path: Path) -> Iterator[Any]:
-    from jupyter_client import KernelManager
-
-    km = KernelManager(kernel_name="python3")
-    km.start_kernel(cwd=str(tmp_path))
-    kc = km.client()
-    kc.start_channels()
-    try:
-        kc.wait_for_ready(timeout=30)
+    with running_kernel(tmp_path) as (km, kc):
         yield km, kc
-    finally:
-        kc.stop_channels()
-        km.shutdown_kernel(now=True)
 
 
 def run(kc: Any, code: str, timeout: float = CELL_TIMEOUT) -> tuple[dict[str, Any], str]:
-    """Execute ``code``; the shell reply's content and the cell's stdout. The reply is the
-    synchronisation: ``timeout`` bounds how long the kernel may take to answer."""
-    out: list[str] = []
-
-    def hook(msg: dict[str, Any]) -> None:
-        if msg["msg_type"] == "stream":
-            out.append(msg["content"]["text"])
-
-    reply = kc.execute_interactive(textwrap.dedent(code), timeout=timeout, output_hook=hook)
-    return reply["content"], "".join(out)
+    """Execute ``code``; the shell reply's content and the cell's stdout."""
+    return run_code(kc, code, timeout)
 
 
 @pytest.mark.parametrize("kind", ["async", "sync"])

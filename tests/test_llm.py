@@ -5,6 +5,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+from _llm_helpers import collect, make_ctx, opts
 
 import agentloop_nb.llm as llm
 from agentloop_nb.context import Context
@@ -33,20 +34,6 @@ from agentloop_nb.llm import (
 from agentloop_nb.messages import AssistantMessage, ReasoningBlock, TextBlock, ToolCallBlock
 from agentloop_nb.signals import AbortController
 from agentloop_nb.testing import HANG, ScriptedModel, text, tool_call
-
-
-def make_ctx() -> Context:
-    ctx = Context()
-    ctx.provide("llm", LlmRuntime(ctx))
-    return ctx
-
-
-def opts(provider: str = "scripted", **kw: Any) -> GenerateOptions:
-    return GenerateOptions(provider=provider, model="m", **kw)
-
-
-async def collect(stream: AsyncIterator[StreamChunk]) -> list[StreamChunk]:
-    return [chunk async for chunk in stream]
 
 
 def finish_of(chunks: list[StreamChunk]) -> Any:

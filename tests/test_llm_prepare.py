@@ -9,13 +9,11 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+from _llm_helpers import collect, make_ctx, opts
 from pydantic import ValidationError
 
 from agentloop_nb import RequestConfig
-from agentloop_nb.context import Context
 from agentloop_nb.llm import (
-    GenerateOptions,
-    LlmRuntime,
     LlmStreamPayload,
     PreparedCall,
     RetryPolicy,
@@ -24,20 +22,6 @@ from agentloop_nb.llm import (
 )
 from agentloop_nb.signals import AbortController, AbortError
 from agentloop_nb.testing import ScriptedModel, text
-
-
-def make_ctx() -> Context:
-    ctx = Context()
-    ctx.provide("llm", LlmRuntime(ctx))
-    return ctx
-
-
-def opts(provider: str = "scripted", **kw: Any) -> GenerateOptions:
-    return GenerateOptions(provider=provider, model="m", **kw)
-
-
-async def collect(stream: AsyncIterator[StreamChunk]) -> list[StreamChunk]:
-    return [chunk async for chunk in stream]
 
 
 class Defaulting(ScriptedModel):

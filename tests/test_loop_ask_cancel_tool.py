@@ -3,12 +3,11 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any
 
 import anyio
 import pytest
-from _loop_helpers import WAIT, data, idle, make_app, new_agent, register, wait_for
+from _loop_helpers import WAIT, data, idle, new_agent, register, wait_for
 
 from agentloop_nb import AgentTurnError
 from agentloop_nb.app import App
@@ -16,13 +15,6 @@ from agentloop_nb.testing import HANG, combine, error, text, tool_call
 from agentloop_nb.tools import ToolExecution, tool
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-async def app() -> AsyncIterator[App]:
-    app = make_app()
-    yield app
-    await app.aclose()
 
 
 def _tools(app: App, started: dict[str, anyio.Event], seen: list[Any]) -> None:

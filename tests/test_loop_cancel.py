@@ -3,7 +3,6 @@ keep_inbox, idle no-op, disposal."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any
 
 import anyio
@@ -31,13 +30,6 @@ from agentloop_nb.app import App
 from agentloop_nb.testing import HANG, combine, error, hang_after, text, tool_call
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-async def app() -> AsyncIterator[App]:
-    app = make_app()
-    yield app
-    await app.aclose()
 
 
 def end_reason(agent: Any, index: int = -1) -> dict[str, Any]:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from typing import Any
 
 import anyio
@@ -32,13 +31,6 @@ from agentloop_nb.testing import HANG, text, tool_call
 from agentloop_nb.tools import ToolExecution, tool
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-async def app() -> AsyncIterator[App]:
-    app = make_app()
-    yield app
-    await app.aclose()
 
 
 def record(app: App, *names: str) -> list[tuple[str, Any]]:

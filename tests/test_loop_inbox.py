@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -10,7 +9,6 @@ from _loop_helpers import (
     OPTIONS,
     data,
     idle,
-    make_app,
     new_agent,
     register,
     run,
@@ -26,13 +24,6 @@ from agentloop_nb.testing import text, tool_call
 from agentloop_nb.tools import ToolExecution, tool
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-async def app() -> AsyncIterator[App]:
-    app = make_app()
-    yield app
-    await app.aclose()
 
 
 def notifications(app: App) -> list[tuple[str, str, Any]]:

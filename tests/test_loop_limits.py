@@ -4,15 +4,12 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
 import anyio
 import pytest
 from _loop_helpers import (
     OPTIONS,
     Probe,
     idle,
-    make_app,
     reasons,
     register,
     scripted,
@@ -25,13 +22,6 @@ from agentloop_nb.app import App
 from agentloop_nb.testing import hang_after, text, tool_call
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-async def app() -> AsyncIterator[App]:
-    app = make_app()
-    yield app
-    await app.aclose()
 
 
 async def test_global_limits_default_to_unlimited_and_refuse_non_positive_values(app: App) -> None:

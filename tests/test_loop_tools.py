@@ -3,7 +3,6 @@ problems, additional contexts, ``tools/settled``, reclassification and ``finaliz
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any
 
 import anyio
@@ -13,7 +12,6 @@ from _loop_helpers import (
     Probe,
     data,
     idle,
-    make_app,
     new_agent,
     reasons,
     register,
@@ -34,13 +32,6 @@ from agentloop_nb.tools import (
 )
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-async def app() -> AsyncIterator[App]:
-    app = make_app()
-    yield app
-    await app.aclose()
 
 
 def calls(*specs: tuple[str, str, str]) -> list[Any]:

@@ -4,14 +4,13 @@ file, a run's variables land in the kernel, and a planted secret never reaches t
 
 from __future__ import annotations
 
-import textwrap
 from pathlib import Path
 from typing import Any
 
 import nbformat
 import pytest
+from _kernel_helpers import code_cell, execute, stdout_of
 from _notebook_helpers import write_notebook
-from nbclient import NotebookClient
 
 pytestmark = pytest.mark.kernel
 
@@ -21,17 +20,7 @@ CELL_TIMEOUT = 60
 def run_cells(workdir: Path, *sources: str) -> list[str]:
     """Execute the cells in a fresh kernel (cwd ``workdir``); each cell's stdout. Any cell
     error fails the test."""
-    cells = [nbformat.v4.new_code_cell(textwrap.dedent(s).strip()) for s in sources]
-    nb = nbformat.v4.new_notebook(cells=cells)
-    NotebookClient(
-        nb,
-        timeout=CELL_TIMEOUT,
-        kernel_name="python3",
-        resources={"metadata": {"path": str(workdir)}},
-    ).execute()
-    return [
-        "".join(o.get("text", "") for o in c.outputs if o.get("name") == "stdout") for c in nb.cells
-    ]
+    return [stdout_of(c) for c in execute(workdir, [code_cell(s) for s in sources], CELL_TIMEOUT)]
 
 
 def test_a_kernel_started_for_a_notebook_edits_and_runs_that_notebook(

@@ -6,16 +6,16 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from llmock.scenarios import Reply as LlmockReply
 from peers.aimock import aimock_url  # noqa: F401  (pytest fixture)
 from peers.loopback import sse_events, sse_reply
 from peers.streams import (
     WEATHER_TOOL,
     Assembled,
-    assert_answered,
+    options_for,
     run,
     run_closing,
     run_served,
+    run_sse,
     user,
 )
 from peers.wire import (
@@ -52,30 +52,15 @@ KEY_FOR_DEFAULTS = "sk-ant-test-defaults-0123"
 
 
 def options(*messages: Any, **kw: Any) -> GenerateOptions:
-    kw.setdefault("model", MODEL)
-    return GenerateOptions(provider="anthropic", messages=messages or (user("hi"),), **kw)
+    return options_for("anthropic", MODEL, *messages, **kw)
 
 
 async def served(body: bytes) -> Assembled:
-    """The result of one request to a loopback server streaming ``body``."""
-    result, _ = await run_served(
-        sse_reply(body), lambda url: AnthropicAdapter(url, "sk-ant-test"), options()
-    )
-    return result
+    """One request to a server streaming ``body``."""
+    return await run_sse(body, lambda url: AnthropicAdapter(url, "sk-ant-test"), options())
 
 
 # -- llmock -------------------------------------------------------------------------------------
-
-
-@pytest.mark.peer
-async def test_text_reply_streams_one_text_block_with_usage_and_stop(llmock: Any) -> None:
-    llmock.reply("Hello from Claude.")
-    # ANTHROPIC_BASE_URL / ANTHROPIC_API_KEY are set by llmock.
-    result = await run_closing(AnthropicAdapter(), options(system="Be brief."))
-    assert_answered(result, "Hello from Claude.")
-    body = llmock.last_request.body
-    assert body["max_tokens"] == 4096 and body["stream"] is True and body["system"] == "Be brief."
-    assert body["messages"] == [{"role": "user", "content": [{"type": "text", "text": "hi"}]}]
 
 
 @pytest.mark.peer
@@ -131,15 +116,6 @@ async def test_tool_loop_sends_tool_use_and_merged_tool_results_back(llmock: Any
             ],
         },
     ]
-
-
-@pytest.mark.peer
-async def test_max_tokens_stop_reason_ends_with_max_tokens(llmock: Any) -> None:
-    llmock.add(LlmockReply(text="This answer is cut", finish_reason="length"))
-    result = await run_closing(AnthropicAdapter(), options(max_tokens=5))
-    assert result.kind == "max-tokens"
-    assert result.text == "This answer is cut"
-    assert llmock.last_request.body["max_tokens"] == 5
 
 
 # -- aimock: thinking ---------------------------------------------------------------------------
@@ -249,23 +225,6 @@ async def test_base_url_ending_in_v1_is_not_doubled() -> None:
 # -- hand-written streams -----------------------------------------------------------------------
 
 
-async def test_in_stream_error_event_after_200_is_overloaded() -> None:
-    body = sse_events(
-        [
-            message_start(),
-            block_start(0),
-            text_delta(0, "Par"),
-            (
-                "error",
-                {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}},
-            ),
-        ]
-    )
-    result = await served(body)
-    assert result.text == "Par"
-    assert result.error.code == "OVERLOADED" and "Overloaded" in result.error.message
-
-
 async def test_redacted_thinking_unknown_events_and_pings_are_ignored() -> None:
     body = sse_events(
         [
@@ -286,20 +245,6 @@ async def test_redacted_thinking_unknown_events_and_pings_are_ignored() -> None:
     assert result.block_types == ["text"] and result.text == "Done."
     assert result.chunks[0].type == "block-start" and result.chunks[0].index == 0
     assert result.usage is not None and result.usage.output_tokens == 4
-
-
-async def test_empty_end_turn_is_an_empty_response() -> None:
-    result = await served(anthropic_text_stream(""))
-    assert result.error.code == "EMPTY_RESPONSE" and result.block_types == []
-
-
-async def test_missing_key_is_an_auth_error_naming_the_variable(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
-    adapter = AnthropicAdapter("http://127.0.0.1:9")
-    result = await run(adapter, options())
-    assert result.error.code == "AUTH" and "ANTHROPIC_API_KEY" in result.error.message
 
 
 # -- defaults offered to prepare_call ----------------------------------------------------------

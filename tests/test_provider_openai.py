@@ -8,17 +8,16 @@ from typing import Any
 
 import httpx
 import pytest
-from llmock.scenarios import Reply as LlmockReply
 from peers.aimock import aimock_url  # noqa: F401  (pytest fixture)
 from peers.loopback import LoopbackServer, sse_reply
 from peers.streams import (
     WEATHER_TOOL,
     Assembled,
-    assert_answered,
-    collect,
+    options_for,
     run,
     run_closing,
     run_served,
+    run_sse,
     user,
 )
 from peers.wire import chunk, openai_body, openai_tool_call_message
@@ -40,35 +39,15 @@ pytestmark = pytest.mark.anyio
 
 
 def options(*messages: Any, **kw: Any) -> GenerateOptions:
-    kw.setdefault("model", "gpt-4o-mini")
-    return GenerateOptions(provider="openai", messages=messages or (user("hi"),), **kw)
+    return options_for("openai", "gpt-4o-mini", *messages, **kw)
 
 
 async def served(body: bytes, *messages: Any, **kw: Any) -> Assembled:
-    """The result of one request (``options(*messages, **kw)``) to a loopback server streaming
-    ``body``."""
-    result, _ = await run_served(
-        sse_reply(body), lambda url: OpenAIAdapter(url, "sk-test"), options(*messages, **kw)
-    )
-    return result
+    """One request (``options(*messages, **kw)``) to a server streaming ``body``."""
+    return await run_sse(body, lambda url: OpenAIAdapter(url, "sk-test"), options(*messages, **kw))
 
 
 # -- llmock -------------------------------------------------------------------------------------
-
-
-@pytest.mark.peer
-async def test_text_reply_streams_one_text_block_with_usage_and_stop(llmock: Any) -> None:
-    llmock.reply("Hello there, friend.")
-    # The base URL and key come from the env llmock sets.
-    result = await run_closing(OpenAIAdapter(), options(system="Be brief."))
-    assert_answered(result, "Hello there, friend.")
-    body = llmock.last_request.body
-    assert body["stream"] is True and body["stream_options"] == {"include_usage": True}
-    assert body["messages"] == [
-        {"role": "system", "content": "Be brief."},
-        {"role": "user", "content": "hi"},
-    ]
-    assert "max_tokens" not in body and "tools" not in body
 
 
 @pytest.mark.peer
@@ -111,17 +90,6 @@ async def test_tool_loop_sends_the_call_and_its_result_back(llmock: Any) -> None
         openai_tool_call_message(call["id"], "get_weather", call["arguments"]),
         {"role": "tool", "tool_call_id": call["id"], "content": "sunny, 21 C"},
     ]
-
-
-@pytest.mark.peer
-async def test_finish_reason_length_ends_with_max_tokens(llmock: Any) -> None:
-    llmock.add(LlmockReply(text="This answer is cut", finish_reason="length"))
-    result = await run_closing(
-        OpenAIAdapter(), options(max_tokens=5, temperature=0.2, stop=["\n\n"])
-    )
-    assert result.kind == "max-tokens"
-    body = llmock.last_request.body
-    assert (body["max_tokens"], body["temperature"], body["stop"]) == (5, 0.2, ["\n\n"])
 
 
 # -- aimock: DeepSeek reasoning ----------------------------------------------------------------
@@ -223,35 +191,11 @@ async def test_interleaved_parallel_calls_with_repeated_ids_and_names_stay_separ
     assert result.usage is not None and result.usage.output_tokens == 20
 
 
-async def test_mid_stream_error_chunk_ends_with_its_code_and_message() -> None:
-    body = openai_body(
-        chunk({"role": "assistant", "content": "Part"}),
-        {
-            "error": {
-                "message": "The server had an error while processing your request.",
-                "type": "server_error",
-            }
-        },
-        done=False,
-    )
-    result = await served(body)
-    assert result.text == "Part"
-    assert result.error.code == "SERVER"
-    assert "had an error while processing" in result.error.message
-
-
 async def test_content_filter_finish_is_a_bad_request_error() -> None:
     body = openai_body(chunk({"role": "assistant", "content": "I"}), chunk({}, "content_filter"))
     result = await served(body)
     assert result.error.code == "BAD_REQUEST"
     assert "content filter" in result.error.message
-
-
-async def test_stop_without_text_or_tool_calls_is_an_empty_response() -> None:
-    body = openai_body(chunk({"role": "assistant", "content": ""}), chunk({}, "stop"))
-    result = await served(body)
-    assert result.error.code == "EMPTY_RESPONSE"
-    assert result.block_types == []
 
 
 async def test_finish_reason_without_done_terminator_still_completes() -> None:
@@ -277,18 +221,6 @@ async def test_stop_finish_with_tool_calls_is_reported_as_tool_calls() -> None:
     assert result.kind == "tool-calls"
     assert result.call_args() == {"city": "Rome"}
     assert "authorization" not in server.requests[0].headers  # ollama needs no key
-
-
-async def test_missing_key_is_an_auth_error_naming_the_variable(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    adapter = OpenAIAdapter("http://127.0.0.1:9/v1")
-    chunks = await collect(adapter, options())
-    result = await run(adapter, options())
-    assert len(chunks) == 1
-    assert result.error.code == "AUTH"
-    assert "OPENAI_API_KEY" in result.error.message and "providers=" in result.error.message
 
 
 async def test_injected_client_is_used_and_left_open() -> None:

@@ -1,12 +1,10 @@
 """Byte-for-byte replays of streams recorded from the live OpenAI and Anthropic APIs
-(``../shared/fixtures/recorded-streams``, or ``$AGENTLOOP_SHARED/fixtures/recorded-streams``),
-served from a loopback HTTP server in small pieces so lines and UTF-8 sequences split across
+(``tests/recordings/streams``, see ``tests/recordings/README.md``), served from a loopback HTTP server in small pieces so lines and UTF-8 sequences split across
 network reads."""
 
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -22,24 +20,13 @@ from agentloop_nb.llm.openai import OpenAIAdapter
 pytestmark = pytest.mark.anyio
 
 
-def _recorded_root() -> Path | None:
-    env = os.environ.get("AGENTLOOP_SHARED")
-    shared = Path(env) if env else Path(__file__).resolve().parents[2] / "shared"
-    root = shared / "fixtures" / "recorded-streams"
-    return root if root.is_dir() else None
-
-
-ROOT = _recorded_root()
-SKIP = pytest.mark.skipif(
-    ROOT is None, reason="recorded streams not found: set AGENTLOOP_SHARED or check out ../shared"
-)
-OPENAI_FILES = sorted((ROOT / "openai").glob("*.bin")) if ROOT else []
-ANTHROPIC_FILES = sorted((ROOT / "anthropic").glob("*.txt")) if ROOT else []
-SNAPSHOTS = sorted((ROOT / "anthropic" / "http_snapshots").glob("*.json")) if ROOT else []
+ROOT = Path(__file__).resolve().parent / "recordings" / "streams"
+OPENAI_FILES = sorted((ROOT / "openai").glob("*.bin"))
+ANTHROPIC_FILES = sorted((ROOT / "anthropic").glob("*.txt"))
+SNAPSHOTS = sorted((ROOT / "anthropic" / "http_snapshots").glob("*.json"))
 
 
 def _file(provider: str, prefix: str) -> Path:
-    assert ROOT is not None
     matches = [p for p in (ROOT / provider).iterdir() if p.name.startswith(prefix)]
     assert len(matches) == 1, f"expected one recorded file {prefix}*, found {matches}"
     return matches[0]
@@ -75,7 +62,6 @@ def kind(result: Assembled) -> str:
 # -- every recorded stream ----------------------------------------------------------------------
 
 
-@SKIP
 @pytest.mark.parametrize("path", OPENAI_FILES, ids=lambda p: p.name[:8])
 async def test_every_recorded_openai_stream_replays_to_a_clean_finish(path: Path) -> None:
     result = await replay_file("openai", path)
@@ -88,7 +74,6 @@ async def test_every_recorded_openai_stream_replays_to_a_clean_finish(path: Path
         json.loads(call["arguments"])  # whole arguments, never two names glued together
 
 
-@SKIP
 @pytest.mark.parametrize("path", ANTHROPIC_FILES, ids=lambda p: p.stem)
 async def test_every_recorded_anthropic_stream_replays_to_a_clean_finish(path: Path) -> None:
     result = await replay_file("anthropic", path, piece=29)
@@ -102,7 +87,6 @@ async def test_every_recorded_anthropic_stream_replays_to_a_clean_finish(path: P
 # -- OpenAI layouts -----------------------------------------------------------------------------
 
 
-@SKIP
 async def test_openai_first_chunk_with_role_and_tool_calls_together() -> None:
     result = await replay_file("openai", _file("openai", "2018feb6"))
     assert [(c["id"], c["name"]) for c in result.calls] == [
@@ -117,7 +101,6 @@ async def test_openai_first_chunk_with_role_and_tool_calls_together() -> None:
     assert result.usage.reasoning_tokens == 0
 
 
-@SKIP
 async def test_openai_two_parallel_tool_calls() -> None:
     result = await replay_file("openai", _file("openai", "f82268f2"), piece=11)
     assert [c["name"] for c in result.calls] == ["GetWeatherArgs", "get_stock_price"]
@@ -129,19 +112,16 @@ async def test_openai_two_parallel_tool_calls() -> None:
     assert kind(result) == "tool-calls"
 
 
-@SKIP
 async def test_openai_length_finish_is_max_tokens() -> None:
     result = await replay_file("openai", _file("openai", "4cc50a61"))
     assert kind(result) == "max-tokens" and result.text == '{"'
 
 
-@SKIP
 async def test_openai_refusal_is_shown_as_text() -> None:
     result = await replay_file("openai", _file("openai", "173417d5"))
     assert result.text.startswith("I'm sorry") and kind(result) == "stop"
 
 
-@SKIP
 async def test_openai_only_the_first_of_several_choices_is_read() -> None:
     result = await replay_file("openai", _file("openai", "a491adda"))
     assert json.loads(result.text) == {"city": "San Francisco", "temperature": 65, "units": "f"}
@@ -150,7 +130,6 @@ async def test_openai_only_the_first_of_several_choices_is_read() -> None:
 # -- Anthropic layouts --------------------------------------------------------------------------
 
 
-@SKIP
 async def test_anthropic_live_tool_use_with_padding_ping_and_cache_usage() -> None:
     result = await replay_file(
         "anthropic", _file("anthropic", "live_tool_use_stream_haiku45"), piece=13
@@ -170,21 +149,18 @@ async def test_anthropic_live_tool_use_with_padding_ping_and_cache_usage() -> No
     ) == (656, 74, 0, 0)
 
 
-@SKIP
 async def test_anthropic_refusal_is_a_bad_request_error_with_the_explanation() -> None:
     result = await replay_file("anthropic", _file("anthropic", "refusal_response"))
     assert result.error.code == "BAD_REQUEST"
     assert "refused" in result.error.message and "cyber" in result.error.message
 
 
-@SKIP
 async def test_anthropic_max_tokens_inside_a_tool_call_is_max_tokens() -> None:
     result = await replay_file("anthropic", _file("anthropic", "incomplete_partial_json_response"))
     assert kind(result) == "max-tokens"
     assert result.text.startswith("I'll create a comprehensive tax guide")
 
 
-@SKIP
 @pytest.mark.parametrize("name", ["compaction_response", "fallback_response"])
 async def test_anthropic_unknown_block_types_are_skipped(name: str) -> None:
     result = await replay_file("anthropic", _file("anthropic", name))
@@ -207,7 +183,6 @@ def _exchanges() -> list[Any]:
     return out
 
 
-@SKIP
 @pytest.mark.parametrize("response", _exchanges())
 async def test_anthropic_http_snapshot(response: dict[str, Any]) -> None:
     status = response["status_code"]

@@ -245,3 +245,33 @@ def test_every_exception_class_of_the_package_derives_from_agentloop_error() -> 
     from agentloop_nb.session import SessionNotFoundError
 
     assert issubclass(SessionNotFoundError, LookupError)
+
+
+def test_public_names_report_the_public_path_and_still_pickle() -> None:
+    import pickle
+
+    import pydantic
+
+    from agentloop_nb import AgentOptions, SessionEvent, TextBlock, UserMessage
+
+    classes = [
+        getattr(agentloop_nb, name)
+        for name in agentloop_nb.__all__
+        if name != "InvariantError" and isinstance(getattr(agentloop_nb, name), type)
+    ]
+    assert len(classes) > 40  # the walk really saw the public classes
+    assert [c for c in classes if c.__module__ != "agentloop_nb"] == []
+    assert agentloop_nb.tool.__module__ == "agentloop_nb"
+    assert repr(agentloop_nb.Agent) == "<class 'agentloop_nb.Agent'>"
+    # the submodule paths still hand out the very same objects
+    from agentloop_nb.loop import Agent
+
+    assert Agent is agentloop_nb.Agent
+    message = UserMessage(id="m1", content=[TextBlock(text="hi")])
+    event = SessionEvent.from_dict({"type": "note", "seq": 0, "time": 1.0, "data": {"a": [1]}})
+    for value in (message, AgentOptions(max_tokens=3), event):
+        assert pickle.loads(pickle.dumps(value)) == value
+    # the deferred pydantic builds still resolve their annotations after the rename
+    models = [c for c in classes if issubclass(c, pydantic.BaseModel)]
+    assert len(models) > 5
+    assert [c for c in models if c.model_rebuild(force=True) is not True] == []

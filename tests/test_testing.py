@@ -2,10 +2,9 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
-from typing import Any
 
 import pytest
+from _llm_helpers import collect, opts
 
 from agentloop_nb.llm import (
     Aborted,
@@ -36,14 +35,6 @@ from agentloop_nb.testing import (
     text,
     tool_call,
 )
-
-
-def opts(**kw: Any) -> GenerateOptions:
-    return GenerateOptions(provider="scripted", model="m", **kw)
-
-
-async def collect(stream: AsyncIterator[StreamChunk]) -> list[StreamChunk]:
-    return [chunk async for chunk in stream]
 
 
 def test_text_streams_one_delta_per_character_then_usage_and_stop() -> None:

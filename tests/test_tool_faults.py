@@ -12,7 +12,6 @@ import os
 import subprocess
 import sys
 import textwrap
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -50,13 +49,6 @@ BASE_EXCEPTIONS: list[Any] = [
     pytest.param(lambda: CustomBase("odd"), id="custom-BaseException"),
     pytest.param(lambda: asyncio.CancelledError(), id="stray-CancelledError"),
 ]
-
-
-@pytest.fixture
-async def app() -> AsyncIterator[App]:
-    app = make_app()
-    yield app
-    await app.aclose()
 
 
 def _assert_tool_error_then_completed(agent: Any, model: Any, name: str) -> None:

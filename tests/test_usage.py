@@ -4,6 +4,7 @@ and the totals surviving a resume (they are derived from the log alone)."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -27,47 +28,51 @@ def answer(text: str, usage: Usage | None) -> list[Any]:
     return [*chunks, Finish(reason=Stop())]
 
 
-async def test_usage_sums_every_reported_category_and_prices_it() -> None:
+@pytest.fixture
+async def priced_app() -> AsyncIterator[App]:
+    """An app that knows ``PRICES``, closed after the test."""
     app = make_app(models=PRICES)
-    try:
-        agent, _ = new_agent(
-            app,
-            answer("a", Usage(input_tokens=1000, output_tokens=100, cache_read_tokens=400)),
-            answer("b", Usage(input_tokens=2000, output_tokens=50, cache_write_tokens=300,
-                              reasoning_tokens=7)),
-        )  # fmt: skip
-        await run(agent, "one")
-        await run(agent, "two")
-        usage = agent.usage
-        assert isinstance(usage, UsageTotals)
-        assert (usage.input_tokens, usage.output_tokens) == (3000, 150)
-        assert (usage.cache_read_tokens, usage.cache_write_tokens) == (400, 300)
-        assert usage.reasoning_tokens == 7
-        expected = (3000 * 1.0 + 150 * 2.0 + 400 * 0.5 + 300 * 4.0) / 1e6
-        assert usage.cost_usd == pytest.approx(expected)
-    finally:
-        await app.aclose()
+    yield app
+    await app.aclose()
 
 
-async def test_usage_by_turn_has_one_entry_per_turn_that_add_up_to_the_total() -> None:
-    app = make_app(models=PRICES)
-    try:
-        agent, _ = new_agent(
-            app,
-            answer("a", Usage(input_tokens=10, output_tokens=1)),
-            answer("b", Usage(input_tokens=20, output_tokens=2)),
-            answer("c", None),
-        )
-        for prompt in ("one", "two", "three"):
-            await run(agent, prompt)
-        turns = agent.usage_by_turn
-        assert [t.input_tokens for t in turns] == [10, 20, 0]
-        assert [t.output_tokens for t in turns] == [1, 2, 0]
-        assert turns[2].cost_usd == 0.0  # nothing reported: counts 0, costs nothing
-        total = turns[0] + turns[1] + turns[2]
-        assert total == agent.usage
-    finally:
-        await app.aclose()
+async def test_usage_sums_every_reported_category_and_prices_it(priced_app: App) -> None:
+    app = priced_app
+    agent, _ = new_agent(
+        app,
+        answer("a", Usage(input_tokens=1000, output_tokens=100, cache_read_tokens=400)),
+        answer("b", Usage(input_tokens=2000, output_tokens=50, cache_write_tokens=300,
+                          reasoning_tokens=7)),
+    )  # fmt: skip
+    await run(agent, "one")
+    await run(agent, "two")
+    usage = agent.usage
+    assert isinstance(usage, UsageTotals)
+    assert (usage.input_tokens, usage.output_tokens) == (3000, 150)
+    assert (usage.cache_read_tokens, usage.cache_write_tokens) == (400, 300)
+    assert usage.reasoning_tokens == 7
+    expected = (3000 * 1.0 + 150 * 2.0 + 400 * 0.5 + 300 * 4.0) / 1e6
+    assert usage.cost_usd == pytest.approx(expected)
+
+
+async def test_usage_by_turn_has_one_entry_per_turn_that_add_up_to_the_total(
+    priced_app: App,
+) -> None:
+    app = priced_app
+    agent, _ = new_agent(
+        app,
+        answer("a", Usage(input_tokens=10, output_tokens=1)),
+        answer("b", Usage(input_tokens=20, output_tokens=2)),
+        answer("c", None),
+    )
+    for prompt in ("one", "two", "three"):
+        await run(agent, prompt)
+    turns = agent.usage_by_turn
+    assert [t.input_tokens for t in turns] == [10, 20, 0]
+    assert [t.output_tokens for t in turns] == [1, 2, 0]
+    assert turns[2].cost_usd == 0.0  # nothing reported: counts 0, costs nothing
+    total = turns[0] + turns[1] + turns[2]
+    assert total == agent.usage
 
 
 async def test_an_unknown_model_makes_the_cost_unknown_but_keeps_the_tokens() -> None:
@@ -133,18 +138,15 @@ async def test_usage_is_rebuilt_from_the_log_after_a_resume(tmp_path: Path) -> N
         await app2.aclose()
 
 
-async def test_usage_read_between_turns_follows_the_growing_log() -> None:
-    app = make_app(models=PRICES)
-    try:
-        agent, _ = new_agent(
-            app,
-            answer("a", Usage(input_tokens=10, output_tokens=1)),
-            answer("b", Usage(input_tokens=20, output_tokens=2)),
-        )
-        await run(agent, "one")
-        assert agent.usage.total_tokens == 11 and len(agent.usage_by_turn) == 1
-        await run(agent, "two")
-        assert agent.usage.total_tokens == 33
-        assert [t.total_tokens for t in agent.usage_by_turn] == [11, 22]
-    finally:
-        await app.aclose()
+async def test_usage_read_between_turns_follows_the_growing_log(priced_app: App) -> None:
+    app = priced_app
+    agent, _ = new_agent(
+        app,
+        answer("a", Usage(input_tokens=10, output_tokens=1)),
+        answer("b", Usage(input_tokens=20, output_tokens=2)),
+    )
+    await run(agent, "one")
+    assert agent.usage.total_tokens == 11 and len(agent.usage_by_turn) == 1
+    await run(agent, "two")
+    assert agent.usage.total_tokens == 33
+    assert [t.total_tokens for t in agent.usage_by_turn] == [11, 22]

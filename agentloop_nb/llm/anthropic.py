@@ -93,12 +93,8 @@ _MIN_THINKING_BUDGET = 1024
 
 
 class AnthropicAdapter(SseAdapter):
-    """Streams a Messages API response (see the module docstring).
-
-    ``stream(options)`` never raises for provider problems and ends with exactly one
-    ``Finish``; aborting ``options.signal`` closes the HTTP stream at once and yields
-    ``Finish(Aborted())``. ``aclose()`` closes the adapter's own HTTP client.
-    """
+    """Streams a Messages API response (see the module docstring); ``stream`` and ``aclose``
+    keep the contract of :class:`SseAdapter`."""
 
     def __init__(
         self,

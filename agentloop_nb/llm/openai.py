@@ -86,13 +86,8 @@ LOCAL_DEFAULT_MAX_TOKENS = 1024
 
 
 class OpenAIAdapter(SseAdapter):
-    """Streams Chat Completions from an OpenAI-compatible endpoint (see the module docstring).
-
-    ``stream(options)`` never raises for provider problems and ends with exactly one
-    ``Finish``; aborting ``options.signal`` closes the HTTP stream at once and yields
-    ``Finish(Aborted())``. ``aclose()`` closes the adapter's own HTTP client (not an injected
-    ``client``).
-    """
+    """Streams Chat Completions from an OpenAI-compatible endpoint (see the module docstring);
+    ``stream`` and ``aclose`` keep the contract of :class:`SseAdapter`."""
 
     def __init__(
         self,

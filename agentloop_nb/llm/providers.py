@@ -36,23 +36,13 @@ not an ``http(s)://`` URL.
 from __future__ import annotations
 
 import inspect
-from collections.abc import AsyncIterator, Mapping
-from typing import Any, Protocol, runtime_checkable
+from collections.abc import Mapping
+from typing import Any
 
-from ._chunks import GenerateOptions, StreamChunk
 from ._http import is_loopback_url, safe_url
 from .anthropic import AnthropicAdapter
 from .offline import OfflineModel
 from .openai import OpenAIAdapter
-
-
-@runtime_checkable
-class ModelAdapter(Protocol):
-    """What ``ctx.llm.register_adapter`` accepts: an async-generator ``stream`` (``aclose`` is
-    optional and not part of the protocol check)."""
-
-    def stream(self, options: GenerateOptions) -> AsyncIterator[StreamChunk]: ...
-
 
 _KINDS: dict[str, type[Any]] = {
     "openai": OpenAIAdapter,
@@ -165,4 +155,4 @@ def build_adapters(config: Mapping[str, Mapping[str, Any]] | None = None) -> dic
     return {name: build_adapter(name, config.get(name)) for name in names}
 
 
-__all__ = ["PRESETS", "ModelAdapter", "build_adapter", "build_adapters"]
+__all__ = ["PRESETS", "build_adapter", "build_adapters"]

@@ -22,7 +22,7 @@ from agentloop_nb.llm._chunks import (
     UsageChunk,
 )
 from agentloop_nb.messages import ReasoningBlock, TextBlock, UserMessage
-from peers.loopback import LoopbackServer, Reply
+from peers.loopback import LoopbackServer, Reply, sse_reply
 
 
 async def collect(adapter: Any, options: GenerateOptions) -> list[StreamChunk]:
@@ -141,6 +141,21 @@ async def run_served(
     with LoopbackServer(reply) as server:
         result = await run_closing(make_adapter(server.url), options)
     return result, server
+
+
+async def run_sse(
+    body: bytes, make_adapter: Callable[[str], Any], options: GenerateOptions
+) -> Assembled:
+    """:func:`run_served` with a server streaming the SSE ``body``; only the result."""
+    result, _ = await run_served(sse_reply(body), make_adapter, options)
+    return result
+
+
+def options_for(provider: str, default_model: str, /, *messages: Any, **kw: Any) -> GenerateOptions:
+    """``GenerateOptions`` for ``provider``: ``default_model`` unless ``kw`` names a ``model``,
+    the ``messages`` or else one user message "hi"."""
+    kw.setdefault("model", default_model)
+    return GenerateOptions(provider=provider, messages=messages or (user("hi"),), **kw)
 
 
 def user(text: str, id: str = "u1") -> UserMessage:

@@ -54,8 +54,8 @@ class Transcript:
     ``dirty`` holds the indices of items changed since the last ``take_dirty()``; ``pool`` is
     the tool-call items of the latest step that asked for tools (what ``ToolPoolView`` shows);
     ``pools`` every such step's calls by ``(turn, step)``; ``usage`` the token totals (a turn's own usage is one ``usage`` item at its end);
-    ``turn`` / ``last_end`` the latest turn and end reason; ``last_end_shown`` whether that
-    end's error was already shown as an error item of its turn; ``turn_messages`` the ids of
+    ``turn`` / ``last_end`` the latest turn and end reason (its ``turn-end`` item's ``shown``
+    says whether that end's error was already shown as an error item of its turn); ``turn_messages`` the ids of
     each turn's user messages (what a per-cell view recognises its turns by);
     ``turn_end_seqs`` the seq of each ended turn's ``turn/end`` event (where "fork from here"
     cuts). A tool call whose result meta names a ``session_id`` (a sub-agent's) keeps it in
@@ -72,7 +72,6 @@ class Transcript:
         self.usage: dict[str, int] = {"input_tokens": 0, "output_tokens": 0}
         self.turn = 0
         self.last_end: Mapping[str, Any] | None = None
-        self.last_end_shown = False
         self.turn_messages: dict[int, list[str]] = {}
         self.turn_end_seqs: dict[int, int] = {}
         self.turn_items: dict[int, list[Item]] = {}
@@ -194,7 +193,6 @@ class Transcript:
             self._turn_usage = {}
             self._turn_cost = UsageTotals()
         shown = reason.get("kind") == "error" and str(reason.get("code")) in self._turn_errors
-        self.last_end_shown = shown
         self._add(
             "turn-end", {"turn": data.get("turn", self.turn), "reason": reason, "shown": shown}
         )

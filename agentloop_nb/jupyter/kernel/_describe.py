@@ -129,11 +129,6 @@ def _kind(obj: Any) -> str:
     return f"{cls.__module__.split('.')[0]}.{cls.__name__}"
 
 
-def type_name(obj: Any) -> str:
-    """The type as a person writes it: ``DataFrame``, ``ndarray``, ``dict``, ``function``."""
-    return type(obj).__name__
-
-
 # -- one line per variable -----------------------------------------------------------------
 
 

@@ -29,19 +29,6 @@ __all__ = [
 
 CellType = Literal["code", "markdown", "raw"]
 CELL_TYPES: tuple[str, ...] = ("code", "markdown", "raw")
-#: A cell's state as the tools show it.
-CellState = Literal["ok", "error", "running", "queued", "never run"]
-#: Error codes of :class:`DocumentError` (the bridge's, plus ``no-notebook``).
-ERROR_CODES = (
-    "conflict",
-    "not-found",
-    "bad-request",
-    "busy",
-    "internal",
-    "disconnected",
-    "timeout",
-    "no-notebook",
-)
 
 
 class DocumentError(AgentloopError):

@@ -82,12 +82,11 @@ def bounded(text: str, max_chars: int) -> str:
 
 @dataclass
 class OutputSummary:
-    """What :func:`summarize` made of a cell's outputs: the ``text``, the ``images`` kept as
-    ``(media_type, base64)`` and how many the per-call limit left out."""
+    """What :func:`summarize` made of a cell's outputs: the ``text`` and the ``images`` kept as
+    ``(media_type, base64)``."""
 
     text: str
     images: list[tuple[str, str]] = field(default_factory=list)
-    images_over_limit: int = 0
 
 
 class _TableText(HTMLParser):
@@ -256,7 +255,6 @@ def summarize(
     secrets = list(secrets)
     parts: list[str] = []
     images: list[tuple[str, str]] = []
-    over = 0
     # Consecutive stream outputs of one name read as one text (a print loop makes many).
     streams: list[tuple[str, str]] = []
     for output in outputs:
@@ -281,7 +279,6 @@ def summarize(
                 if media_type not in data:
                     continue
                 if len(images) >= images_left:
-                    over += 1
                     parts.append(
                         f"[{media_type}: not attached, {MAX_IMAGES} images per call at most]"
                     )
@@ -301,7 +298,7 @@ def summarize(
                 parts.append(f"{label}: {_rich_text(data)}")
     parts.extend(_streams(streams, max_chars))
     text = mask("\n".join(p for p in parts if p), secrets)
-    return OutputSummary(bounded(text, max_chars), images, over)
+    return OutputSummary(bounded(text, max_chars), images)
 
 
 def _streams(streams: list[tuple[str, str]], max_chars: int) -> list[str]:

@@ -146,7 +146,6 @@ class SessionView(TextRepr, widgets.VBox):
         self._streams: dict[int, _Stream] = {}  # item index -> widgets (streaming texts)
         self._sealed: dict[int, _Sealed] = {}  # finished turn -> its widgets
         self._dirty: set[int] = set()  # item indices changed since the last render
-        self._earlier_dirty = False
         self._earlier_shown: tuple[int, ...] | None = None
         self.earlier_toggle = widgets.ToggleButton(
             value=False, layout=widgets.Layout(display="none", width="auto")
