@@ -10,6 +10,7 @@ the cell.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from itertools import pairwise
 from typing import Any
 
 import ipywidgets as widgets
@@ -18,6 +19,18 @@ import ipywidgets as widgets
 def elsewhere_label(n: int) -> str:
     """``"N turn(s) started elsewhere"``: the marker's words, shared by its text forms."""
     return f"{n} turn{'' if n == 1 else 's'} started elsewhere"
+
+
+def gaps(shown: list[int], every: list[int]) -> dict[int, list[int]]:
+    """For each of the sorted turns ``shown`` that follows a gap, the turns of ``every`` (all
+    the session's turns, sorted) between the previous shown turn and it."""
+    out: dict[int, list[int]] = {}
+    for before, turn in pairwise(shown):
+        if turn - before > 1:
+            between = [n for n in every if before < n < turn]
+            if between:
+                out[turn] = between
+    return out
 
 
 class Elsewhere(widgets.VBox):
@@ -73,4 +86,4 @@ class Elsewhere(widgets.VBox):
         super().close()
 
 
-__all__ = ["Elsewhere", "elsewhere_label"]
+__all__ = ["Elsewhere", "elsewhere_label", "gaps"]

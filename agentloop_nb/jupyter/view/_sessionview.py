@@ -26,7 +26,6 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterable
 from html import escape
-from itertools import pairwise
 from typing import Any
 
 import ipywidgets as widgets
@@ -34,7 +33,7 @@ from ipywidgets.widgets.widget_string import HTMLStyle
 
 from ..fold import Item, SessionFeed, item_html
 from ._childview import ChildSection, Subagents
-from ._elsewhere import Elsewhere, elsewhere_label
+from ._elsewhere import Elsewhere, elsewhere_label, gaps
 from ._follow import JumpToLatest
 from ._throttle import DEFAULT_INTERVAL, Throttle
 from ._turnfork import OnFork, TurnForks
@@ -208,17 +207,7 @@ class SessionView(TextRepr, widgets.VBox):
         turn."""
         if self._own is None:
             return {}
-        shown = self.shown_turns()
-        if len(shown) < 2:
-            return {}
-        every = self.transcript.turns
-        gaps: dict[int, list[int]] = {}
-        for before, turn in pairwise(shown):
-            if turn - before > 1:
-                between = [n for n in every if before < n < turn]
-                if between:
-                    gaps[turn] = between
-        return gaps
+        return gaps(self.shown_turns(), self.transcript.turns)
 
     def elsewhere_marker(self, turn: int) -> Elsewhere | None:
         """The marker shown right before ``turn`` (``None``: no turns started elsewhere
@@ -292,11 +281,11 @@ class SessionView(TextRepr, widgets.VBox):
     def _lay_out(self) -> None:
         """The body's children: each turn box, preceded by the marker of the turns started
         elsewhere since the view's previous turn (markers are kept while their turns stay)."""
-        gaps = self.elsewhere_turns()
+        between_turns = self.elsewhere_turns()
         kept: dict[tuple[int, ...], Elsewhere] = {}
         children: list[widgets.Widget] = []
         for turn in sorted(self._turns):
-            between = gaps.get(turn)
+            between = between_turns.get(turn)
             if between:
                 key = tuple(between)
                 marker = self._elsewhere.pop(key, None)
@@ -503,11 +492,11 @@ class SessionView(TextRepr, widgets.VBox):
         ``turns`` only) the turns started elsewhere between two shown turns as a collapsed
         ``<details>`` at their place."""
         shown = self.shown_turns() if turns is None else sorted(set(turns))
-        gaps = self.elsewhere_turns() if turns is None else {}
+        elsewhere = self.elsewhere_turns() if turns is None else {}
         sections = self._subagents.sections
         out = []
         for turn in shown:
-            between = gaps.get(turn)
+            between = elsewhere.get(turn)
             if between:
                 out.append(
                     '<details class="agentloop-box agentloop-elsewhere-static">'
@@ -545,10 +534,10 @@ class SessionView(TextRepr, widgets.VBox):
             return self.transcript.text()
         n = len(self.earlier_turns())
         parts = [f"({n} earlier turn{'' if n == 1 else 's'})" if n else ""]
-        gaps = self.elsewhere_turns()
+        elsewhere = self.elsewhere_turns()
         for turn in self.shown_turns():
-            if turn in gaps:
-                parts.append(f"({elsewhere_label(len(gaps[turn]))})")
+            if turn in elsewhere:
+                parts.append(f"({elsewhere_label(len(elsewhere[turn]))})")
             parts.append(self.transcript.turns_text([turn]))
         return "\n".join(p for p in parts if p)
 
