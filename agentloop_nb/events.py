@@ -259,18 +259,21 @@ class ToolCallData(TypedDict):
     arguments: str
 
 
-class ToolApprovalData(TypedDict):
+class _ToolApprovalRequired(TypedDict):
+    turn: int
+    step: int
+    call_id: str
+    state: Literal["asked", "approved", "edited", "denied", "aborted", "failed"]
+
+
+class ToolApprovalData(_ToolApprovalRequired, total=False):
     """``state``: ``asked`` when the approval service is asked (``reason`` from ``Ask``), then
     the answer: ``approved``, ``edited`` (approved with edited arguments), ``denied`` (a person
     declined, or the service denied, e.g. nobody answered in time), ``aborted`` (the call was
     stopped while waiting) or ``failed`` (the approval service raised). The time between the
     two events is the wait for a person, not the call's own run time."""
 
-    turn: int
-    step: int
-    call_id: str
-    state: Literal["asked", "approved", "edited", "denied", "aborted", "failed"]
-    reason: NotRequired[str]
+    reason: str
 
 
 class ToolErrorData(TypedDict):
