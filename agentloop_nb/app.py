@@ -35,6 +35,8 @@ class AppConfig(AgentLoopConfig):
     # A PostgreSQL URL (may carry a password: kept out of reprs); see ``App``.
     persistence_url: str | None = Field(default=None, repr=False)
     retry: dict[str, Any] | bool = True
+    # On by default: it only acts for a model whose window is known (see plugins.compaction).
+    compaction: dict[str, Any] | bool = True
     invariants: bool = False
     # Model-name prefix -> context window / prices overrides (see ``agentloop_nb.models``).
     models: dict[str, dict[str, Any]] = Field(default_factory=dict)
@@ -81,6 +83,8 @@ class App:
     or ``App(persistence=JsonlPersistence(root))`` enables it; ``App(persistence_url=
     "postgresql://...")`` (or, when nothing else is configured, the ``AGENTLOOP_DATABASE_URL``
     environment variable) stores sessions in PostgreSQL (``PostgresPersistence``).
+    The retry and compaction plugins are applied unless ``retry=False`` / ``compaction=False``
+    (a mapping configures them); compaction acts only for models whose window is known.
     ``await app.aclose()`` disposes every agent, stops background work and flushes the log.
 
     Raises ``pydantic.ValidationError`` naming the field for invalid configuration.
@@ -95,6 +99,7 @@ class App:
         persistence_url: str | None = None,
         providers: Mapping[str, Mapping[str, Any]] | None = None,
         retry: Mapping[str, Any] | bool | None = None,
+        compaction: Mapping[str, Any] | bool | None = None,
         invariants: bool | None = None,
         models: Mapping[str, Mapping[str, Any]] | None = None,
     ) -> None:
@@ -108,6 +113,8 @@ class App:
             updates["providers"] = {k: dict(v) for k, v in providers.items()}
         if retry is not None:
             updates["retry"] = retry
+        if compaction is not None:
+            updates["compaction"] = compaction if isinstance(compaction, bool) else dict(compaction)
         if invariants is not None:
             updates["invariants"] = invariants
         if models is not None:
@@ -165,6 +172,11 @@ class App:
             from .plugins.retry import RetryPlugin
 
             self.ctx.plugin(RetryPlugin, cfg.retry if isinstance(cfg.retry, dict) else None)
+        if cfg.compaction:
+            from .plugins.compaction import CompactionPlugin
+
+            config = cfg.compaction if isinstance(cfg.compaction, dict) else None
+            self.ctx.plugin(CompactionPlugin, config)
         if cfg.invariants:
             from .plugins.invariants import invariants
 

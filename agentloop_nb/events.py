@@ -32,6 +32,7 @@ __all__ = [
     "STEP_END",
     "STEP_START",
     "SURFACE_TYPES",
+    "TOOL_APPROVAL",
     "TOOL_CALL",
     "TOOL_RESULT",
     "TURN_END",
@@ -57,6 +58,7 @@ __all__ = [
     "RequestHeader",
     "RequestHeaderData",
     "StepData",
+    "ToolApprovalData",
     "ToolCallData",
     "ToolErrorData",
     "ToolResultData",
@@ -80,6 +82,7 @@ ASSISTANT_MESSAGE = "assistant/message"
 ASSISTANT_ATTEMPT = "assistant/attempt"
 TOOL_CALL = "tool/call"
 TOOL_RESULT = "tool/result"
+TOOL_APPROVAL = "tool/approval"
 LLM_RETRY = "llm/retry"
 COMPACTION_SUMMARY = "compaction/summary"
 BUDGET_REACHED = "budget/reached"
@@ -256,6 +259,23 @@ class ToolCallData(TypedDict):
     arguments: str
 
 
+class _ToolApprovalRequired(TypedDict):
+    turn: int
+    step: int
+    call_id: str
+    state: Literal["asked", "approved", "edited", "denied", "aborted", "failed"]
+
+
+class ToolApprovalData(_ToolApprovalRequired, total=False):
+    """``state``: ``asked`` when the approval service is asked (``reason`` from ``Ask``), then
+    the answer: ``approved``, ``edited`` (approved with edited arguments), ``denied`` (a person
+    declined, or the service denied, e.g. nobody answered in time), ``aborted`` (the call was
+    stopped while waiting) or ``failed`` (the approval service raised). The time between the
+    two events is the wait for a person, not the call's own run time."""
+
+    reason: str
+
+
 class ToolErrorData(TypedDict):
     code: str
     message: str
@@ -382,6 +402,12 @@ _CORE = (
         "A provider call that ended in an error finish (before `agent/request-error` runs).",
     ),
     _spec(TOOL_CALL, ToolCallData, "A tool call started (or was answered without starting)."),
+    _spec(
+        TOOL_APPROVAL,
+        ToolApprovalData,
+        "A started call's `Ask` went to the approval service (`state: asked`), then was "
+        "answered (`state` is the answer); between the two, the call waits for a person.",
+    ),
     _spec(
         TOOL_RESULT,
         ToolResultData,

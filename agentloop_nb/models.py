@@ -114,10 +114,11 @@ class ModelTable:
     """The built-in table with ``overrides`` (prefix → mapping of :class:`ModelInfo` fields, or
     a ``ModelInfo``) layered over it. Raises ``ValueError`` for a bad entry."""
 
-    __slots__ = ("_entries", "_prefixes")
+    __slots__ = ("_configured", "_entries", "_prefixes")
 
     def __init__(self, overrides: Mapping[str, Any] | None = None) -> None:
         entries: dict[str, ModelInfo] = dict(KNOWN_MODELS)
+        configured: set[str] = set()  # overrides that name a context window
         for prefix, entry in (overrides or {}).items():
             if not isinstance(prefix, str) or not prefix:
                 raise ValueError(f"model table prefix must be a non-empty str, got {prefix!r}")
@@ -127,7 +128,12 @@ class ModelTable:
                 entries[prefix] = ModelInfo.from_mapping(entry, _longest(entries, prefix))
             else:
                 raise ValueError(f"model table entry {prefix!r} must be a mapping, got {entry!r}")
+            if entries[prefix].context_window is not None and (
+                isinstance(entry, ModelInfo) or "context_window" in entry
+            ):
+                configured.add(prefix)
         self._entries = entries
+        self._configured = frozenset(configured)
         # Longest first: the first prefix that matches is the longest match.
         self._prefixes = sorted(entries, key=len, reverse=True)
 
@@ -143,6 +149,16 @@ class ModelTable:
 
     def context_window(self, model: str | None) -> int | None:
         return self.lookup(model).context_window
+
+    def configured_window(self, model: str | None) -> int | None:
+        """``model``'s window when the entry it finds is an override that names one (what a
+        person configured, as opposed to the built-in figure), else ``None``."""
+        if not model:
+            return None
+        for prefix in self._prefixes:
+            if model.startswith(prefix):
+                return self._entries[prefix].context_window if prefix in self._configured else None
+        return None
 
     @property
     def entries(self) -> Mapping[str, ModelInfo]:

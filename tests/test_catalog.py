@@ -23,7 +23,7 @@ from agentloop_nb.plugins.budgets import BudgetPlugin
 from agentloop_nb.plugins.compaction import CompactionPlugin
 from agentloop_nb.session import SessionStore, repair
 from agentloop_nb.testing import HANG, ScriptedModel, error, max_tokens, text, tool_call
-from agentloop_nb.tools import tool
+from agentloop_nb.tools import Ask, ToolExecution, tool
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "agentloop_nb"
@@ -311,10 +311,18 @@ async def test_a_run_writes_only_catalogued_events_in_their_catalogued_shapes() 
         text("after reject"),
     ]
     app.ctx.llm.register_adapter(["scripted"], ScriptedModel(model_entries))
+
+    class ToolsOnly:  # approves tool calls (tool/approval), never a budget request
+        async def request(self, execution: Any, reason: str | None) -> bool:
+            return isinstance(execution, ToolExecution)
+
+    app.ctx.provide("approval", ToolsOnly())
+    asking = app.ctx.on("tools/pre-execute", lambda execution, next: Ask("check"))
     agent = app.ctx.agent_loop.create("a", AgentOptions(provider="scripted", model="m"))
     try:
-        agent.followup("hi")  # tool call, retried rate limit, completed
+        agent.followup("hi")  # tool call (approved), retried rate limit, completed
         await _wait_idle(agent)
+        asking()
         agent.inject("context for later")
         agent.followup("more")  # max-tokens
         await _wait_idle(agent)

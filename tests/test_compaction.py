@@ -260,10 +260,7 @@ async def test_agent_compact_magic_forces_a_compaction(
     shell.run_line_magic("agent", "create a --provider scripted --model m")
     agent = shell.user_ns["a"]
     await run(agent, "one")
-    shell.run_line_magic("agent", "compact a")
-    assert "compaction is not enabled" in capsys.readouterr().err
-    ctx.plugin(CompactionPlugin)
-    shell.run_line_magic("agent", "compact a")
+    shell.run_line_magic("agent", "compact a")  # the App applies the plugin by default
     with anyio.fail_after(WAIT):
         await state().drain()
     [event] = events(agent, "compaction/summary")
@@ -273,6 +270,18 @@ async def test_agent_compact_magic_forces_a_compaction(
     with anyio.fail_after(WAIT):
         await state().drain()
     assert "a: nothing to compact" in capsys.readouterr().out
+
+
+async def test_agent_compact_magic_says_how_to_turn_compaction_on_when_it_is_off(
+    shell: Any, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    import agentloop_nb.jupyter as J
+
+    J.configure(persistence_root=tmp_path / "off", compaction=False)
+    shell.run_line_magic("reload_ext", "agentloop_nb.jupyter")
+    shell.run_line_magic("agent", "create a --provider offline --model demo")
+    shell.run_line_magic("agent", "compact a")
+    assert "compaction is not enabled" in capsys.readouterr().err
 
 
 async def test_applying_the_plugin_again_replaces_the_earlier_one() -> None:

@@ -87,6 +87,47 @@ def test_agent_cells_show_their_own_turns_and_keep_a_static_transcript(tmp_path:
     assert _stream(cells[9], "stdout") == "still here\n"  # print was not clobbered
 
 
+def test_an_agent_cell_marks_the_turns_other_cells_started_between_its_own(
+    tmp_path: Path,
+) -> None:
+    cells = _run(
+        tmp_path,
+        [
+            _cell("""
+            %load_ext agentloop_nb
+            import asyncio
+            from agentloop_nb.testing import ScriptedModel, text
+            script = [text("one"), text("two"), text("three")]
+            _ = ctx.llm.register_adapter(["scripted"], ScriptedModel(script))
+            """),
+            _cell("%agent create a --provider scripted --model m"),
+            _cell("%%agent a\nfirst prompt"),
+            _cell("await asyncio.wait_for(a.when_idle(), 10)"),
+            _cell("%%agent a\nsecond prompt"),
+            _cell("await asyncio.wait_for(a.when_idle(), 10)"),
+            _cell("""
+            from agentloop_nb.jupyter._state import state
+            first = state().cell_views[a.id][0]
+            first.prompt.submit("back in the first cell")  # its follow-up box, as a click
+            await asyncio.wait_for(a.when_idle(), 10)
+            await first.settled()
+            marker = first.session_view.elsewhere_marker(3)
+            print(marker.toggle.description)
+            print(first.text)
+            """),
+        ],
+    )
+    printed = _stream(cells[6], "stdout")
+    assert printed.startswith("▸ 1 turn started elsewhere\n"), printed
+    lines = printed.splitlines()
+    assert lines.index("(1 turn started elsewhere)") < lines.index("[user] back in the first cell")
+    assert "second prompt" not in printed
+    # the first cell's saved copy, updated through its display handle when turn 3 ended
+    saved = _html(cells[2])
+    assert "<summary>1 turn started elsewhere</summary>" in saved, saved
+    assert saved.index("first prompt") < saved.index("second prompt") < saved.index("back in")
+
+
 def test_ask_returns_its_turns_answer_in_a_kernel_and_a_failed_turn_raises(tmp_path: Path) -> None:
     cells = _run(
         tmp_path,

@@ -348,3 +348,50 @@ async def test_two_agents_waiting_on_the_same_call_id_are_answered_separately() 
     first_view.close()
     second_view.close()
     await app.aclose()
+
+
+@pytest.mark.anyio
+async def test_a_call_awaiting_approval_says_so_in_the_transcript_and_is_timed_without_the_wait() -> (
+    None
+):
+    @tool
+    def danger() -> str:
+        """Needs approval."""
+        return "ran"
+
+    app, _ = _app([tool_call("c1", "danger", {}), text("ok")])
+    approval = WidgetApproval(timeout=30)
+    app.ctx.provide("approval", approval)
+    app.ctx.tools.register(danger)
+    app.ctx.on("tools/pre-execute", lambda execution, next: Ask(reason="risky"))
+    agent = _agent(app)
+    view = AgentView(agent)
+    asked = asyncio.Event()
+    approval.subscribe(lambda: asked.set() if approval.pending else None)
+    agent.followup("go")
+    await asked.wait()
+    await view.settled()
+    assert "danger({}) [awaiting approval]" in view.text
+    assert "agentloop-tool-awaiting-approval" in view.session_view.html
+    assert "awaiting approval" in _pool_row(view.pool_view.table.value, "c1")
+    await asyncio.sleep(0.3)  # the person reads the call before answering: time to leave out
+    assert approval.approve("c1", agent=agent) is True
+    await agent.when_idle()
+    await view.settled()
+    events = agent.session.events
+    approvals = [e for e in events if e.type == "tool/approval"]
+    assert [dict(e.data) for e in approvals] == [
+        {"turn": 1, "step": 1, "call_id": "c1", "state": "asked", "reason": "risky"},
+        {"turn": 1, "step": 1, "call_id": "c1", "state": "approved"},
+    ]
+    waited = approvals[1].time - approvals[0].time
+    assert waited >= 0.3
+    started = next(e.time for e in events if e.type == "tool/call")
+    committed = next(e.time for e in events if e.type == "tool/result")
+    match = re.search(r"danger\(\{\}\) \[done\] \((\d+\.\d\d)s\)", view.text)
+    assert match is not None, view.text
+    shown = float(match.group(1))
+    assert shown <= committed - started - waited + 0.005  # rounding to 1/100 s
+    assert _duration_cell(_pool_row(view.pool_view.table.value, "c1")) == f"{shown:.2f}s"
+    view.close()
+    await app.aclose()

@@ -189,6 +189,37 @@ def test_the_committed_result_decides_the_final_state_of_a_settled_call() -> Non
     assert item_text(call) == "tool f({}) [failed] (0.50s) → no"
 
 
+def test_a_call_awaiting_approval_says_so_and_its_duration_leaves_out_the_wait() -> None:
+    t = Transcript()
+    base = {"turn": 1, "step": 1, "call_id": "c1"}
+    t.feed(_Logged("tool/call", {**base, "name": "f", "arguments": "{}"}, 100.0))
+    t.feed(_Logged("tool/approval", {**base, "state": "asked", "reason": "risky"}, 100.25))
+    call = t.call("c1")
+    assert call is not None
+    assert item_text(call) == "tool f({}) [awaiting approval]"
+    html = item_html(call)
+    assert "agentloop-tool-awaiting-approval" in html and ">awaiting approval<" in html
+    t.feed(_Logged("tool/approval", {**base, "state": "approved"}, 160.25))  # a minute later
+    assert item_text(call) == "tool f({}) [running]"
+    assert t.settle("c1", 161.5, is_error=False, code=None)
+    assert item_text(call) == "tool f({}) [done] (1.50s)"  # 61.5 s in all, 60 s of it waiting
+    t.feed(_Logged("tool/result", {**base, "content": "ok", "is_error": False}, 162.0))
+    assert item_text(call) == "tool f({}) [done] (1.50s) → ok"
+
+
+def test_a_log_cut_while_a_call_awaited_approval_stops_its_clock_at_the_result() -> None:
+    t = Transcript()
+    base = {"turn": 1, "step": 1, "call_id": "c1"}
+    t.feed(_Logged("tool/call", {**base, "name": "f", "arguments": "{}"}, 10.0))
+    t.feed(_Logged("tool/approval", {**base, "state": "asked"}, 10.5))
+    # crash repair answers the call; nobody ever answered the question
+    error = {"code": "TOOL_OUTCOME_UNKNOWN", "message": "the kernel died"}
+    t.feed(_Logged("tool/result", {**base, "content": "?", "is_error": True, "error": error}, 99))
+    call = t.call("c1")
+    assert call is not None
+    assert item_text(call) == "tool f({}) [failed] (0.50s) → ?"
+
+
 def test_a_star_between_digits_is_arithmetic_not_emphasis() -> None:
     from agentloop_nb.jupyter.fold._markdown import markdown_html
 

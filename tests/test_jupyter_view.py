@@ -69,6 +69,55 @@ async def test_a_cell_view_shows_its_own_turns_and_collapses_earlier_ones() -> N
 
 
 @pytest.mark.anyio
+async def test_a_cell_view_marks_the_turns_started_elsewhere_between_its_own() -> None:
+    app, _ = _app([text("one"), text("two"), text("three"), text("four"), text("five")])
+    agent = _agent(app)
+    mine = agent.followup("from this cell")
+    cell = AgentView(agent, own=[mine.id])
+    other = AgentView(agent, own=[])  # another cell's view: it sends the next two turns
+    everything = AgentView(agent)
+    await agent.when_idle()
+    for prompt in ("from another cell", "from the panel"):
+        other.prompt.submit(prompt)
+        await agent.when_idle()
+    cell.prompt.submit("back in this cell")
+    await agent.when_idle()
+    cell.prompt.submit("right after")  # no turn in between: no marker
+    await agent.when_idle()
+    for v in (cell, other, everything):
+        await v.settled()
+    sv = cell.session_view
+    assert sv.shown_turns() == [1, 4, 5]
+    assert sv.elsewhere_turns() == {4: [2, 3]}
+    lines = cell.text.splitlines()
+    assert lines.index("(2 turns started elsewhere)") == lines.index("[user] back in this cell") - 2
+    assert "from another cell" not in cell.text
+    marker = sv.elsewhere_marker(4)
+    assert marker is not None and sv.elsewhere_marker(5) is None
+    assert [w for w in sv.body.children if w is marker] == [marker]
+    assert list(sv.body.children).index(marker) == 1  # between turn 1's box and turn 4's
+    assert marker.toggle.description == "▸ 2 turns started elsewhere"
+    assert marker.body.value == "" and marker.body.layout.display == "none"
+    marker.toggle.value = True  # what a click does
+    assert "from another cell" in marker.body.value and "from the panel" in marker.body.value
+    assert marker.toggle.description.startswith("▾") and marker.body.layout.display is None
+    marker.toggle.value = False
+    assert marker.body.value == ""
+    static = cell.static_html()
+    assert "<summary>2 turns started elsewhere</summary>" in static
+    assert static.index("from this cell") < static.index("from another cell")
+    assert static.index("from the panel") < static.index("back in this cell")
+    # the other cell's view shows 2 and 3 side by side; a view of every turn needs no marker
+    assert other.session_view.elsewhere_turns() == {}
+    assert everything.session_view.elsewhere_turns() == {} and "started elsewhere" not in (
+        everything.text
+    )
+    for v in (cell, other, everything):
+        v.close()
+    await app.aclose()
+
+
+@pytest.mark.anyio
 async def test_a_follow_up_sent_from_a_cell_view_joins_that_view() -> None:
     app, _ = _app([text("one"), text("two")])
     agent = _agent(app)

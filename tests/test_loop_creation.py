@@ -471,3 +471,28 @@ async def test_the_working_directory_goes_only_to_providers_on_this_machine(app:
         assembly = await app.ctx.system_prompt.assemble(agent)
         assert assembly.variables["cwd"] == ("/home/ann/p" if shared else CWD_NOT_SHARED)
         await adapter.aclose()
+
+
+@pytest.mark.anyio
+async def test_an_agent_on_a_seeded_history_numbers_its_turns_after_the_seeds() -> None:
+    app = App()
+    scripted(app, text("later"))
+    seed: list[dict[str, Any]] = []
+    for turn in (1, 2):
+        user = {
+            "role": "user",
+            "id": f"u{turn}",
+            "content": [{"type": "text", "text": "hi"}],
+            "source": {"kind": "user"},
+        }
+        seed += [
+            {"type": "turn/start", "data": {"turn": turn}},
+            {"type": "user/message", "data": {"message": user}},
+            {"type": "turn/end", "data": {"turn": turn, "reason": {"kind": "completed"}}},
+        ]
+    try:
+        handle = await app.ctx.agents.create(session_id="s", agent_options=OPTIONS, seed=seed)
+        await run(handle.agent, "again")
+        assert [d["turn"] for d in data(handle.agent, "turn/start")] == [1, 2, 3]
+    finally:
+        await app.aclose()

@@ -140,7 +140,9 @@ async def test_openai_agent_runs_a_tool_round_trip_and_answers(llmock: Any) -> N
     llmock.call_tool("get_weather", {"city": "Paris"})
     llmock.reply("It is sunny in Paris.")
     weather = WeatherTool()
-    providers = {"openai": {"base_url": llmock.base_url("openai"), "api_key": KEY}}
+    # llmock answers every request from its script, a window probe too: name the window.
+    entry = {"base_url": llmock.base_url("openai"), "api_key": KEY, "context_window": 128_000}
+    providers = {"openai": entry}
     async with running_app(providers=providers) as app:
         app.ctx.tools.register(weather.tool)
         agent = await ask(app, "openai", "gpt-4o-mini", "weather in Paris?")

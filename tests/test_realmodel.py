@@ -160,7 +160,8 @@ async def test_resume_keeps_generation_options_on_the_wire(
     sent: list[dict[str, Any]] = []
 
     async def record(request: httpx.Request) -> None:
-        sent.append(json.loads(request.content))
+        if request.method == "POST":  # not the adapter's GET /props
+            sent.append(json.loads(request.content))
 
     async def run_app(make_agent: Callable[[App], Any], prompt: str) -> Agent:
         async with httpx.AsyncClient(event_hooks={"request": [record]}) as client:
@@ -276,5 +277,34 @@ async def test_a_context_overflow_is_repaired_by_compaction_and_the_turn_complet
         assert end.data["reason"]["kind"] in ("completed", "max-tokens")
         (reply,) = of_type(agent, "assistant/message", start)
         assert reply.seq > summary.seq and reply.data["usage"]["input_tokens"] < 4096
+    finally:
+        await app.aclose()
+
+
+async def test_by_default_a_long_conversation_is_compacted_before_the_servers_window_overflows(
+    realmodel_url: str,
+) -> None:
+    app = App(providers=providers(realmodel_url), invariants=True)  # compaction: the default
+    try:
+        adapter = app.ctx.llm.adapter_for(PROVIDER)
+        assert await adapter.context_window(MODEL) == 4096  # llama-server -c 4096
+        handle = await app.ctx.agents.create(
+            session_id="window",
+            agent_options=options(),
+            seed=_long_history(turns=6, words_per_turn=700),
+        )
+        agent = handle.agent
+        start = len(agent.session.events)
+        agent.followup("Say hello.")
+        await idle(agent)
+        assert of_type(agent, "assistant/attempt", start) == []  # no overflow
+        (summary,) = of_type(agent, "compaction/summary", start)
+        assert summary.data["reason"] == "pressure"
+        (header,) = of_type(agent, "request/header", start)
+        assert header.data["header"]["config"]["max_tokens"] == 1024  # a quarter of 4096
+        (end,) = of_type(agent, "turn/end", start)
+        assert end.data["reason"]["kind"] in ("completed", "max-tokens")
+        (reply,) = of_type(agent, "assistant/message", start)
+        assert reply.seq > summary.seq and reply.data["usage"]["input_tokens"] < 4096 - 1024
     finally:
         await app.aclose()

@@ -41,8 +41,10 @@ class SleepRecorder:
 
 @asynccontextmanager
 async def llmock_app(llmock: Any, provider: str, **kw: Any) -> AsyncIterator[App]:
-    providers = {provider: {"base_url": llmock.base_url(provider), "api_key": KEY}}
-    app = App(invariants=True, providers=providers, **kw)
+    entry: dict[str, Any] = {"base_url": llmock.base_url(provider), "api_key": KEY}
+    if provider == "openai":  # llmock answers a window probe from its script: name the window
+        entry["context_window"] = 128_000
+    app = App(invariants=True, providers={provider: entry}, **kw)
     adapter = app.ctx.llm.adapter_for(provider)
     try:
         yield app
@@ -138,7 +140,8 @@ async def test_failures_without_retry_after_back_off_exponentially() -> None:
         "data: [DONE]\n\n"
     )
     with LoopbackServer([failure, failure, answer]) as server:
-        providers = {"openai": {"base_url": server.url + "/v1", "api_key": KEY}}
+        entry = {"base_url": server.url + "/v1", "api_key": KEY, "context_window": 128_000}
+        providers = {"openai": entry}
         app = App(invariants=True, providers=providers, retry={"base_delay": 0.25, "jitter": 0})
         adapter = app.ctx.llm.adapter_for("openai")
         sleep = app.ctx.retry.sleep = SleepRecorder()

@@ -72,10 +72,18 @@ async def test_planted_key_appears_nowhere_after_a_persisted_session(
         llmock.reply("It is sunny in Paris.", provider=provider)
     errors: list[BaseException] = []
     with LoopbackServer(echo_headers) as proxy:
+        # The mocks answer every request from their scripts, a window probe too: the
+        # OpenAI-style entries name their window, so nothing is probed.
+        window = {"context_window": 128_000}
         providers = {
-            "openai": {"base_url": llmock.base_url("openai"), "api_key": KEY},
+            "openai": {"base_url": llmock.base_url("openai"), "api_key": KEY, **window},
             "anthropic": {"base_url": llmock.base_url("anthropic"), "api_key": KEY},
-            "proxy_openai": {"type": "openai", "base_url": proxy.url + "/v1", "api_key": KEY},
+            "proxy_openai": {
+                "type": "openai",
+                "base_url": proxy.url + "/v1",
+                "api_key": KEY,
+                **window,
+            },
             "proxy_anthropic": {"type": "anthropic", "base_url": proxy.url, "api_key": KEY},
         }
         app = App(

@@ -512,6 +512,50 @@ async def test_guard_denial_spares_the_approver(root: Context) -> None:
 
 
 @pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("approver", "answer"),
+    [
+        (Approver(True), "approved"),
+        (Approver(ApproveEdited(args={"text": "edited"})), "edited"),
+        (Approver(False), "denied"),
+        (Approver(Deny("no one answered", {"approval": "timeout"})), "denied"),
+        (Approver(error=ConnectionError("front end gone")), "failed"),
+    ],
+)
+async def test_the_executions_approval_observer_hears_the_question_then_the_answer(
+    root: Context, approver: Approver, answer: str
+) -> None:
+    heard: list[tuple[str, str | None]] = []
+
+    class Recording:
+        async def request(self, execution: ToolExecution, reason: str | None) -> Any:
+            heard.append(("(service asked)", reason))
+            return await approver.request(execution, reason)
+
+    root.tools.register(echo)
+    root.provide("approval", Recording())
+    root.on("tools/pre-execute", lambda e, nxt: Ask(reason="risky"))
+    execution = root.tools.new_execution(call("echo", {"text": "x"}))
+    execution.on_approval = lambda state, reason: heard.append((state, reason))
+    await root.tools.execute(execution)
+    assert heard == [("asked", "risky"), ("(service asked)", "risky"), (answer, None)]
+
+
+@pytest.mark.anyio
+async def test_a_call_never_put_to_the_approver_tells_its_observer_nothing(
+    root: Context,
+) -> None:
+    heard: list[Any] = []
+    root.tools.register(echo)
+    root.provide("approval", Approver(True))
+    root.on("tools/pre-execute", lambda e, nxt: Ask())
+    root.tools.guard(lambda e: "policy")  # denied before anyone is asked
+    execution = root.tools.new_execution(call("echo", {"text": "x"}))
+    execution.on_approval = lambda *a: heard.append(a)
+    assert code(await root.tools.execute(execution)) == DENIED and heard == []
+
+
+@pytest.mark.anyio
 async def test_abort_while_waiting_for_approval_is_aborted(root: Context) -> None:
     root.tools.register(echo)
     asked = anyio.Event()
@@ -526,8 +570,11 @@ async def test_abort_while_waiting_for_approval_is_aborted(root: Context) -> Non
     root.on("tools/pre-execute", lambda e, nxt: Ask())
     controller = AbortController()
     execution = root.tools.new_execution(call("echo", {"text": "x"}), signal=controller.signal)
+    heard: list[Any] = []
+    execution.on_approval = lambda *a: heard.append(a)
     result = await abort_once(controller, lambda: root.tools.pre_execute(execution), asked.wait)
     assert result is not None and code(result) == ABORTED
+    assert heard == [("asked", None), ("aborted", None)]
 
 
 # -- dispatch --------------------------------------------------------------------------------

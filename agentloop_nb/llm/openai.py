@@ -23,7 +23,11 @@ Request mapping (``GenerateOptions`` → JSON body):
   ``stream: true`` and ``stream_options: {"include_usage": true}``. ``defaults(config)``
   offers the optional ``default_max_tokens`` / ``default_reasoning_effort`` to
   ``ctx.llm.prepare_call`` (neither is set unless configured, except that a server on a
-  loopback address gets ``max_tokens`` ``LOCAL_DEFAULT_MAX_TOKENS`` = 1024).
+  loopback address gets ``max_tokens``: a quarter of the context window it reports, at most
+  4,096, or ``LOCAL_DEFAULT_MAX_TOKENS`` = 1024 when it reports none; see
+  :mod:`agentloop_nb.llm._window`). ``context_window(model)`` is the entry's
+  ``context_window``, else that report (``None`` for a remote endpoint, which is never
+  asked).
 
 Stream mapping: ``delta.content`` (and ``delta.refusal``, so a refusal is shown as the answer
 text) → a text block; ``delta.reasoning_content`` (DeepSeek) or ``delta.reasoning`` (vLLM,
@@ -51,7 +55,7 @@ undecodable JSON is ``BAD_RESPONSE`` quoting the bad data. HTTP and transport fa
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Coroutine, Mapping, Sequence
 from typing import Any
 
 import httpx
@@ -79,9 +83,10 @@ from ._chunks import (
 )
 from ._sse import SseAdapter, tool_definition
 from ._stream_state import StreamState
+from ._window import WindowProbe, cap_for_window
 
 #: The output cap a server on this machine gets when neither the agent (``max_tokens``) nor the
-#: provider entry (``default_max_tokens``) sets one.
+#: provider entry (``default_max_tokens``) sets one and the server reports no context window.
 LOCAL_DEFAULT_MAX_TOKENS = 1024
 
 
@@ -102,6 +107,7 @@ class OpenAIAdapter(SseAdapter):
         timeout: float | httpx.Timeout | None = None,
         default_max_tokens: int | None = None,
         default_reasoning_effort: str | None = None,
+        context_window: int | None = None,
         require_key: bool = True,
         client: httpx.AsyncClient | None = None,
     ) -> None:
@@ -119,23 +125,67 @@ class OpenAIAdapter(SseAdapter):
         )
         self.default_max_tokens = default_max_tokens
         self.default_reasoning_effort = default_reasoning_effort
+        if context_window is not None and (
+            isinstance(context_window, bool)
+            or not isinstance(context_window, int)
+            or context_window <= 0
+        ):
+            raise ValueError(
+                f"provider {name!r}: context_window must be a positive number of tokens "
+                f"(e.g. 4096, what llama-server -c was given), got {context_window!r}"
+            )
+        self.context_window_override = context_window
+        self._windows = WindowProbe()
 
-    def defaults(self, config: Any) -> dict[str, Any]:
+    def defaults(self, config: Any) -> dict[str, Any] | Coroutine[Any, Any, dict[str, Any]]:
         """The configured ``default_max_tokens`` / ``default_reasoning_effort`` for the fields
         ``config`` leaves unset. Unconfigured, a remote endpoint gets neither (Chat Completions
-        requires neither); a server on this machine (``is_local``) gets ``max_tokens``
-        :data:`LOCAL_DEFAULT_MAX_TOKENS`, so a small local model's answer cannot run on until
-        its context is full (llama.cpp generates until it is, without a cap)."""
+        requires neither); a server on this machine (``is_local``) gets a ``max_tokens`` cap,
+        so a small local model's answer cannot run on until its context is full (llama.cpp
+        generates until it is, without a cap): :func:`cap_for_window` of the window it reports
+        (:meth:`context_window`), else :data:`LOCAL_DEFAULT_MAX_TOKENS`. The first request to
+        such a server that needs the cap asks it (a coroutine is returned then: the runtime
+        awaits it); later ones reuse the answer."""
         out: dict[str, Any] = {}
-        cap = self.default_max_tokens
-        if cap is None and self.is_local:
-            cap = LOCAL_DEFAULT_MAX_TOKENS
-        if cap is not None and getattr(config, "max_tokens", None) is None:
-            out["max_tokens"] = cap
         effort = self.default_reasoning_effort
         if effort is not None and getattr(config, "reasoning_effort", None) is None:
             out["reasoning_effort"] = effort
+        if getattr(config, "max_tokens", None) is not None:
+            return out
+        cap = self.default_max_tokens
+        if cap is None and self.is_local:
+            model = str(getattr(config, "model", "") or "")
+            asked, window = self._windows.known(self.base_url, model)
+            if self.context_window_override is not None:
+                asked, window = True, self.context_window_override
+            if not asked:
+                return self._capped(out, model)
+            cap = LOCAL_DEFAULT_MAX_TOKENS if window is None else cap_for_window(window)
+        if cap is not None:
+            out["max_tokens"] = cap
         return out
+
+    async def _capped(self, out: dict[str, Any], model: str) -> dict[str, Any]:
+        window = await self.context_window(model)
+        out["max_tokens"] = LOCAL_DEFAULT_MAX_TOKENS if window is None else cap_for_window(window)
+        return out
+
+    async def context_window(self, model: str) -> int | None:
+        """The context window (tokens) of ``model`` on this endpoint: the entry's
+        ``context_window`` when given (nothing is asked then), else what the server reports,
+        asked once, lazily, and only when the server is on this machine (``None`` for a remote
+        endpoint, a server that does not say, or one that cannot be asked right now). Never
+        raises for a server problem."""
+        if self.context_window_override is not None:
+            return self.context_window_override
+        if not self.is_local:
+            return None
+        headers = dict(self._fixed_headers())
+        headers.update(self._headers)
+        key = self._key()
+        if key is not None:
+            headers.update(self._auth_headers(key))
+        return await self._windows.window(self._http(), self.base_url, model, headers)
 
     # -- request --------------------------------------------------------------------------------
 

@@ -5,7 +5,8 @@ consecutive parallel-safe calls is one group run as a rolling pool of at most
 ``max_parallel_tool_calls`` bodies. A pooled call is classified again right before it starts:
 one whose ``concurrency_safe`` now says otherwise waits for the running bodies and runs alone.
 ``tools/pre-execute`` and ``tools/post-execute`` run in model order; each started call logs its
-own ``tool/call``; ``tool/result`` events are committed in model order (``tools/settled`` fires
+own ``tool/call`` (and, for an ``Ask``, a ``tool/approval`` when the approval service is asked
+and another when it answers); ``tool/result`` events are committed in model order (``tools/settled`` fires
 earlier, as each call's outcome is known). Calls that never start (abort, scheduler failure)
 get a synthetic ``tool/call`` + ``ABORTED_BEFORE_DISPATCH`` pair, so no tool call is ever left
 dangling.
@@ -25,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from ..events import TOOL_CALL, TOOL_RESULT
+from ..events import TOOL_APPROVAL, TOOL_CALL, TOOL_RESULT
 from ..messages import ToolCallBlock
 from ..signals import AbortController, AbortError
 from ..tools import TOOL_ERROR, ToolExecution, ToolResult, aborted_before_dispatch, error_result
@@ -116,9 +117,11 @@ def _execution(st: _StepTools, i: int) -> ToolExecution:
         controller = st.links[i] = AbortController()
         controller.follow(st.signal)
     signal = controller.signal
-    return st.tools.new_execution(
+    execution = st.tools.new_execution(
         st.calls[i], agent=st.agent, signal=signal, turn=st.turn, step=st.step
     )
+    execution.on_approval = lambda state, reason: _log_approval(st, i, state, reason)
+    return execution
 
 
 def _settled(st: _StepTools, i: int) -> None:
@@ -144,6 +147,19 @@ def _log_call(st: _StepTools, i: int) -> None:
             "arguments": call.arguments,
         },
     )
+
+
+def _log_approval(st: _StepTools, i: int, state: str, reason: str | None) -> None:
+    """Log an ``Ask``'s question and answer: views time the wait for a person from these."""
+    data: dict[str, Any] = {
+        "turn": st.turn,
+        "step": st.step,
+        "call_id": st.calls[i].id,
+        "state": state,
+    }
+    if reason:
+        data["reason"] = reason
+    st.agent.session.append(TOOL_APPROVAL, data)
 
 
 def _start(st: _StepTools, i: int) -> ToolExecution:

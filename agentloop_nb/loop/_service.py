@@ -326,12 +326,11 @@ class _Creation:
     ) -> None:
         self.loop = loop
         self.lease: Lease | None = None  # a resume's writer reservation, until publication
-        turn = 0
-        if resumed:  # continue the turn numbering of the log
-            turn = max(
-                (e.data.get("turn", 0) for e in session.events if e.type == TURN_START),
-                default=0,
-            )
+        # Continue the turn numbering of the log (a resumed one, or a seed that holds turns):
+        # a new turn must not reuse a logged turn's number.
+        turn = max(
+            (e.data.get("turn", 0) for e in session.events if e.type == TURN_START), default=0
+        )
         self.state = state = TurnState(turn=turn, resumed=resumed)
         self.driver = driver = Driver(state, loop._spawn)
         inbox = Inbox(session, driver.notify_inbox)

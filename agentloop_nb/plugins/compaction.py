@@ -1,14 +1,21 @@
 """Compaction plugin: keeps a long session inside its model's context window by replacing the
 earlier conversation with a summary.
 
-``app.ctx.plugin(CompactionPlugin, config={...})`` publishes the instance as ``ctx.compaction``.
+An ``App`` applies it by default (``App(compaction=False)`` turns it off, ``App(compaction={...})``
+configures it); ``app.ctx.plugin(CompactionPlugin, config={...})`` replaces that instance. It
+publishes itself as ``ctx.compaction``.
 
+- **Window**: the config's ``context_window``, else a window an ``App(models=...)`` entry names
+  for the agent's model, else the window the agent's provider reports (an adapter's
+  ``context_window(model)`` coroutine: a local llama.cpp or vLLM server is asked once), else
+  the built-in ``models`` table's. No window, no pressure.
 - **Pressure** (``agent/pre-step``): the estimated request size is the latest
   ``assistant/message``'s ``input_tokens`` plus ~4 characters a token for every model-visible
   event logged since (that message included) and the input about to enter the step. When it
-  reaches ``trigger_ratio × window`` (``context_window`` from the config, else from the
-  ``models`` table for the agent's model; no window, no pressure), the surface history before
-  the last ``keep_recent_turns`` completed turns is summarised.
+  reaches ``trigger_ratio × window`` or (unless ``trigger_ratio`` was set explicitly) leaves
+  less room than the agent's output cap (the ``max_tokens`` of its last request, else of its
+  options) before the window's end, the surface history before the last
+  ``keep_recent_turns`` completed turns is summarised.
 - **One summary call**: ``ctx.llm.stream`` with no tools and a transcript of the span (the
   request carries no ``session_id``, so it is a one-shot call, not one of the agent's turns).
 - **The durable replace**: ``compaction/summary{start, end, summary, tokens_before,
@@ -40,7 +47,7 @@ from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, PositiveInt
 from ..events import ASSISTANT_MESSAGE, COMPACTION_SUMMARY, SURFACE_TYPES, TURN_START
 from ..hooks import AGENT_DISPOSED, AGENT_PRE_STEP, AGENT_REQUEST_ERROR
 from ..llm import BlockAssembler, GenerateOptions, LlmError
-from ..loop import Retry
+from ..loop import RequestConfig, Retry
 from ..messages import AssistantMessage, Message, TextBlock, ToolResultMessage, UserMessage
 from ..models import model_table
 
@@ -71,7 +78,8 @@ class CompactionConfig(BaseModel):
     ``keep_recent_turns``: completed turns kept verbatim before the running one;
     ``context_window``: tokens (default: from the ``models`` table); ``summary_provider`` /
     ``summary_model``: who writes the summary (default: the agent's own);
-    ``summary_max_tokens``: the summary call's output limit."""
+    ``summary_max_tokens``: the summary call's output limit (default: the agent's own, the
+    ``max_tokens`` of its last request)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -95,6 +103,7 @@ class CompactionPlugin:
         self.config = config
         self._locks: dict[str, anyio.Lock] = {}
         self._repaired: dict[str, tuple[int, int]] = {}  # agent id -> (turn, step) repaired
+        self._reported: dict[tuple[str, str], int] = {}  # (provider, model) -> reported window
         ctx.on(AGENT_PRE_STEP, self._on_pre_step)
         ctx.on(AGENT_REQUEST_ERROR, self._on_request_error)
         ctx.on(AGENT_DISPOSED, self._forget)
@@ -103,11 +112,35 @@ class CompactionPlugin:
     # -- public -------------------------------------------------------------------------------
 
     def window(self, agent: Any) -> int | None:
-        """The context window used for ``agent``: the config's, else the ``models`` table's for
-        the agent's effective model, else ``None``."""
+        """The context window used for ``agent`` (see the module docstring): the config's,
+        else an ``App(models=...)`` entry's for its effective model, else the one its provider
+        reported (once :meth:`resolve_window` asked), else the built-in table's, else
+        ``None``."""
         if self.config.context_window is not None:
             return self.config.context_window
-        return model_table(agent.ctx).context_window(_route(agent)[1])
+        provider, model = _route(agent)
+        table = model_table(agent.ctx)
+        configured = table.configured_window(model)
+        if configured is not None:
+            return configured
+        reported = self._reported.get((str(provider), str(model)))
+        return reported if reported is not None else table.context_window(model)
+
+    async def resolve_window(self, agent: Any) -> int | None:
+        """:meth:`window`, after asking the agent's provider for the model's window when
+        nothing configured names one and it has not answered yet (an adapter without a
+        ``context_window(model)`` coroutine is not asked)."""
+        if self.config.context_window is None:
+            provider, model = _route(agent)
+            key = (str(provider), str(model))
+            configured = model_table(agent.ctx).configured_window(model)
+            if configured is None and provider and model and key not in self._reported:
+                adapter = agent.ctx.llm.adapter_for(provider)
+                ask = getattr(adapter, "context_window", None)
+                reported = await ask(model) if callable(ask) else None
+                if isinstance(reported, int) and reported > 0:
+                    self._reported[key] = reported
+        return self.window(agent)
 
     def estimate(self, agent: Any, pending: Sequence[Message] = ()) -> int:
         """The estimated size in tokens of ``agent``'s next request with ``pending`` input
@@ -141,10 +174,19 @@ class CompactionPlugin:
 
     async def _on_pre_step(self, payload: Any, next: Callable[[], Awaitable[Any]]) -> Any:
         agent = payload.agent
-        window = self.window(agent)
+        window = await self.resolve_window(agent)
         if window is not None:
             before = self.estimate(agent, payload.messages)
-            if before >= self.config.trigger_ratio * window:
+            limit = self.config.trigger_ratio * window
+            cap = await _output_cap(agent)
+            # The default trigger also leaves the answer room; a ratio the person set is kept.
+            if (
+                cap is not None
+                and cap < window
+                and "trigger_ratio" not in self.config.model_fields_set
+            ):
+                limit = min(limit, window - cap)
+            if before >= limit:
                 await self._compact(
                     agent,
                     "pressure",
@@ -274,7 +316,9 @@ class CompactionPlugin:
             messages=(request,),
             system=SUMMARY_SYSTEM,
             tools=(),
-            max_tokens=self.config.summary_max_tokens,
+            # Unset: the agent's own output cap (a local model would otherwise write on until
+            # its window is full).
+            max_tokens=self.config.summary_max_tokens or await _output_cap(agent),
             signal=signal,
         )
         asm = BlockAssembler()
@@ -302,6 +346,21 @@ def _route(agent: Any) -> tuple[str | None, str | None]:
     provider = config.get("provider") or agent.options.provider
     model = config.get("model") or agent.options.model
     return provider, model
+
+
+async def _output_cap(agent: Any) -> int | None:
+    """The output cap of the agent's requests: its last request's ``max_tokens`` (adapter
+    defaults included), else its options', else what its provider's adapter would default it
+    to (before its first request)."""
+    header = agent.session.request_header()
+    config = header.get("config", {}) if header else {}
+    cap = config.get("max_tokens") or getattr(agent.options, "max_tokens", None)
+    if cap is None:
+        provider, model = _route(agent)
+        if provider and model and agent.ctx.llm.adapter_for(provider) is not None:
+            request = RequestConfig(provider=provider, model=model)
+            cap = (await agent.ctx.llm.prepare_call(request)).config.max_tokens
+    return cap if isinstance(cap, int) and cap > 0 else None
 
 
 def _text_len(value: Any) -> int:

@@ -187,7 +187,8 @@ async def _ask_approval(
 
     A missing service, a raising one or a ``False`` answer is a ``DENIED`` result (a ``Deny``
     answer is one quoting its reason); an abort while waiting is an ``ABORTED`` result;
-    ``ApproveEdited`` goes with the edited arguments (see :func:`_apply_edit`).
+    ``ApproveEdited`` goes with the edited arguments (see :func:`_apply_edit`). The
+    execution's ``on_approval`` hears the question and then its answer.
     """
     asked = f" ({reason})" if reason else ""
     if approval is None or not callable(getattr(approval, "request", None)):
@@ -198,25 +199,37 @@ async def _ask_approval(
     signal = execution.signal
     if signal.aborted:
         return aborted(execution, "while waiting for approval")
+    note = execution.on_approval
+    if note is not None:
+        note("asked", reason)
+    answered = "aborted"  # also when the task itself is cancelled while waiting
     try:
-        with AbortScope(signal, strict=False):
-            answer = await approval.request(execution, reason)
-    except AbortError:
-        return aborted(execution, "while waiting for approval")
-    except Exception as exc:
-        _log.warning("approval service failed for tool %r", execution.name, exc_info=exc)
-        return _denied(
-            execution,
-            f"approval required{asked} but no one could approve it "
-            f"(approval service failed: {type(exc).__name__}: {exc})",
-        )
-    if answer is True:
-        return None
-    if isinstance(answer, ApproveEdited):
-        return _apply_edit(execution, answer.args)
-    if isinstance(answer, Deny):  # the service says why (e.g. nobody answered in time)
-        return deny_result(execution, answer)
-    return _denied(execution, f"the approver declined{asked}")
+        try:
+            with AbortScope(signal, strict=False):
+                answer = await approval.request(execution, reason)
+        except AbortError:
+            return aborted(execution, "while waiting for approval")
+        except Exception as exc:
+            answered = "failed"
+            _log.warning("approval service failed for tool %r", execution.name, exc_info=exc)
+            return _denied(
+                execution,
+                f"approval required{asked} but no one could approve it "
+                f"(approval service failed: {type(exc).__name__}: {exc})",
+            )
+        if answer is True:
+            answered = "approved"
+            return None
+        if isinstance(answer, ApproveEdited):
+            answered = "edited"
+            return _apply_edit(execution, answer.args)
+        answered = "denied"
+        if isinstance(answer, Deny):  # the service says why (e.g. nobody answered in time)
+            return deny_result(execution, answer)
+        return _denied(execution, f"the approver declined{asked}")
+    finally:
+        if note is not None:
+            note(answered, None)
 
 
 def _apply_edit(execution: ToolExecution, args: dict[str, Any]) -> ToolResult | None:

@@ -257,6 +257,10 @@ class ToolExecution:
     (``agent.ctx`` when there is an agent), so a body can reach services. ``edited_from`` is
     ``None`` unless the approver edited the arguments (``ApproveEdited``): then ``args`` and
     ``arguments`` are the edited ones and ``edited_from`` the model's parsed originals.
+    ``on_approval`` (``None`` unless the caller sets it; the loop does, to log
+    ``tool/approval``) is told an ``Ask``'s progress: ``on_approval("asked", reason)`` right
+    before the approval service is asked, then ``on_approval(answer, None)`` with ``answer``
+    one of ``approved``, ``edited``, ``denied``, ``aborted``, ``failed``.
     """
 
     __slots__ = (
@@ -268,6 +272,7 @@ class ToolExecution:
         "ctx",
         "edited_from",
         "name",
+        "on_approval",
         "signal",
         "step",
         "tool",
@@ -302,6 +307,7 @@ class ToolExecution:
         # Why ``args`` is None (a JSON problem), kept so pre_execute can name it.
         self.args_error = args_error
         self.edited_from: dict[str, Any] | None = None
+        self.on_approval: Callable[[str, str | None], None] | None = None
 
     def __repr__(self) -> str:
         return (

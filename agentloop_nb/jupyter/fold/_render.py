@@ -141,14 +141,14 @@ def pretty_args(raw: str) -> str:
 
 def _duration(item: Item) -> str:
     """`` (1.23s)`` for a finished call whose body ran, else ``""``: from its ``tool/call``
-    to its settling (or, without one, its ``tool/result``)."""
+    to its settling (or, without one, its ``tool/result``), less its wait for approval."""
     d = item.data
     if d.get("ran") is False:
         return ""
     started, ended = d.get("started"), d.get("ended")
     if started is None or ended is None:
         return ""
-    return f" ({ended - started:.2f}s)"
+    return f" ({max(0.0, ended - started - d.get('waited', 0.0)):.2f}s)"
 
 
 def item_text(item: Item) -> str:
@@ -275,7 +275,7 @@ def _tool(item: Item) -> str:
         shown = shown if len(shown) <= RESULT_PREVIEW else shown[:RESULT_PREVIEW] + "…"
         body = f'<div class="agentloop-tool-result">{escape(shown)}</div>'
     return (
-        f'<div class="agentloop-box agentloop-tool-call agentloop-tool-{state}">'
+        f'<div class="agentloop-box agentloop-tool-call agentloop-tool-{state.replace(" ", "-")}">'
         f"<b>{escape(str(d.get('name')))}</b><code>({escape(args)})</code> "
         f'<span class="agentloop-tool-state">{state}</span>'
         f"{escape(_duration(item))}{body}</div>"

@@ -131,8 +131,11 @@ position:relative}
 display:inline !important;margin:0 !important;padding:0 !important;height:auto !important;
 min-height:0 !important;line-height:inherit !important;white-space:pre-wrap !important}
 .agentloop-inbox-item{background:var(--jp-layout-color2);border-radius:4px;padding:0 4px}
-.agentloop-child-toggle,.agentloop-fork{font-size:85%;height:auto;line-height:1.6;
-padding:0 8px;margin:1px 0}
+.agentloop-child-toggle,.agentloop-fork,.agentloop-elsewhere-toggle{font-size:85%;
+height:auto;line-height:1.6;padding:0 8px;margin:1px 0}
+.agentloop-elsewhere-turns{margin-left:14px;padding-left:6px;border-left:2px dashed
+var(--jp-border-color2)}
+.agentloop-elsewhere-static>summary{color:var(--agentloop-muted);font-size:85%}
 .agentloop-root .jupyter-button.agentloop-fork{color:var(--jp-ui-font-color1)}
 .agentloop-child-view{margin-left:14px;padding-left:6px;border-left:2px solid
 var(--jp-border-color2)}

@@ -12,7 +12,9 @@ Tool calls are ``queued`` until their ``tool/call`` is logged (``running``); the
 finished when their ``tool/result`` is committed, or earlier through :meth:`Transcript.settle`
 (a view calls it on the ``tools/settled`` hook: results are committed in model order, so a body
 that finished early would otherwise look running). A call's duration spans ``tool/call`` to its
-settling (or its result); calls whose body never ran show none.
+settling (or its result), less the time it waited for a person: between a ``tool/approval``
+asking and the one answering, the call is ``awaiting approval`` and its clock stops (both
+times come from the log). Calls whose body never ran show none.
 
 A turn's usage item carries its tokens and, when every part of it has a price in the model
 table, its cost (priced like ``agent.usage_by_turn``: each ``assistant/message`` at the model of
@@ -326,6 +328,30 @@ class Transcript:
         item.data["started"] = time
         self._touch(item)
 
+    def _approval(self, data: Mapping[str, Any], time: float) -> None:
+        item = self._calls.get(str(data.get("call_id", "")))
+        if item is None:
+            return  # a question about a call this log never started: nothing to show
+        d = item.data
+        if data.get("state") == "asked":
+            d["asked"] = time
+            if d["state"] == "running":
+                d["state"] = "awaiting approval"
+        else:
+            self._answered(d, time)
+        self._touch(item)
+
+    @staticmethod
+    def _answered(d: dict[str, Any], at: float) -> None:
+        """Close the call's wait for a person at ``at`` (no-op when it was not waiting)."""
+        asked = d.pop("asked", None)
+        if asked is None:
+            return
+        d["waited"] = d.get("waited", 0.0) + max(0.0, at - asked)
+        d["answered"] = at
+        if d["state"] == "awaiting approval":
+            d["state"] = "running"
+
     def _tool_result(self, data: Mapping[str, Any], time: float) -> None:
         call_id = str(data.get("call_id", ""))
         item = self._calls.get(call_id)
@@ -349,16 +375,17 @@ class Transcript:
         ending at ``at``. Returns ``False`` (and changes nothing) for a call not logged as
         started yet or already committed."""
         item = self._calls.get(call_id)
-        if item is None or item.data["state"] != "running":
+        if item is None or item.data["state"] not in ("running", "awaiting approval"):
             return False
         item.data["settled"] = at
         self._finish(item, code, is_error, at)
         self._touch(item)
         return True
 
-    @staticmethod
-    def _finish(item: Item, code: Any, is_error: bool, at: float) -> None:
+    @classmethod
+    def _finish(cls, item: Item, code: Any, is_error: bool, at: float) -> None:
         d = item.data
+        cls._answered(d, at)  # a log that never logged the answer (a crash while asking)
         not_run = _NOT_RUN_STATES.get(code) if isinstance(code, str) else None
         if not_run is not None:
             state = not_run
@@ -439,6 +466,7 @@ _HANDLERS = {
     "user/message": Transcript._user,
     "assistant/message": Transcript._assistant,
     "tool/call": Transcript._tool_call,
+    "tool/approval": Transcript._approval,
     "tool/result": Transcript._tool_result,
     "assistant/attempt": Transcript._attempt,
     "llm/retry": Transcript._retry,

@@ -25,7 +25,7 @@ def add_longrun_parsers(sub: Any) -> None:
         "compact",
         help="summarise NAME's earlier conversation now",
         description="Replace NAME's earlier conversation with a summary (one model call). "
-        "Needs the compaction plugin: app.ctx.plugin(CompactionPlugin).",
+        "Needs the compaction plugin (on unless the App was built with compaction=False).",
     )
     c.add_argument("name", metavar="NAME")
 
@@ -38,7 +38,8 @@ def cmd_compact(state: KernelState, args: argparse.Namespace) -> None:
         compaction = state.app.ctx.compaction
     except AttributeError:
         raise UserError(
-            "%agent compact: compaction is not enabled; apply it first: "
+            "%agent compact: compaction is not enabled (the App was built with "
+            "compaction=False); apply it: "
             "from agentloop_nb.plugins.compaction import CompactionPlugin; "
             "app.ctx.plugin(CompactionPlugin)"
         ) from None

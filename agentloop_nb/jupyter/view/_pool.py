@@ -18,7 +18,9 @@ from ._approval import WidgetApproval
 from ._throttle import DEFAULT_INTERVAL, Throttle
 from ._viewbase import TextRepr, feed_for
 
-_POOL_TYPES = frozenset({"assistant/message", "tool/call", "tool/result", "turn/end", SETTLED})
+_POOL_TYPES = frozenset(
+    {"assistant/message", "tool/call", "tool/approval", "tool/result", "turn/end", SETTLED}
+)
 _TICK = 0.25  # seconds between re-renders of running calls' live durations
 _LIVE = frozenset({"running", "awaiting approval"})  # states a call can be cancelled in
 _MIN_BAR = 1.0  # % of the timeline: the narrowest bar drawn, so an instant call stays visible
@@ -41,7 +43,7 @@ class ToolPoolView(TextRepr, widgets.VBox):
     ``tool/result``. A call whose body never ran (invalid arguments, unknown tool, denied,
     aborted before dispatch or while awaiting approval) shows neither duration nor bar, since
     its log times only measure the wait for its turn to be committed; the time a call waits
-    for a person's answer is not counted either.
+    for a person's answer (between its ``tool/approval`` events) is not counted either.
 
     ``ToolPoolView(agent, *, interval=0.1, approval=None, feed=None, own=None)``; the approval
     service defaults to ``agent.ctx.approval`` when it is a :class:`WidgetApproval`. ``own``
@@ -76,8 +78,6 @@ class ToolPoolView(TextRepr, widgets.VBox):
         self._action_buttons: dict[tuple[str, str], widgets.Button] = {}
         self.children = (self.table, self.cancels, self.actions, self.action_report, self.approvals)
         self.throttle = Throttle(self.render, interval)
-        self._asking: set[str] = set()  # call ids waiting for a person's answer
-        self._answered: dict[str, float] = {}  # call id -> when the answer came (epoch s)
         self._buttons: dict[str, tuple[widgets.Button, widgets.Button]] = {}
         self._editors: dict[str, tuple[widgets.Textarea, widgets.Button]] = {}
         self._edit_buttons: dict[str, widgets.Button] = {}
@@ -89,30 +89,21 @@ class ToolPoolView(TextRepr, widgets.VBox):
         self.render()
         self._approvals_changed()
 
-    def _span(self, item: Item, call_id: str, state: str) -> tuple[float | None, float | None]:
+    @staticmethod
+    def _span(item: Item) -> tuple[float | None, float | None]:
         """``(start, end or None while running)``; ``(None, None)`` when the body has not run
-        (yet, or at all)."""
+        (yet, or at all). The start is shifted by the call's wait for approval, so the span
+        is as long as the duration the transcript shows."""
         d = item.data
-        started = d.get("started")
+        started, state = d.get("started"), d["state"]
         if started is None or d.get("ran") is False or state == "awaiting approval":
             return None, None
-        answered = self._answered.get(call_id)
-        start = started if answered is None else max(started, answered)
+        start = started + d.get("waited", 0.0)
         return start, None if state == "running" else d.get("ended")
 
     def _changed(self, kind: str, _turns: frozenset[int]) -> None:
         if kind in _POOL_TYPES:
             self.throttle.poke()
-
-    def _state(self, item: Item) -> str:
-        state = str(item.data["state"])
-        approval = self.approval
-        call_id = item.data.get("call_id")
-        if state != "running" or approval is None:
-            return state
-        if any(p.call_id == call_id for p in approval.pending_for(self.agent)):
-            return "awaiting approval"
-        return state
 
     def own_message(self, message_id: str) -> None:
         """Follow the turn(s) of message ``message_id`` too (no-op for an unlimited view)."""
@@ -139,15 +130,12 @@ class ToolPoolView(TextRepr, widgets.VBox):
         running = False
         for item in pool:
             call_id = str(item.data.get("call_id", ""))
-            state = self._state(item)
-            start, end = self._span(item, call_id, state)
+            state = str(item.data["state"])
+            start, end = self._span(item)
             if state in ("running", "awaiting approval"):
                 running = True
             spans.append((start, end))
             rows.append((item, call_id, state, start, end))
-        if len(self._answered) > len(rows):  # forget answers of earlier steps' calls
-            shown = {call_id for _, call_id, *_ in rows}
-            self._answered = {c: t for c, t in self._answered.items() if c in shown}
         starts = [s for s, _ in spans if s is not None]
         t0 = min(starts) if starts else now
         t1 = max([e if e is not None else now for s, e in spans if s is not None] or [now])
@@ -267,11 +255,6 @@ class ToolPoolView(TextRepr, widgets.VBox):
         if self.approval is None:
             return
         pending = self.approval.pending_for(self.agent)
-        asking = {p.call_id for p in pending}
-        now = time.time()
-        for call_id in self._asking - asking:  # answered (or withdrawn) just now
-            self._answered[call_id] = now
-        self._asking = asking
         rows, buttons = [], {}
         self._editors, self._edit_buttons = {}, {}
         for p in pending:
@@ -348,7 +331,7 @@ class ToolPoolView(TextRepr, widgets.VBox):
         lines = []
         for item in self.current()[1]:
             lines.append(
-                f"{item.data.get('name')} [{self._state(item)}] {item.data.get('call_id')}"
+                f"{item.data.get('name')} [{item.data['state']}] {item.data.get('call_id')}"
             )
         return "\n".join(lines)
 

@@ -10,8 +10,9 @@ widget with its Markdown.
 
 A view may be limited to the turns a cell started (``own=``: the ids of the messages that
 cell sent); the turns before them then sit behind one collapsed "N earlier turns" toggle
-(rendered only while it is open), and turns other cells started later are left to those
-cells' views.
+(rendered only while it is open), turns started elsewhere between two of its own sit behind
+a collapsed "N turns started elsewhere" marker (:mod:`._elsewhere`) at their place, and turns
+other cells started after its last one are left to those cells' views.
 
 A ``delegate`` call whose child session is found gets a collapsible live view of the child
 under it (:mod:`._childview`); a finished turn is then cut into one widget per run of items
@@ -32,6 +33,7 @@ from ipywidgets.widgets.widget_string import HTMLStyle
 
 from ..fold import Item, SessionFeed, item_html
 from ._childview import ChildSection, Subagents
+from ._elsewhere import Elsewhere, elsewhere_label, gaps
 from ._follow import JumpToLatest
 from ._throttle import DEFAULT_INTERVAL, Throttle
 from ._turnfork import OnFork, TurnForks
@@ -110,7 +112,8 @@ class SessionView(TextRepr, widgets.VBox):
     ``SessionView(session, ctx=None, *, interval=0.1, feed=None, own=None, on_fork=None)``:
     ``own=None`` shows every turn; an iterable of message ids shows the turns those messages
     are part of (see :meth:`own_message`), with the turns before them behind
-    ``earlier_toggle``. ``close()`` unsubscribes and closes the widgets (the child views
+    ``earlier_toggle`` and the turns started elsewhere between two of them behind an
+    :class:`Elsewhere` marker each (see :meth:`elsewhere_turns`, :meth:`elsewhere_marker`). ``close()`` unsubscribes and closes the widgets (the child views
     included); ``close_subscriptions()`` only stops following the session.
 
     Sub-agents: under each ``delegate`` call whose child session is found (see
@@ -145,6 +148,7 @@ class SessionView(TextRepr, widgets.VBox):
         self._widgets: dict[int, widgets.HTML] = {}  # item index -> widget (finished items)
         self._streams: dict[int, _Stream] = {}  # item index -> widgets (streaming texts)
         self._sealed: dict[int, _Sealed] = {}  # finished turn -> its widgets
+        self._elsewhere: dict[tuple[int, ...], Elsewhere] = {}  # markers, by the turns they hold
         self._dirty: set[int] = set()  # item indices changed since the last render
         self._earlier_shown: tuple[int, ...] | None = None
         self.earlier_toggle = widgets.ToggleButton(
@@ -196,6 +200,20 @@ class SessionView(TextRepr, widgets.VBox):
         if self._own is None:
             return self.transcript.turns
         return self.transcript.turns_with(self._own)
+
+    def elsewhere_turns(self) -> dict[int, list[int]]:
+        """For each turn shown after a gap, the turns started elsewhere (another cell, a
+        widget, the panel) between the view's previous turn and it; empty for a view of every
+        turn."""
+        if self._own is None:
+            return {}
+        return gaps(self.shown_turns(), self.transcript.turns)
+
+    def elsewhere_marker(self, turn: int) -> Elsewhere | None:
+        """The marker shown right before ``turn`` (``None``: no turns started elsewhere
+        before it)."""
+        between = self.elsewhere_turns().get(turn)
+        return None if not between else self._elsewhere.get(tuple(between))
 
     def earlier_turns(self) -> list[int]:
         """The turns behind the "earlier turns" toggle (none for a view of every turn)."""
@@ -253,10 +271,33 @@ class SessionView(TextRepr, widgets.VBox):
         for turn in changed_turns:
             self._fill(self._turns[turn], transcript.turn_items.get(turn, []))
         if added:
-            self.body.children = tuple(self._turns[t] for t in sorted(self._turns))
+            self._lay_out()
         if self._own is not None:
             self._render_earlier(self.earlier_turns(), dirty_turns)
+            for marker in self._elsewhere.values():
+                marker.refresh(dirty_turns)
         self._subagents.sync(items[i] for i in dirty)
+
+    def _lay_out(self) -> None:
+        """The body's children: each turn box, preceded by the marker of the turns started
+        elsewhere since the view's previous turn (markers are kept while their turns stay)."""
+        between_turns = self.elsewhere_turns()
+        kept: dict[tuple[int, ...], Elsewhere] = {}
+        children: list[widgets.Widget] = []
+        for turn in sorted(self._turns):
+            between = between_turns.get(turn)
+            if between:
+                key = tuple(between)
+                marker = self._elsewhere.pop(key, None)
+                if marker is None:
+                    marker = Elsewhere(between, self.transcript.turns_html)
+                kept[key] = marker
+                children.append(marker)
+            children.append(self._turns[turn])
+        for stale in self._elsewhere.values():
+            stale.close()
+        self._elsewhere = kept
+        self.body.children = tuple(children)
 
     def _finished(self, turn: int) -> bool:
         t = self.transcript
@@ -447,11 +488,21 @@ class SessionView(TextRepr, widgets.VBox):
     def static_html(self, turns: Iterable[int] | None = None) -> str:
         """The HTML of ``turns`` (default: the turns shown) for a static copy of the view:
         the transcript, with each child view built so far (open, or opened once) as a
-        ``<details>`` under its call, its own children nested the same way."""
+        ``<details>`` under its call, its own children nested the same way, and (default
+        ``turns`` only) the turns started elsewhere between two shown turns as a collapsed
+        ``<details>`` at their place."""
         shown = self.shown_turns() if turns is None else sorted(set(turns))
+        elsewhere = self.elsewhere_turns() if turns is None else {}
         sections = self._subagents.sections
         out = []
         for turn in shown:
+            between = elsewhere.get(turn)
+            if between:
+                out.append(
+                    '<details class="agentloop-box agentloop-elsewhere-static">'
+                    f"<summary>{escape(elsewhere_label(len(between)))}</summary>"
+                    f"{self.transcript.turns_html(between)}</details>"
+                )
             for item in self.transcript.turn_items.get(turn, ()):
                 out.append(item_html(item))
                 section = (
@@ -481,10 +532,14 @@ class SessionView(TextRepr, widgets.VBox):
         or not); a view limited to its own turns starts with an ``(N earlier turns)`` line."""
         if self._own is None:
             return self.transcript.text()
-        body = self.transcript.turns_text(self.shown_turns())
         n = len(self.earlier_turns())
-        head = f"({n} earlier turn{'' if n == 1 else 's'})" if n else ""
-        return "\n".join(p for p in (head, body) if p)
+        parts = [f"({n} earlier turn{'' if n == 1 else 's'})" if n else ""]
+        elsewhere = self.elsewhere_turns()
+        for turn in self.shown_turns():
+            if turn in elsewhere:
+                parts.append(f"({elsewhere_label(len(elsewhere[turn]))})")
+            parts.append(self.transcript.turns_text([turn]))
+        return "\n".join(p for p in parts if p)
 
     # -- lifetime -----------------------------------------------------------------------------
 
@@ -520,6 +575,8 @@ class SessionView(TextRepr, widgets.VBox):
             parts = [p for s in self._sealed.values() for p in s.parts]
             for w in (*self._widgets.values(), *parts, *self._turns.values()):
                 w.close()
+            for marker in self._elsewhere.values():
+                marker.close()
             self.jump.close()
             self._turn_layout.close()
             self._part_style.close()
