@@ -94,8 +94,11 @@ def install() -> None:
 
 
 def take() -> list[Any]:
-    """``[[cpu_seconds, callbacks], slow, bursts, gc]`` since the last call; clears them."""
-    out = [list(_busy), list(_slow), list(_bursts), list(_gc)]
+    """``[[cpu_seconds, callbacks], slow, bursts, gc, [process_cpu, main_thread_cpu]]`` since
+    the last call (the last item: the clocks now, every thread and the calling one); clears
+    them."""
+    clocks = [time.process_time(), time.thread_time()]
+    out = [list(_busy), list(_slow), list(_bursts), list(_gc), clocks]
     _busy[:] = [0.0, 0]
     _slow.clear()
     _bursts.clear()

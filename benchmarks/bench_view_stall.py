@@ -76,6 +76,11 @@ for _i in range({agents}):
 await asyncio.sleep(1)  # every stream under way before the clock starts
 """
 
+CHUNKS = """sum(
+    sum(1 for e in globals()[f"{prefix}{{_i}}"].session.events if e.type == "assistant/chunk")
+    for _i in range({agents})
+)"""
+
 STOP = """
 _chunks = sum(
     sum(1 for e in globals()[f"{prefix}{{_i}}"].session.events if e.type == "assistant/chunk")
@@ -217,6 +222,7 @@ def main(ns: argparse.Namespace) -> None:
     spans: dict[str, list[tuple[float, float]]] = {p: [] for p in PHASES}
     probes: dict[str, list[Any]] = {p: [] for p in PHASES}
     chunks: dict[str, int] = {}
+    streamed: dict[str, int] = {p: 0 for p in PHASES}
     with tempfile.TemporaryDirectory() as root:
         k = Kernel()
         try:
@@ -232,8 +238,10 @@ def main(ns: argparse.Namespace) -> None:
                     prefix = {"views": "v", "no views": "n"}.get(phase)
                     if prefix is not None:
                         k.run(START.format(agents=ns.agents, prefix=prefix))
+                    count = CHUNKS.format(agents=ns.agents, prefix=prefix or "v")
                     if ns.probe:
-                        k.run("_loop_probe.take()")
+                        chunks_before = k.fetch(count)
+                        before = k.fetch("_loop_probe.take()")
                     profiling = ns.profile and phase == "views"
                     if profiling:
                         k.run("import cProfile; _prof = cProfile.Profile(); _prof.enable()")
@@ -243,7 +251,8 @@ def main(ns: argparse.Namespace) -> None:
                     if profiling:
                         k.run(f"_prof.disable(); _prof.dump_stats({ns.profile!r})")
                     if ns.probe:
-                        probes[phase].append(k.fetch("_loop_probe.take()"))
+                        probes[phase].append((before, k.fetch("_loop_probe.take()")))
+                        streamed[phase] += k.fetch(count) - chunks_before
                     if prefix is not None:
                         stop = STOP.format(agents=ns.agents, prefix=prefix)
                         chunks[phase] = int(k.printed(stop))
@@ -251,7 +260,7 @@ def main(ns: argparse.Namespace) -> None:
             seen = k.close()
     _report(ns, times, spans, chunks, seen)
     if ns.probe:
-        _report_probe(probes, spans)
+        _report_probe(probes, spans, streamed)
 
 
 def _report(
@@ -288,40 +297,48 @@ def _report(
 
 
 def _report_probe(
-    probes: dict[str, list[Any]], spans: dict[str, list[tuple[float, float]]]
+    probes: dict[str, list[Any]],
+    spans: dict[str, list[tuple[float, float]]],
+    streamed: dict[str, int],
 ) -> None:
-    print("\nkernel loop, per phase (probe): CPU share, callbacks, iterations over 5/10/25 ms")
+    print("\nkernel CPU (every thread / the main thread) and its loop's longest iterations:")
     print(
-        f"{'phase':<10}{'busy %':>8}{'calls/s':>9}{'>5 ms':>7}{'>10 ms':>8}{'>25 ms':>8}"
-        f"{'max ms':>8}{'its cpu':>9}{'gen2':>6}{'gen2 ms':>9}{'gc max':>8}"
+        f"{'phase':<10}{'cpu %':>7}{'main %':>8}{'ms/1k chunks':>14}{'>10 ms':>8}{'>25 ms':>8}"
+        f"{'max ms':>8}{'its cpu':>9}{'gen2':>6}{'gen2 ms':>9}"
     )
-    for phase, takes in probes.items():
-        if not takes:
+    for phase, pairs in probes.items():
+        if not pairs:
             continue
         s = sum(b - a for a, b in spans[phase]) or 1
-        busy = sum(t[0][0] for t in takes)
-        calls = sum(t[0][1] for t in takes)
+        cpu = sum(after[4][0] - before[4][0] for before, after in pairs)
+        main = sum(after[4][1] - before[4][1] for before, after in pairs)
+        takes = [after for _, after in pairs]
         bursts = [b for t in takes for b in t[2]]
         walls = [b[1] for b in bursts]
-        gcs = [g for t in takes for g in t[3]]
-        gen2 = [d for g, d in gcs if g == 2]
+        gen2 = [d for t in takes for g, d in t[3] if g == 2]
         worst = max(bursts, key=lambda b: b[1], default=[0.0])
+        n = streamed[phase]
+        per_chunk = f"{1e6 * cpu / n:.1f} / {1e6 * main / n:.1f}" if n else "-"
         print(
-            f"{phase:<10}{100 * busy / s:>8.1f}{calls / s:>9.0f}{len(walls):>7}"
+            f"{phase:<10}{100 * cpu / s:>7.1f}{100 * main / s:>8.1f}{per_chunk:>14}"
             f"{sum(1 for w in walls if w > 0.01):>8}{sum(1 for w in walls if w > 0.025):>8}"
             f"{max(walls, default=0) * 1e3:>8.1f}{worst[0] * 1e3:>9.1f}{len(gen2):>6}"
-            f"{max(gen2, default=0) * 1e3:>9.1f}{max((d for _, d in gcs), default=0) * 1e3:>8.1f}"
+            f"{max(gen2, default=0) * 1e3:>9.1f}"
         )
-    print("('its cpu': the CPU time of the longest iteration; the rest of its wall time waited)")
-    for phase, takes in probes.items():
-        bursts = sorted((b for t in takes for b in t[2]), key=lambda b: -b[1])[:3]
+    print(
+        "(ms/1k chunks: kernel CPU per 1,000 streamed chunks, every thread / the main thread;\n"
+        " iterations: the loop's callbacks between two selects, wall time; 'its cpu': the CPU\n"
+        " time of the longest one, the rest of its wall time it waited for a core or the GIL)"
+    )
+    for phase, pairs in probes.items():
+        bursts = sorted((b for _, t in pairs for b in t[2]), key=lambda b: -b[1])[:3]
         for cpu, wall, n, parts in bursts:
             what = "; ".join(f"{d * 1e3:.1f} {x[:48]}" for d, x in parts)
             print(f"  {phase}: {wall * 1e3:.1f} ms ({cpu * 1e3:.1f} cpu), {n} callbacks: {what}")
     print("slowest callbacks and view renders (CPU ms), by kind:")
-    for phase, takes in probes.items():
+    for phase, pairs in probes.items():
         kinds: dict[str, list[float]] = {}
-        for t in takes:
+        for _, t in pairs:
             for d, what in t[1]:
                 key = f"task {what.split()[-1]}" if what.startswith("task ") else what
                 kinds.setdefault(key, []).append(d)
