@@ -7,12 +7,17 @@ sync test) every poke renders at once, because there is nothing that could run a
 render later.
 
 On a running loop a due render is handed to the loop's :class:`Pacer`, shared by every
-throttle on that loop: it runs the due renders in arrival order, a few milliseconds' worth per
-slot, and rests between slots in proportion to what the slot took. Twenty views due at the
-same moment therefore never render in one loop iteration (each render is widget state sent
-over the comm, about a millisecond): the kernel reads its shell messages between slots, and
-rendering takes at most about a third of the loop however many views stream; past that, each
-view's updates simply come less often.
+throttle on that loop, which bounds what rendering may cost the kernel however many views
+stream (each render is widget state sent over the comm: about a millisecond of the loop's
+time, and as much again in ipykernel's IOPub thread):
+
+- at most :data:`RATE` renders per second across the loop (a token bucket holding
+  :data:`BURST`, so a click on an idle view still renders at once); past that, each view's
+  updates come less often, in turn, and the last state is always rendered;
+- due renders run in slots of at most :data:`SLOT` seconds, each slot a callback of its own,
+  and the pacer rests :data:`REST` times a slot's length before the next one: twenty views due
+  at the same moment never render in one loop iteration, and the kernel reads its shell
+  messages between slots.
 """
 
 from __future__ import annotations
@@ -37,24 +42,34 @@ REST = 2.0
 """After a slot that took ``d`` seconds the pacer waits ``REST * d`` before the next one, so
 renders take at most ``1 / (1 + REST)`` of the loop's time while views are backed up."""
 
+RATE = 60.0
+"""Renders per second across every view of a loop, sustained: six views streaming at once
+render ten times a second each, twenty views three times."""
+
+BURST = 10
+"""Renders the pacer may run at once after a quiet moment (the token bucket's size)."""
+
 
 class Pacer:
     """The render queue of one event loop, shared by every :class:`Throttle` on it.
 
     ``Pacer.of(loop)`` is the loop's pacer. ``add(throttle)`` queues a due render (a throttle is
     queued at most once, by the throttle itself); ``discard(throttle)`` drops it. Renders run
-    in slots of at most :data:`SLOT` seconds (the render that crosses the limit finishes), each
-    slot a callback of its own, then the pacer rests ``REST`` times the slot's length (at least
-    one loop iteration) before the next slot.
+    in arrival order, in slots of at most :data:`SLOT` seconds (the render that crosses the
+    limit finishes), each slot a callback of its own; the pacer then rests ``REST`` times the
+    slot's length (at least one loop iteration), and longer while its token bucket (``RATE``
+    per second, ``BURST`` at most) is empty.
     """
 
-    __slots__ = ("_handle", "_loop", "_next", "_queue", "slots")
+    __slots__ = ("_filled", "_handle", "_loop", "_next", "_queue", "_tokens", "slots")
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
         self._queue: deque[Throttle] = deque()
         self._handle: asyncio.Handle | None = None
         self._next = -float("inf")  # monotonic time the next slot may start
+        self._tokens = float(BURST)
+        self._filled = time.monotonic()  # when _tokens was last topped up
         self.slots = 0
         """How many slots ran (what a benchmark or a test counts)."""
 
@@ -84,18 +99,24 @@ class Pacer:
 
     def _slot(self) -> None:
         self._handle = None
-        self.slots += 1
+        now = time.monotonic()
+        self._tokens = min(float(BURST), self._tokens + (now - self._filled) * RATE)
+        self._filled = now
         queue = self._queue
-        start = time.perf_counter()
-        end = start + SLOT
-        while queue:
-            queue.popleft()._fire()
-            if time.perf_counter() >= end:
-                break
-        took = time.perf_counter() - start
-        self._next = time.monotonic() + REST * took
+        if queue and self._tokens >= 1:
+            self.slots += 1
+            start = time.perf_counter()
+            end = start + SLOT
+            while queue and self._tokens >= 1:
+                self._tokens -= 1
+                queue.popleft()._fire()
+                if time.perf_counter() >= end:
+                    break
+            took = time.perf_counter() - start
+            self._next = time.monotonic() + REST * took
         if queue:
-            self._handle = self._loop.call_later(REST * took, self._slot)
+            wait = max(self._next - time.monotonic(), (1 - self._tokens) / RATE, 0.0)
+            self._handle = self._loop.call_later(wait, self._slot)
 
 
 _PACERS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Pacer] = weakref.WeakKeyDictionary()
