@@ -322,13 +322,15 @@ def _report_probe(
         print(
             f"{phase:<10}{100 * cpu / s:>7.1f}{100 * main / s:>8.1f}{per_chunk:>14}"
             f"{sum(1 for w in walls if w > 0.01):>8}{sum(1 for w in walls if w > 0.025):>8}"
+            f"{sum(1 for b in bursts if b[0] > 0.01):>8}{sum(1 for b in bursts if b[0] > 0.025):>8}"
             f"{max(walls, default=0) * 1e3:>8.1f}{worst[0] * 1e3:>9.1f}{len(gen2):>6}"
             f"{max(gen2, default=0) * 1e3:>9.1f}"
         )
     print(
         "(ms/1k chunks: kernel CPU per 1,000 streamed chunks, every thread / the main thread;\n"
-        " iterations: the loop's callbacks between two selects, wall time; 'its cpu': the CPU\n"
-        " time of the longest one, the rest of its wall time it waited for a core or the GIL)"
+        " >10/>25 ms: iterations (the loop's callbacks between two selects) over that wall time;\n"
+        " cpu>10/cpu>25: over that CPU time, which the machine's load does not inflate;\n"
+        " 'its cpu': the CPU time of the longest; the rest it waited for a core or the GIL)"
     )
     for phase, pairs in probes.items():
         bursts = sorted((b for _, t in pairs for b in t[2]), key=lambda b: -b[1])[:3]
