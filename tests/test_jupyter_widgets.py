@@ -4,7 +4,9 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import time
+import weakref
 from collections import Counter
 from collections.abc import Iterator
 from typing import Any
@@ -20,7 +22,9 @@ from agentloop_nb.jupyter import (
     Throttle,
     WidgetApproval,
 )
+from agentloop_nb.jupyter.view import _throttle
 from agentloop_nb.jupyter.view._sessionview import SEGMENT
+from agentloop_nb.jupyter.view._throttle import Pacer
 from agentloop_nb.loop import AgentOptions
 from agentloop_nb.session import SessionStore
 from agentloop_nb.testing import HANG, ScriptedModel, combine, text, tool_call
@@ -123,6 +127,25 @@ async def test_a_streaming_update_sends_only_the_growing_tail_not_the_whole_answ
 
 
 @pytest.mark.anyio
+async def test_a_new_segment_of_a_streaming_answer_opens_one_widget(
+    comm_messages: Counter[str],
+) -> None:
+    session = SessionStore(Context()).create("s")
+    view = SessionView(session, interval=0)
+    session.append("turn/start", {"turn": 1})
+    _chunk_event(session, {"type": "block-start", "index": 0, "block_type": "text"})
+    _chunk_event(session, {"type": "text-delta", "index": 0, "text": "start "})
+    await view.throttle.settled()
+    comm_messages.clear()
+    for _ in range(4):  # four more full segments, one render each
+        _chunk_event(session, {"type": "text-delta", "index": 0, "text": "x" * SEGMENT})
+        await view.throttle.settled()
+    # the segment's own model only: its layout and style are the view's shared ones
+    assert comm_messages["comm_open"] == 4
+    view.close()
+
+
+@pytest.mark.anyio
 async def test_throttle_renders_at_most_once_per_interval_and_always_trails() -> None:
     seen: list[int] = []
     state = {"n": 0}
@@ -162,6 +185,90 @@ async def test_throttle_poke_after_schedules_one_later_render_until_closed() -> 
     throttle.close()  # drops the scheduled poke (it would otherwise hold a timer for 60 s)
     throttle.poke_after(0)  # closed: nothing is scheduled
     assert not throttle.pending and seen == ["r"]
+
+
+@pytest.mark.anyio
+async def test_views_due_together_render_in_turns_with_the_loop_running_between(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Every render fills its pacer slot (as twenty real views' comm sends would): the loop
+    # gets back between any two renders, so a shell message never waits for all of them.
+    monkeypatch.setattr(_throttle, "SLOT", 0.0)
+    loop = asyncio.get_running_loop()
+    order: list[str] = []
+    done = False
+
+    def tick() -> None:  # one per loop iteration
+        order.append("loop")
+        if not done:
+            loop.call_soon(tick)
+
+    throttles = [Throttle(lambda i=i: order.append(f"render {i}"), interval=0) for i in range(20)]
+    loop.call_soon(tick)
+    for t in throttles:
+        t.poke()
+    for t in throttles:
+        await t.settled()
+    done = True
+    renders = [e for e in order if e != "loop"]
+    assert renders == [f"render {i}" for i in range(20)]  # each once, in the order they came due
+    assert not [(a, b) for a, b in itertools.pairwise(order) if a != "loop" and b != "loop"]
+
+
+@pytest.mark.anyio
+async def test_cheap_renders_due_together_share_one_pacer_slot(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(_throttle, "_PACERS", weakref.WeakKeyDictionary())  # a fresh pacer
+    loop = asyncio.get_running_loop()
+    seen: list[int] = []
+    throttles = [Throttle(lambda i=i: seen.append(i), interval=0) for i in range(5)]
+    for t in throttles:
+        t.poke()
+    for t in throttles:
+        await t.settled()
+    assert seen == list(range(5))
+    assert Pacer.of(loop).slots == 1
+
+
+@pytest.mark.anyio
+async def test_renders_past_the_pacers_rate_wait_for_it_and_none_is_lost(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(_throttle, "_PACERS", weakref.WeakKeyDictionary())  # a fresh pacer
+    monkeypatch.setattr(_throttle, "BURST", 3)
+    monkeypatch.setattr(_throttle, "RATE", 1e-6)  # no token comes back during the test
+    loop = asyncio.get_running_loop()
+    seen: list[int] = []
+    throttles = [Throttle(lambda i=i: seen.append(i), interval=0) for i in range(5)]
+    for t in throttles:
+        t.poke()
+    await throttles[2].settled()
+    assert seen == [0, 1, 2]  # the bucket's three; the others wait in the queue
+    assert len(Pacer.of(loop)) == 2 and throttles[3].pending and throttles[4].pending
+    for t in throttles[3:]:
+        t.flush()  # what a test or a teardown does; the pacer never drops them
+    assert seen == [0, 1, 2, 3, 4] and len(Pacer.of(loop)) == 0
+
+
+@pytest.mark.anyio
+async def test_a_queued_render_flushed_or_closed_leaves_the_pacer(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(_throttle, "_PACERS", weakref.WeakKeyDictionary())  # a fresh pacer
+    loop = asyncio.get_running_loop()
+    seen: list[str] = []
+    flushed = Throttle(lambda: seen.append("flushed"), interval=0)
+    closed = Throttle(lambda: seen.append("closed"), interval=0)
+    flushed.poke()
+    closed.poke()
+    assert len(Pacer.of(loop)) == 2  # both due, waiting for the pacer's slot
+    flushed.flush()
+    closed.close()
+    assert seen == ["flushed"] and len(Pacer.of(loop)) == 0
+    await flushed.settled()
+    await closed.settled()
+    assert seen == ["flushed"]  # rendered once, by the flush; the closed one never
 
 
 def test_throttle_without_a_running_loop_renders_at_once() -> None:

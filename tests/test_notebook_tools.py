@@ -404,7 +404,7 @@ async def test_the_provider_prefers_a_connected_bridge_then_the_attached_file_th
 async def test_a_file_changed_on_disk_during_an_edit_is_refused(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from agentloop_nb.jupyter.notebook import DocumentError, _file
+    from agentloop_nb.jupyter.notebook import DocumentError
 
     path = write_notebook(tmp_path / "work.ipynb")
     document = NotebookFile(path)
@@ -416,7 +416,7 @@ async def test_a_file_changed_on_disk_during_an_edit_is_refused(
         path.write_text(real_writes(other), encoding="utf-8")
         return real_writes(nb, *a, **kw)
 
-    monkeypatch.setattr(_file.nbformat, "writes", writes_while_the_user_saves)
+    monkeypatch.setattr(nbformat, "writes", writes_while_the_user_saves)  # what the file uses
     with pytest.raises(DocumentError) as info:
         await document.replace("cell2", "x = 2", "x = 1\nprint(x)", {})
     assert info.value.code == "conflict" and "changed on disk" in info.value.message

@@ -24,13 +24,21 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-import nbformat
 import orjson
 
 from ..kernel import RunOutcome, run_code
 from ._document import CELL_TYPES, Cell, DocumentError, NotebookDocument, RunResult, cell_state
 
 __all__ = ["NotebookFile", "outcome_outputs"]
+
+
+def _nbformat() -> Any:
+    """nbformat, imported on first use: with its schema validator it is about 130k objects
+    that every full collection of the kernel's cyclic GC would otherwise walk, in a kernel
+    that may never touch a notebook file (see "Design decisions" in docs/architecture.md)."""
+    import nbformat
+
+    return nbformat
 
 
 class NotebookFile(NotebookDocument):
@@ -70,7 +78,7 @@ class NotebookFile(NotebookDocument):
                 "not-found", f"cannot read {self.file.name}: {exc.strerror}"
             ) from None
         try:
-            nb = nbformat.reads(data.decode("utf-8"), as_version=4)
+            nb = _nbformat().reads(data.decode("utf-8"), as_version=4)
         except Exception as exc:
             raise DocumentError(
                 "internal", f"{self.file.name} is not a readable notebook ({type(exc).__name__})"
@@ -130,7 +138,7 @@ class NotebookFile(NotebookDocument):
         return None if index is None else _cell(nb.cells[index], index + 1)
 
     def _write(self, nb: Any, fingerprint: str) -> None:
-        text = nbformat.writes(nb)
+        text = _nbformat().writes(nb)
         folder = self.file.parent
         fd, tmp = tempfile.mkstemp(prefix=f".{self.file.name}.", suffix=".tmp", dir=folder)
         try:
@@ -180,10 +188,11 @@ class NotebookFile(NotebookDocument):
                     "bad-request",
                     f"cannot insert after {after}: the notebook has {len(nb.cells)} cells",
                 )
+            v4 = _nbformat().v4
             maker = {
-                "code": nbformat.v4.new_code_cell,
-                "markdown": nbformat.v4.new_markdown_cell,
-                "raw": nbformat.v4.new_raw_cell,
+                "code": v4.new_code_cell,
+                "markdown": v4.new_markdown_cell,
+                "raw": v4.new_raw_cell,
             }[cell_type]
             cell = maker(source)
             cell.metadata["agentloop"] = dict(meta)
@@ -249,7 +258,7 @@ def _running_shell() -> Any:
 def outcome_outputs(outcome: RunOutcome, count: int | None) -> list[Any]:
     """nbformat v4 outputs for what one run produced (streams, displays, images, the value,
     the error), in the order a notebook shows them."""
-    v4 = nbformat.v4
+    v4 = _nbformat().v4
     outputs: list[Any] = []
     if outcome.stdout:
         outputs.append(v4.new_output("stream", name="stdout", text=outcome.stdout))

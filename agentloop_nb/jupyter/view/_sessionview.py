@@ -45,10 +45,13 @@ _STREAMED = frozenset({"assistant", "reasoning"})
 
 
 class _Stream:
-    """The widgets of one streaming text: full segments (sent once) and a growing tail."""
+    """The widgets of one streaming text: full segments (sent once) and a growing tail.
+    ``shared``: the layout and style every widget of the view uses (a widget of its own would
+    be two more comm channels per segment)."""
 
-    def __init__(self, kind: str) -> None:
-        self.box = widgets.Box()
+    def __init__(self, kind: str, shared: tuple[widgets.Layout, HTMLStyle]) -> None:
+        self.layout, self.style = shared
+        self.box = widgets.Box(layout=self.layout)
         self.classes = (
             "agentloop-box",
             f"agentloop-{kind}",
@@ -70,7 +73,11 @@ class _Stream:
         added = len(segments) <= full
         while len(segments) <= full:  # new segments open with their value (no extra update)
             k = len(segments)
-            w = widgets.HTML(value=escape(text[k * SEGMENT : (k + 1) * SEGMENT]))
+            w = widgets.HTML(
+                value=escape(text[k * SEGMENT : (k + 1) * SEGMENT]),
+                layout=self.layout,
+                style=self.style,
+            )
             w.add_class("agentloop-segment")
             segments.append(w)
         self.frozen = full
@@ -142,8 +149,10 @@ class SessionView(TextRepr, widgets.VBox):
         self.transcript = self.feed.transcript
         self._own: set[str] | None = None if own is None else set(own)
         self._before = self.transcript.turn  # turns up to this one started before the view
-        self._turn_layout = widgets.Layout()  # shared by every turn box and sealed part
-        self._part_style = HTMLStyle()  # shared by every sealed part
+        # One layout and one style for every widget of the transcript (turn boxes, items,
+        # segments, sealed parts): each widget of its own would be two more comm channels.
+        self._turn_layout = widgets.Layout()
+        self._part_style = HTMLStyle()
         self._turns: dict[int, widgets.VBox] = {}
         self._widgets: dict[int, widgets.HTML] = {}  # item index -> widget (finished items)
         self._streams: dict[int, _Stream] = {}  # item index -> widgets (streaming texts)
@@ -390,14 +399,17 @@ class SessionView(TextRepr, widgets.VBox):
         if item.kind in _STREAMED and item.data.get("streaming"):
             stream = self._streams.get(i)
             if stream is None:
-                stream = self._streams[i] = _Stream(item.kind)
+                shared = (self._turn_layout, self._part_style)
+                stream = self._streams[i] = _Stream(item.kind, shared)
             stream.update(item.text)
             return False
         stream = self._streams.pop(i, None)
         html = item_html(item)
         w = self._widgets.get(i)
         if w is None:
-            w = self._widgets[i] = widgets.HTML(value=html)
+            w = self._widgets[i] = widgets.HTML(
+                value=html, layout=self._turn_layout, style=self._part_style
+            )
             w.add_class("agentloop-item")
         elif w.value != html:
             w.value = html
