@@ -7,7 +7,6 @@ instead, so CI cannot go green on a machine where the browser chain silently sto
 
 from __future__ import annotations
 
-import os
 from collections.abc import Generator, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -33,12 +32,14 @@ def pytest_runtest_makereport(
 
 
 def _require_browser() -> None:
-    reason = harness.browser_unavailable_reason()
-    if reason is None:
-        return
-    if os.environ.get("AGENTLOOP_REQUIRE_BROWSER") == "1":
-        pytest.fail(reason, pytrace=False)
-    pytest.skip(reason)
+    harness.require(harness.browser_unavailable_reason())
+
+
+@pytest.fixture
+def lab_extension() -> None:
+    """The ``agentloop-nb`` extension is installed in this venv (else skip, or fail in CI).
+    Modules that drive the extension use it with ``pytest.mark.usefixtures``."""
+    harness.require(harness.labextension_unavailable_reason())
 
 
 @pytest.fixture(scope="session")

@@ -35,6 +35,7 @@ import signal
 import socket
 import subprocess
 import sys
+import textwrap
 import time
 import urllib.error
 import urllib.parse
@@ -328,6 +329,18 @@ def stop_lab(lab: LabServer, *, grace: float = 10.0) -> None:
         lab._log_file = None
 
 
+def require(reason: str | None) -> None:
+    """Skip with ``reason`` (it names the fix), or fail under ``AGENTLOOP_REQUIRE_BROWSER=1``
+    (set by ``scripts/test.sh``), so CI cannot go green with the browser chain broken."""
+    if reason is None:
+        return
+    import pytest
+
+    if os.environ.get("AGENTLOOP_REQUIRE_BROWSER") == "1":
+        pytest.fail(reason, pytrace=False)
+    pytest.skip(reason)
+
+
 def labextension_unavailable_reason() -> str | None:
     """Why Lab would not load the ``agentloop-nb`` extension from this venv, or ``None``.
 
@@ -364,6 +377,41 @@ def kernel_client(lab: LabServer, notebook_path: str | Path) -> Any:
     client.start_channels()
     client.wait_for_ready(timeout=30)
     return client
+
+
+class KernelRunner:
+    """Runs code in a notebook's kernel through a second client (see :func:`kernel_client`):
+    what it defines shares the notebook's namespace, its output stays out of the page."""
+
+    def __init__(self, client: Any) -> None:
+        self.client = client
+
+    def run(self, code: str, *, timeout: float = 120) -> str:
+        """Execute ``code`` (dedented) and return its stdout; a raised error fails the test
+        with the kernel's traceback."""
+        out: list[str] = []
+        errors: list[str] = []
+
+        def hook(msg: dict[str, Any]) -> None:
+            if msg["msg_type"] == "stream":
+                out.append(msg["content"]["text"])
+            elif msg["msg_type"] == "error":
+                errors.append("\n".join(msg["content"]["traceback"]))
+
+        self.client.execute_interactive(
+            textwrap.dedent(code),
+            output_hook=hook,
+            timeout=timeout,
+            allow_stdin=False,
+            store_history=False,  # the notebook's own execution counts stay as the page shows
+        )
+        if errors:
+            raise AssertionError(errors[0])
+        return "".join(out)
+
+    def last_json(self, code: str, *, timeout: float = 120) -> Any:
+        """Run ``code`` and parse the last line it printed as JSON."""
+        return json.loads(self.run(code, timeout=timeout).strip().splitlines()[-1])
 
 
 def browser_unavailable_reason() -> str | None:

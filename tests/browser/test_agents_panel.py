@@ -18,9 +18,7 @@ from __future__ import annotations
 
 import itertools
 import json
-import os
 import re
-import textwrap
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -33,7 +31,11 @@ from . import harness
 if TYPE_CHECKING:
     from playwright.sync_api import Locator, Page
 
-pytestmark = [pytest.mark.browser, pytest.mark.timeout(600)]
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.timeout(600),
+    pytest.mark.usefixtures("lab_extension"),
+]
 
 LIGHT_SHOT = harness.SCREENSHOTS / "agents-panel-light.png"
 DARK_SHOT = harness.SCREENSHOTS / "agents-panel-dark.png"
@@ -56,36 +58,12 @@ def _t_log(name):
 """
 
 
-class Kernel:
-    """Runs code in a notebook's kernel through a second client."""
-
-    def __init__(self, client: Any) -> None:
-        self.client = client
-
-    def run(self, code: str, *, timeout: float = 120) -> str:
-        out: list[str] = []
-        errors: list[str] = []
-
-        def hook(msg: dict[str, Any]) -> None:
-            if msg["msg_type"] == "stream":
-                out.append(msg["content"]["text"])
-            elif msg["msg_type"] == "error":
-                errors.append("\n".join(msg["content"]["traceback"]))
-
-        self.client.execute_interactive(
-            textwrap.dedent(code),
-            output_hook=hook,
-            timeout=timeout,
-            allow_stdin=False,
-            store_history=False,
-        )
-        if errors:
-            raise AssertionError(errors[0])
-        return "".join(out)
+class Kernel(harness.KernelRunner):
+    """Reads the notebook's agents through a second client on its kernel."""
 
     def log(self, name: str) -> dict[str, Any]:
         self.run(_READER)
-        return dict(json.loads(self.run(f"_t_log({name!r})").strip().splitlines()[-1]))
+        return dict(self.last_json(f"_t_log({name!r})"))
 
     def idle(self, name: str) -> None:
         """Wait until agent ``name`` is idle; on a timeout the error names its last events."""
@@ -101,15 +79,6 @@ class Kernel:
                 ) from None
             """
         )
-
-
-@pytest.fixture(autouse=True)
-def _extension_installed() -> None:
-    reason = harness.labextension_unavailable_reason()
-    if reason is not None:
-        if os.environ.get("AGENTLOOP_REQUIRE_BROWSER") == "1":
-            pytest.fail(reason, pytrace=False)
-        pytest.skip(reason)
 
 
 @pytest.fixture

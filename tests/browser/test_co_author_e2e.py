@@ -26,14 +26,16 @@ from typing import TYPE_CHECKING
 import pytest
 
 from . import harness
-from .test_notebook_bridge import _driver, _extension_installed, _source
+from .test_notebook_bridge import _driver, _source
 
 if TYPE_CHECKING:
     from playwright.sync_api import Locator, Page
 
-pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]
-
-__all__ = ["_extension_installed"]  # the fixture: skip (or fail) without the extension
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.timeout(300),
+    pytest.mark.usefixtures("lab_extension"),
+]
 
 # Times every bridge request the agent's tools make (op, ms), in the notebook's kernel.
 _TIMING = """

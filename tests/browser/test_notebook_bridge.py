@@ -11,9 +11,7 @@ and the "Fix with agent" button reaching the kernel.
 from __future__ import annotations
 
 import json
-import os
 import re
-import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -25,7 +23,11 @@ from . import harness
 if TYPE_CHECKING:
     from playwright.sync_api import Page
 
-pytestmark = [pytest.mark.browser, pytest.mark.timeout(240)]
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.timeout(240),
+    pytest.mark.usefixtures("lab_extension"),
+]
 
 # Kernel-side helpers, defined through the second client in the notebook's namespace.
 _DRIVER = """
@@ -60,38 +62,16 @@ async def _t_call(op, **args):
 STAMP = {"agent": "helper", "session": "s-1", "turn": 3, "call_id": "call_7"}
 
 
-class Driver:
+class Driver(harness.KernelRunner):
     """Runs code in the notebook's kernel through a second client; ``call`` one bridge op."""
 
     def __init__(self, client: Any) -> None:
-        self.client = client
+        super().__init__(client)
         self.run(_DRIVER)
         self.run("await _t_connected()")
 
-    def run(self, code: str, *, timeout: float = 60) -> str:
-        out: list[str] = []
-        errors: list[str] = []
-
-        def hook(msg: dict[str, Any]) -> None:
-            if msg["msg_type"] == "stream":
-                out.append(msg["content"]["text"])
-            elif msg["msg_type"] == "error":
-                errors.append("\n".join(msg["content"]["traceback"]))
-
-        self.client.execute_interactive(
-            textwrap.dedent(code),
-            output_hook=hook,
-            timeout=timeout,
-            allow_stdin=False,
-            store_history=False,  # the notebook's own execution counts stay as the page shows
-        )
-        if errors:
-            raise AssertionError(errors[0])
-        return "".join(out)
-
     def call(self, op: str, **args: Any) -> dict[str, Any]:
-        line = self.run(f"await _t_call({op!r}, **{args!r})").strip().splitlines()[-1]
-        return dict(json.loads(line))
+        return dict(self.last_json(f"await _t_call({op!r}, **{args!r})"))
 
     def start(self, op: str, **args: Any) -> None:
         """Send a request from a background task, as an agent's tool does: a ``run`` awaited
@@ -100,7 +80,7 @@ class Driver:
         self.run(f"_t_task = asyncio.ensure_future(_t_request({op!r}, **{args!r}))")
 
     def finish(self) -> dict[str, Any]:
-        return dict(json.loads(self.run("print(await _t_task)").strip().splitlines()[-1]))
+        return dict(self.last_json("print(await _t_task)"))
 
     def ok(self, op: str, **args: Any) -> dict[str, Any]:
         answer = self.call(op, **args)
@@ -109,15 +89,6 @@ class Driver:
 
     def cells(self) -> list[dict[str, Any]]:
         return list(self.ok("snapshot")["cells"])
-
-
-@pytest.fixture(autouse=True)
-def _extension_installed() -> None:
-    reason = harness.labextension_unavailable_reason()
-    if reason is not None:
-        if os.environ.get("AGENTLOOP_REQUIRE_BROWSER") == "1":
-            pytest.fail(reason, pytrace=False)
-        pytest.skip(reason)
 
 
 @pytest.fixture

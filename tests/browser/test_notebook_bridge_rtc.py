@@ -23,11 +23,9 @@ pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]
 @pytest.fixture(scope="module")
 def collaborative_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[harness.LabServer]:
     if importlib.util.find_spec("jupyter_server_ydoc") is None:
-        pytest.skip("jupyter-collaboration is not installed: pip install -e '.[test]'")
-    if harness.labextension_unavailable_reason() or harness.browser_unavailable_reason():
-        pytest.skip(
-            harness.labextension_unavailable_reason() or harness.browser_unavailable_reason()
-        )
+        harness.require("jupyter-collaboration is not installed: pip install -e '.[test]'")
+    harness.require(harness.browser_unavailable_reason())
+    harness.require(harness.labextension_unavailable_reason())
     lab = harness.start_lab(
         harness.REPO_ROOT, tmp_path_factory.mktemp("jupyterlab-rtc"), collaborative=True
     )

@@ -104,8 +104,8 @@ def test_quickstart_streams_calls_tools_and_cancels_in_the_browser(
     assert re.search(r"\btell me a long story\b", new_turn.inner_text())
 
     # The view is taller than the notebook panel: grow the window so the element shot is whole.
-    box = first_view.bounding_box()
-    height = int(box["height"]) + 400 if box is not None else 2400
+    bounds = first_view.bounding_box()
+    height = int(bounds["height"]) + 400 if bounds is not None else 2400
     lab_page.set_viewport_size({"width": 1200, "height": max(1000, height)})
     first_view.scroll_into_view_if_needed()
     harness.SCREENSHOTS.mkdir(parents=True, exist_ok=True)
