@@ -8,6 +8,7 @@ tests/browser/test_agents_panel.py."""
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 
 import pytest
@@ -197,6 +198,35 @@ async def test_a_prompt_with_references_is_logged_like_an_agent_cell_with_the_re
     messages = [e.data["message"] for e in a.session.events if e.type == "user/message"]
     assert messages[0].get("source") == messages[1].get("source")
     assert [m.role for m in model.requests[0].messages] == ["user"]
+
+
+async def test_a_selected_secret_reaches_neither_the_model_nor_the_log(
+    shell: Any, panel: tuple[AgentsPanel, FakeBridge]
+) -> None:
+    _, bridge = panel
+    secret = "sk-live-panel-secret-0042"
+    shell.user_ns["OPENAI_API_KEY"] = secret
+    model = scripted(shell, text("rotate it"))
+    shell.run_line_magic("agent", "create a --provider scripted --model m")
+    a = shell.user_ns["a"]
+    line = {"cell_id": "c-1", "position": 1, "lines": [1, 1], "text": f'KEY = "{secret}"'}
+    printed = {"cell_id": "c-1", "position": 1, "output": 0, "text": secret}
+    bridge.send(
+        PromptAction.model_validate(
+            {
+                "type": "action",
+                "action": "prompt",
+                "agent": "a",
+                "text": "is this safe?",
+                "refs": [line, printed],
+            }
+        )
+    )
+    await a.when_idle()
+    (blocks,) = user_blocks(a)
+    assert 'KEY = "[secret]"' in blocks[0] and "```\n[secret]\n```" in blocks[1]
+    assert secret not in json.dumps([e.data for e in a.session.events], default=str)
+    assert secret not in repr(model.requests[0].messages)
 
 
 async def test_steer_reaches_the_running_turn_and_inject_waits_for_the_next_step(

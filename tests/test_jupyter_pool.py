@@ -10,24 +10,14 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from _view_helpers import asking_view, scripted_agent, scripted_app
 
 from agentloop_nb.app import App
 from agentloop_nb.jupyter import AgentView, ToolPoolView, WidgetApproval
 from agentloop_nb.jupyter.fold import item_text
 from agentloop_nb.loop import AgentOptions
-from agentloop_nb.testing import ScriptedModel, combine, text, tool_call
+from agentloop_nb.testing import combine, text, tool_call
 from agentloop_nb.tools import Ask, Deny, ToolResult, tool
-
-
-def _app(script: list[Any]) -> tuple[App, ScriptedModel]:
-    app = App()
-    model = ScriptedModel(script)
-    app.ctx.llm.register_adapter(["scripted"], model)
-    return app, model
-
-
-def _agent(app: App) -> Any:
-    return app.ctx.agent_loop.create("a", AgentOptions(provider="scripted", model="m"))
 
 
 def _pool_row(table: str, call_id: str) -> str:
@@ -57,7 +47,7 @@ async def test_calls_whose_body_never_ran_show_their_own_state_and_no_duration()
     async def refuse(execution: Any, next: Any) -> Any:
         return Deny(reason="not this one") if execution.args == {"tag": "no"} else await next()
 
-    app, _ = _app(
+    app, _ = scripted_app(
         [
             combine(
                 tool_call("c1", "wait", {"tag": "a"}),
@@ -69,7 +59,7 @@ async def test_calls_whose_body_never_ran_show_their_own_state_and_no_duration()
     )
     app.ctx.tools.register(wait)
     app.ctx.on("tools/pre-execute", refuse)
-    agent = _agent(app)
+    agent = scripted_agent(app)
     view = AgentView(agent)
     agent.followup("go")
     await running.wait()
@@ -133,7 +123,7 @@ async def _seeded_agent(app: App, seed: list[dict[str, Any]]) -> Any:
 
 @pytest.mark.anyio
 async def test_the_only_call_of_a_step_fills_the_timeline_however_fast_it_was() -> None:
-    app, _ = _app([])
+    app, _ = scripted_app([])
     agent = await _seeded_agent(app, _seeded_pool([("c1", "instant", 1000.0, 1000.0)]))
     view = AgentView(agent)
     row = _pool_row(view.pool_view.table.value, "c1")
@@ -145,7 +135,7 @@ async def test_the_only_call_of_a_step_fills_the_timeline_however_fast_it_was() 
 
 @pytest.mark.anyio
 async def test_an_instant_call_beside_a_long_one_keeps_a_visible_bar_inside_the_timeline() -> None:
-    app, _ = _app([])
+    app, _ = scripted_app([])
     seed = _seeded_pool([("c1", "long", 1000.0, 1005.0), ("c2", "instant", 1005.0, 1005.0)])
     agent = await _seeded_agent(app, seed)
     view = AgentView(agent)
@@ -165,11 +155,11 @@ async def test_an_unanswered_approval_says_no_one_answered_rather_than_declined(
         """Needs approval."""
         return "ran"
 
-    app, model = _app([tool_call("c1", "danger", {}), text("done")])
+    app, model = scripted_app([tool_call("c1", "danger", {}), text("done")])
     app.ctx.provide("approval", WidgetApproval(timeout=0.05))
     app.ctx.tools.register(danger)
     app.ctx.on("tools/pre-execute", lambda execution, next: Ask(reason="risky"))
-    agent = _agent(app)
+    agent = scripted_agent(app)
     view = AgentView(agent)
     agent.followup("go")
     await agent.when_idle()
@@ -195,8 +185,8 @@ _EXECUTION_HOOKS = ("tools/pre-execute", "tools/execute", "tools/post-execute", 
 
 @pytest.mark.anyio
 async def test_views_only_read_they_add_no_listener_to_tool_execution() -> None:
-    app, _ = _app([])
-    agent = _agent(app)
+    app, _ = scripted_app([])
+    agent = scripted_agent(app)
     before = {hook: agent.ctx.has_listeners(hook) for hook in _EXECUTION_HOOKS}
     view = AgentView(agent)
     pool = ToolPoolView(agent)
@@ -222,14 +212,14 @@ async def test_a_settled_call_shows_done_while_an_earlier_call_still_runs() -> N
             await release.wait()
         return f"ok {tag}"
 
-    app, _ = _app(
+    app, _ = scripted_app(
         [
             combine(tool_call("c1", "wait", {"tag": "a"}), tool_call("c2", "wait", {"tag": "b"})),
             text("done"),
         ]
     )
     app.ctx.tools.register(wait)
-    agent = _agent(app)
+    agent = scripted_agent(app)
     view = AgentView(agent)
     agent.followup("go")
     await both_started.wait()
@@ -273,7 +263,7 @@ async def test_the_cancel_button_of_a_running_call_cancels_only_that_call() -> N
         await release.wait()
         return f"ok {tag}"
 
-    app, _model = _app(
+    app, _model = scripted_app(
         [
             combine(
                 tool_call("c1", "hold", {"tag": "slow"}), tool_call("c2", "hold", {"tag": "quick"})
@@ -284,7 +274,7 @@ async def test_the_cancel_button_of_a_running_call_cancels_only_that_call() -> N
     app.ctx.tools.register(hold)
     settled: dict[str, asyncio.Event] = {"c1": asyncio.Event(), "c2": asyncio.Event()}
     app.ctx.on("tools/settled", lambda payload: settled[payload.execution.call_id].set())
-    agent = _agent(app)
+    agent = scripted_agent(app)
     pool = ToolPoolView(agent)
     agent.followup("go")
     await started["slow"].wait()
@@ -317,7 +307,7 @@ async def test_two_agents_waiting_on_the_same_call_id_are_answered_separately() 
 
     # The offline model numbers calls per session, so two agents can ask for "c1" at once.
     script = [tool_call("c1", "danger", {}), tool_call("c1", "danger", {}), text("ok"), text("ok")]
-    app, _ = _app(script)
+    app, _ = scripted_app(script)
     approval = WidgetApproval()
     app.ctx.provide("approval", approval)
     app.ctx.tools.register(danger)
@@ -359,17 +349,8 @@ async def test_a_call_awaiting_approval_says_so_in_the_transcript_and_is_timed_w
         """Needs approval."""
         return "ran"
 
-    app, _ = _app([tool_call("c1", "danger", {}), text("ok")])
-    approval = WidgetApproval(timeout=30)
-    app.ctx.provide("approval", approval)
-    app.ctx.tools.register(danger)
-    app.ctx.on("tools/pre-execute", lambda execution, next: Ask(reason="risky"))
-    agent = _agent(app)
-    view = AgentView(agent)
-    asked = asyncio.Event()
-    approval.subscribe(lambda: asked.set() if approval.pending else None)
-    agent.followup("go")
-    await asked.wait()
+    asking = await asking_view([tool_call("c1", "danger", {}), text("ok")], danger)
+    app, agent, view, approval = asking.app, asking.agent, asking.view, asking.approval
     await view.settled()
     assert "danger({}) [awaiting approval]" in view.text
     assert "agentloop-tool-awaiting-approval" in view.session_view.html

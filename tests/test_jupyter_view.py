@@ -9,27 +9,17 @@ from typing import Any
 
 import pytest
 from _loop_helpers import finished_turns
+from _view_helpers import scripted_agent, scripted_app
 
 from agentloop_nb.app import App
 from agentloop_nb.context import Context
 from agentloop_nb.jupyter import AgentView, InboxView, PromptBox, SessionView
-from agentloop_nb.loop import AgentOptions, Reject
+from agentloop_nb.loop import Reject
 from agentloop_nb.session import SessionStore
 from agentloop_nb.testing import HANG, ScriptedModel, text, tool_call
 from agentloop_nb.tools import tool
 
 HEX_OR_RGB = re.compile(r"#[0-9a-fA-F]{3,8}\b|rgba?\(|hsla?\(|:\s*(?:white|black)\b")
-
-
-def _app(script: list[Any]) -> tuple[App, ScriptedModel]:
-    app = App()
-    model = ScriptedModel(script)
-    app.ctx.llm.register_adapter(["scripted"], model)
-    return app, model
-
-
-def _agent(app: App, provider: str = "scripted") -> Any:
-    return app.ctx.agent_loop.create("a", AgentOptions(provider=provider, model="m"))
 
 
 def _colours(html: str) -> list[str]:
@@ -39,8 +29,8 @@ def _colours(html: str) -> list[str]:
 
 @pytest.mark.anyio
 async def test_a_cell_view_shows_its_own_turns_and_collapses_earlier_ones() -> None:
-    app, _ = _app([text("one"), text("two")])
-    agent = _agent(app)
+    app, _ = scripted_app([text("one"), text("two")])
+    agent = scripted_agent(app)
     first = agent.followup("first prompt")
     cell1 = AgentView(agent, own=[first.id])
     await agent.when_idle()
@@ -70,8 +60,8 @@ async def test_a_cell_view_shows_its_own_turns_and_collapses_earlier_ones() -> N
 
 @pytest.mark.anyio
 async def test_a_cell_view_marks_the_turns_started_elsewhere_between_its_own() -> None:
-    app, _ = _app([text("one"), text("two"), text("three"), text("four"), text("five")])
-    agent = _agent(app)
+    app, _ = scripted_app([text("one"), text("two"), text("three"), text("four"), text("five")])
+    agent = scripted_agent(app)
     mine = agent.followup("from this cell")
     cell = AgentView(agent, own=[mine.id])
     other = AgentView(agent, own=[])  # another cell's view: it sends the next two turns
@@ -119,8 +109,8 @@ async def test_a_cell_view_marks_the_turns_started_elsewhere_between_its_own() -
 
 @pytest.mark.anyio
 async def test_a_follow_up_sent_from_a_cell_view_joins_that_view() -> None:
-    app, _ = _app([text("one"), text("two")])
-    agent = _agent(app)
+    app, _ = scripted_app([text("one"), text("two")])
+    agent = scripted_agent(app)
     first = agent.followup("from the cell")
     view = AgentView(agent, own=[first.id])
     await agent.when_idle()
@@ -177,9 +167,9 @@ def lookup(city: str) -> dict[str, Any]:
 
 @pytest.mark.anyio
 async def test_usage_shows_once_per_turn_and_tool_results_as_text() -> None:
-    app, _ = _app([tool_call("c1", "lookup", {"city": "Oslo"}), text("done")])
+    app, _ = scripted_app([tool_call("c1", "lookup", {"city": "Oslo"}), text("done")])
     app.ctx.tools.register(lookup)
-    agent = _agent(app)
+    agent = scripted_agent(app)
     agent.followup("weather?")
     view = AgentView(agent)
     await agent.when_idle()
@@ -195,9 +185,9 @@ async def test_usage_shows_once_per_turn_and_tool_results_as_text() -> None:
 
 @pytest.mark.anyio
 async def test_every_colour_comes_from_a_theme_variable() -> None:
-    app, _ = _app([tool_call("c1", "lookup", {"city": "Oslo"}), text("*done*"), HANG])
+    app, _ = scripted_app([tool_call("c1", "lookup", {"city": "Oslo"}), text("*done*"), HANG])
     app.ctx.tools.register(lookup)
-    agent = _agent(app)
+    agent = scripted_agent(app)
     agent.followup("weather?")
     view = AgentView(agent, name="bob")
     await agent.when_idle()
@@ -224,8 +214,8 @@ async def test_every_colour_comes_from_a_theme_variable() -> None:
 
 @pytest.mark.anyio
 async def test_a_running_turn_shows_a_spinner_and_elapsed_time_top_and_bottom() -> None:
-    app, _ = _app([HANG])
-    agent = _agent(app)
+    app, _ = scripted_app([HANG])
+    agent = scripted_agent(app)
     view = AgentView(agent)
     streaming = asyncio.Event()
     app.ctx.on(
@@ -251,7 +241,7 @@ async def test_a_running_turn_shows_a_spinner_and_elapsed_time_top_and_bottom() 
 @pytest.mark.anyio
 async def test_an_error_shows_once_with_its_code_once() -> None:
     app = App()
-    agent = _agent(app, provider="nope")
+    agent = scripted_agent(app, provider="nope")
     view = AgentView(agent)
     agent.followup("hi")
     await agent.when_idle()
@@ -267,9 +257,9 @@ async def test_an_error_shows_once_with_its_code_once() -> None:
 
 @pytest.mark.anyio
 async def test_a_rejected_turn_shows_its_reason() -> None:
-    app, _ = _app([text("never")])
+    app, _ = scripted_app([text("never")])
     app.ctx.on("agent/pre-step", lambda _p, _next: Reject(reason="over the daily budget"))
-    agent = _agent(app)
+    agent = scripted_agent(app)
     view = AgentView(agent)
     agent.followup("hi")
     await agent.when_idle()
@@ -282,8 +272,8 @@ async def test_a_rejected_turn_shows_its_reason() -> None:
 
 @pytest.mark.anyio
 async def test_the_inbox_panel_lists_pending_messages_and_edits_and_removes_them() -> None:
-    app, _ = _app([HANG, text("after"), text("again")])
-    agent = _agent(app)
+    app, _ = scripted_app([HANG, text("after"), text("again")])
+    agent = scripted_agent(app)
     panel = InboxView(agent)
     assert panel.layout.display == "none"  # nothing pending: hidden
     streaming = asyncio.Event()
@@ -331,8 +321,8 @@ async def test_the_inbox_panel_lists_pending_messages_and_edits_and_removes_them
 
 @pytest.mark.anyio
 async def test_the_follow_up_box_sends_on_ctrl_enter() -> None:
-    app, _ = _app([text("hello")])
-    agent = _agent(app)
+    app, _ = scripted_app([text("hello")])
+    agent = scripted_agent(app)
     view = AgentView(agent)
     assert isinstance(view.prompt, PromptBox)
     view.prompt.value = "typed"
@@ -346,8 +336,8 @@ async def test_the_follow_up_box_sends_on_ctrl_enter() -> None:
 
 @pytest.mark.anyio
 async def test_the_static_transcript_carries_the_conversation_and_hides_while_live() -> None:
-    app, _ = _app([text("the *answer*")])
-    agent = _agent(app)
+    app, _ = scripted_app([text("the *answer*")])
+    agent = scripted_agent(app)
     first = agent.followup("question")
     view = AgentView(agent, own=[first.id], name="bob")
     await agent.when_idle()
@@ -365,7 +355,7 @@ async def test_the_static_transcript_carries_the_conversation_and_hides_while_li
 
 @pytest.mark.anyio
 async def test_a_pool_view_of_its_own_turn_keeps_its_calls_when_later_turns_call_tools() -> None:
-    app, _ = _app(
+    app, _ = scripted_app(
         [
             tool_call("c1", "lookup", {"city": "Oslo"}),
             text("one"),
@@ -374,7 +364,7 @@ async def test_a_pool_view_of_its_own_turn_keeps_its_calls_when_later_turns_call
         ]
     )
     app.ctx.tools.register(lookup)
-    agent = _agent(app)
+    agent = scripted_agent(app)
     first = agent.followup("first")
     mine = AgentView(agent, own=[first.id])
     await agent.when_idle()
@@ -412,7 +402,7 @@ async def test_each_turn_shows_its_usage_with_cost_and_the_status_shows_the_budg
     app = App(models={"m": {"input": 1_000_000, "output": 2_000_000}})  # $1 / $2 per token
     app.ctx.llm.register_adapter(["scripted"], ScriptedModel([text("abc"), text("de")]))
     app.ctx.plugin(BudgetPlugin)
-    agent = _agent(app)
+    agent = scripted_agent(app)
     app.ctx.budgets.set(agent, max_tokens=1000, max_cost_usd=500.0)
     view = AgentView(agent)
     agent.followup("one")
@@ -473,8 +463,8 @@ def test_a_compaction_summary_is_a_collapsible_marker_and_its_usage_counts() -> 
 
 @pytest.mark.anyio
 async def test_the_inbox_panel_drops_a_follow_up_the_moment_its_turn_starts() -> None:
-    app, _ = _app([HANG, text("second")])
-    agent = _agent(app)
+    app, _ = scripted_app([HANG, text("second")])
+    agent = scripted_agent(app)
     panel = InboxView(agent, interval=60)  # a long interval: only the claim itself may render
     streaming = asyncio.Event()
     app.ctx.on(

@@ -13,6 +13,7 @@ from typing import Any
 
 import comm
 import pytest
+from _view_helpers import asking_view, scripted_agent, scripted_app
 
 from agentloop_nb.app import App
 from agentloop_nb.context import Context
@@ -20,15 +21,13 @@ from agentloop_nb.jupyter import (
     AgentView,
     SessionView,
     Throttle,
-    WidgetApproval,
 )
 from agentloop_nb.jupyter.view import _throttle
 from agentloop_nb.jupyter.view._sessionview import SEGMENT
 from agentloop_nb.jupyter.view._throttle import Pacer
-from agentloop_nb.loop import AgentOptions
 from agentloop_nb.session import SessionStore
 from agentloop_nb.testing import HANG, ScriptedModel, combine, text, tool_call
-from agentloop_nb.tools import Ask, tool
+from agentloop_nb.tools import tool
 
 
 @pytest.fixture
@@ -45,15 +44,10 @@ def comm_messages(monkeypatch: pytest.MonkeyPatch) -> Iterator[Counter[str]]:
     yield counts
 
 
-def _app(script: list[Any]) -> tuple[App, ScriptedModel]:
-    app = App()
-    model = ScriptedModel(script)
-    app.ctx.llm.register_adapter(["scripted"], model)
-    return app, model
-
-
-def _agent(app: App) -> Any:
-    return app.ctx.agent_loop.create("a", AgentOptions(provider="scripted", model="m"))
+@pytest.fixture
+def fresh_pacer(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The kernel's render pacers start empty for this test (and come back after it)."""
+    monkeypatch.setattr(_throttle, "_PACERS", weakref.WeakKeyDictionary())
 
 
 def _chunk_event(session: Any, chunk: dict[str, Any]) -> None:
@@ -216,10 +210,8 @@ async def test_views_due_together_render_in_turns_with_the_loop_running_between(
 
 
 @pytest.mark.anyio
-async def test_cheap_renders_due_together_share_one_pacer_slot(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.setattr(_throttle, "_PACERS", weakref.WeakKeyDictionary())  # a fresh pacer
+@pytest.mark.usefixtures("fresh_pacer")
+async def test_cheap_renders_due_together_share_one_pacer_slot() -> None:
     loop = asyncio.get_running_loop()
     seen: list[int] = []
     throttles = [Throttle(lambda i=i: seen.append(i), interval=0) for i in range(5)]
@@ -232,10 +224,10 @@ async def test_cheap_renders_due_together_share_one_pacer_slot(
 
 
 @pytest.mark.anyio
+@pytest.mark.usefixtures("fresh_pacer")
 async def test_renders_past_the_pacers_rate_wait_for_it_and_none_is_lost(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(_throttle, "_PACERS", weakref.WeakKeyDictionary())  # a fresh pacer
     monkeypatch.setattr(_throttle, "BURST", 3)
     monkeypatch.setattr(_throttle, "RATE", 1e-6)  # no token comes back during the test
     loop = asyncio.get_running_loop()
@@ -252,10 +244,8 @@ async def test_renders_past_the_pacers_rate_wait_for_it_and_none_is_lost(
 
 
 @pytest.mark.anyio
-async def test_a_queued_render_flushed_or_closed_leaves_the_pacer(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.setattr(_throttle, "_PACERS", weakref.WeakKeyDictionary())  # a fresh pacer
+@pytest.mark.usefixtures("fresh_pacer")
+async def test_a_queued_render_flushed_or_closed_leaves_the_pacer() -> None:
     loop = asyncio.get_running_loop()
     seen: list[str] = []
     flushed = Throttle(lambda: seen.append("flushed"), interval=0)
@@ -281,8 +271,8 @@ def test_throttle_without_a_running_loop_renders_at_once() -> None:
 
 @pytest.mark.anyio
 async def test_session_view_renders_history_of_a_finished_agent_on_construction() -> None:
-    app, _ = _app([text("hello <world> & co")])
-    agent = _agent(app)
+    app, _ = scripted_app([text("hello <world> & co")])
+    agent = scripted_agent(app)
     agent.followup("hi <b>")
     await agent.when_idle()
     view = SessionView(agent.session)
@@ -375,14 +365,14 @@ async def test_tool_pool_view_shows_parallel_calls_running_together_on_a_timelin
         await release.wait()
         return f"ok {tag}"
 
-    app, _ = _app(
+    app, _ = scripted_app(
         [
             combine(tool_call("c1", "wait", {"tag": "a"}), tool_call("c2", "wait", {"tag": "b"})),
             text("done"),
         ]
     )
     app.ctx.tools.register(wait)
-    agent = _agent(app)
+    agent = scripted_agent(app)
     view = AgentView(agent)
     agent.followup("go")
     await both_running.wait()
@@ -409,19 +399,11 @@ async def test_ask_shows_approve_deny_buttons_and_approve_runs_the_tool() -> Non
         """Needs approval."""
         return f"ran {x}"
 
-    app, _ = _app(
-        [tool_call("c1", "danger", {"x": 1}), tool_call("c2", "danger", {"x": 2}), text("done")]
+    asking = await asking_view(
+        [tool_call("c1", "danger", {"x": 1}), tool_call("c2", "danger", {"x": 2}), text("done")],
+        danger,
     )
-    approval = WidgetApproval(timeout=30)
-    app.ctx.provide("approval", approval)
-    app.ctx.tools.register(danger)
-    app.ctx.on("tools/pre-execute", lambda execution, next: Ask(reason="risky"))
-    agent = _agent(app)
-    view = AgentView(agent)
-    asked = asyncio.Event()
-    approval.subscribe(lambda: asked.set() if approval.pending else None)
-    agent.followup("go")
-    await asked.wait()
+    app, agent, view, asked = asking.app, asking.agent, asking.view, asking.asked
     await view.pool_view.throttle.settled()
     assert "awaiting approval" in view.pool_view.table.value
     buttons = view.pool_view.approval_buttons("c1")
@@ -444,8 +426,8 @@ async def test_ask_shows_approve_deny_buttons_and_approve_runs_the_tool() -> Non
 
 @pytest.mark.anyio
 async def test_agent_view_controls_follow_up_steer_inject_and_cancel() -> None:
-    app, model = _app([HANG, text("after"), text("more")])
-    agent = _agent(app)
+    app, model = scripted_app([HANG, text("after"), text("more")])
+    agent = scripted_agent(app)
     view = AgentView(agent)
     streaming = asyncio.Event()
     app.ctx.on(
@@ -483,13 +465,13 @@ async def test_agent_view_controls_follow_up_steer_inject_and_cancel() -> None:
 
 @pytest.mark.anyio
 async def test_view_of_a_resumed_session_renders_history_without_rerunning(tmp_path: Any) -> None:
-    app, _ = _app([text("remembered")])
+    app, _ = scripted_app([text("remembered")])
     app2 = None
     try:
         app = App(persistence_root=tmp_path)
         model = ScriptedModel([text("remembered")])
         app.ctx.llm.register_adapter(["scripted"], model)
-        agent = _agent(app)
+        agent = scripted_agent(app)
         agent.followup("remember this")
         await agent.when_idle()
         sid = agent.session.id

@@ -35,7 +35,7 @@ from ..errors import AgentloopError
 from ..events import ASSISTANT_MESSAGE, BUDGET_REACHED, COMPACTION_SUMMARY, TURN_END, TURN_START
 from ..loop import AgentOptions
 from ..messages import TextBlock
-from .kernel import kernel_tools
+from .kernel import kernel_tools, mask, secret_values
 from .notebook import (
     CancelAction,
     CellRef,
@@ -117,9 +117,10 @@ def agent_state(agent: Any, approval: WidgetApproval) -> str:
     return "awaiting approval" if pending else "running"
 
 
-def ref_text(ref: CellRef) -> str:
+def ref_text(ref: CellRef, secrets: Sequence[str] = ()) -> str:
     """The context block one reference becomes: where the selection is (cell position and id,
-    line range or output) and the selected text, cut at :data:`REF_MAX_CHARS`."""
+    line range or output) and the selected text, cut at :data:`REF_MAX_CHARS`, with each of
+    ``secrets`` masked (as ``read_cell`` masks the values of the kernel's secret names)."""
     where = f"cell {ref.position}" if ref.position is not None else "a cell"
     where += f" (id {ref.cell_id})"
     if ref.output is not None:
@@ -127,21 +128,24 @@ def ref_text(ref: CellRef) -> str:
     elif ref.lines is not None:
         first, last = ref.lines
         where += f", line {first}" if first == last else f", lines {first}-{last}"
-    text = ref.text
+    text = mask(ref.text, secrets)
     if len(text) > REF_MAX_CHARS:
-        text = text[:REF_MAX_CHARS] + f"\n… ({len(ref.text) - REF_MAX_CHARS} more characters)"
+        text = text[:REF_MAX_CHARS] + f"\n… ({len(text) - REF_MAX_CHARS} more characters)"
     head = f"The user selected this in {where} of the notebook"
     if not text.strip():
         return f"{head} (read_cell shows the whole cell)."
     return f"{head} (read_cell shows the whole cell):\n```\n{text}\n```"
 
 
-def prompt_content(text: str, refs: Sequence[CellRef] = ()) -> str | list[TextBlock]:
-    """What a panel prompt sends: the text alone, or one text block per reference and then
-    the text (the shape ``%%agent NAME --with`` sends; the prompt stays the last block)."""
+def prompt_content(
+    text: str, refs: Sequence[CellRef] = (), secrets: Sequence[str] = ()
+) -> str | list[TextBlock]:
+    """What a panel prompt sends: the text alone, or one text block per reference (``secrets``
+    masked in it) and then the text (the shape ``%%agent NAME --with`` sends; the prompt stays
+    the last block). What the user typed is theirs and is sent as typed."""
     if not refs:
         return text
-    return [*(TextBlock(text=ref_text(r)) for r in refs), TextBlock(text=text)]
+    return [*(TextBlock(text=ref_text(r, secrets)) for r in refs), TextBlock(text=text)]
 
 
 def _is_subagent(agent: Any) -> bool:
@@ -314,7 +318,8 @@ class AgentsPanel:
         if not text.strip() and not refs:
             raise PanelError("the prompt is empty: type a message first")
         agent = self.agent(name)
-        content = prompt_content(text.strip(), refs)
+        secrets = secret_values(self.host.shell.user_ns) if refs else ()
+        content = prompt_content(text.strip(), refs, secrets)
         try:
             return getattr(agent, mode)(content)
         except (RuntimeError, TypeError, ValueError) as exc:
