@@ -114,3 +114,33 @@ def test_an_unknown_root_attribute_is_an_attribute_error() -> None:
             assert "NoSuchName" in str(exc)
         else:
             raise AssertionError(f"{module.__name__}.NoSuchName resolved")
+
+
+def test_load_ext_leaves_http_anywidget_and_markdown_for_their_first_use() -> None:
+    # The App builds its HTTP adapters at %load_ext, but httpx loads with the first request;
+    # anywidget with the first view, markdown-it with the first answer shown.
+    code = (
+        "import sys, json, os, tempfile\n"
+        "os.chdir(tempfile.mkdtemp())\n"
+        "from IPython.core.interactiveshell import InteractiveShell\n"
+        "shell = InteractiveShell.instance()\n"
+        "shell.run_line_magic('load_ext', 'agentloop_nb')\n"
+        "def real(name):\n"
+        "    m = sys.modules.get(name)\n"
+        "    return m is not None and type(m).__name__ != '_LazyModule'\n"
+        "names = ('httpx', 'httpx_sse', 'anywidget', 'markdown_it')\n"
+        "before = [n for n in names if real(n)]\n"
+        "import agentloop_nb.jupyter as J\n"
+        "from agentloop_nb.jupyter.fold._markdown import markdown_html\n"
+        "html = markdown_html('**6*7**')\n"
+        "box = J.PromptBox()\n"
+        "adapter = J.app().ctx.llm.adapter_for('openai')\n"
+        "timeout = adapter._timeout  # what the first request reads\n"
+        "after = [n for n in names if real(n)]\n"
+        "print(json.dumps([before, after, html, type(box).__name__, timeout.read]))\n"
+    )
+    before, after, html, box, read_timeout = _run(code)  # type: ignore[misc]
+    assert before == []
+    assert after == ["httpx", "anywidget", "markdown_it"]
+    assert html == "<p><strong>6*7</strong></p>\n" and box == "PromptBox"
+    assert read_timeout == 300.0

@@ -30,6 +30,8 @@ Public surface:
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from ._extension import load_ipython_extension, unload_ipython_extension
 from ._state import app, configure, notebook, undo, view, wait_closed
 from .fold import SessionFeed, Transcript
@@ -40,12 +42,23 @@ from .view import (
     AgentView,
     InboxView,
     PendingApproval,
-    PromptBox,
     SessionView,
     Throttle,
     ToolPoolView,
     WidgetApproval,
 )
+
+if TYPE_CHECKING:
+    from .view import PromptBox
+
+
+def __getattr__(name: str) -> Any:
+    if name == "PromptBox":  # on first use, with anywidget (see view/__init__)
+        from .view import PromptBox
+
+        return PromptBox
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "AgentView",

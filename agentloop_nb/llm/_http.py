@@ -35,15 +35,39 @@ import ipaddress
 import json
 import os
 import re
+import sys
 import time
 from collections.abc import Iterable, Mapping
 from email.utils import parsedate_to_datetime
-from typing import Any
-from urllib.parse import unquote
-
-import httpx
+from importlib.util import LazyLoader, find_spec, module_from_spec
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote, urlsplit
 
 from ._chunks import ErrorFinish
+
+
+def _lazy_module(name: str) -> ModuleType:
+    """``name`` as imported, or a module that imports itself at its first attribute access
+    (the standard library's ``LazyLoader`` recipe). The App builds its HTTP adapters at start,
+    but ``httpx`` (about 9 MiB and 20 ms with its CLI's dependencies) is needed only by the
+    first request to a provider: ``%load_ext`` and offline-only sessions never pay for it."""
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = find_spec(name)
+    if spec is None or spec.loader is None:  # not installed: fail where it is used, clearly
+        raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+    spec.loader = LazyLoader(spec.loader)
+    module = module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+if TYPE_CHECKING:
+    import httpx
+else:
+    httpx = _lazy_module("httpx")
 
 #: Longest provider text (error body, bad SSE data) quoted in an error message.
 MAX_QUOTE = 300
@@ -180,11 +204,11 @@ def missing_key_message(provider: str, env_name: str | None) -> str:
 def is_loopback_url(url: str) -> bool:
     """Whether ``url``'s host is this machine: ``localhost`` (and ``*.localhost``), an address
     in 127.0.0.0/8 or ``::1``. ``False`` for anything unparseable."""
+    # urllib, not httpx: the App asks this of every provider when it starts.
     try:
-        host = httpx.URL(url).host
-    except Exception:
+        host = urlsplit(url).hostname or ""
+    except ValueError:
         return False
-    host = host.strip("[]").lower()
     if host == "localhost" or host.endswith(".localhost"):
         return True
     try:
@@ -424,9 +448,12 @@ def transport_error(
 
 # -- HTTP client ownership ----------------------------------------------------------------------
 
-#: Connect fast, but let a slow model think: ``read`` is the longest silence tolerated between
-#: two bytes of a stream before the request ends with ``TIMEOUT``.
-DEFAULT_TIMEOUT = httpx.Timeout(connect=10.0, read=300.0, write=60.0, pool=60.0)
+
+def default_timeout() -> httpx.Timeout:
+    """Connect fast, but let a slow model think: ``read`` is the longest silence tolerated
+    between two bytes of a stream before the request ends with ``TIMEOUT``."""
+    return httpx.Timeout(connect=10.0, read=300.0, write=60.0, pool=60.0)
+
 
 _SENSITIVE_HEADER_PARTS = ("authorization", "key", "token", "secret", "cookie")
 
@@ -458,12 +485,13 @@ def _basic_parts(token: str) -> list[str]:
 
 class HttpClientOwner:
     """Mixin for adapters: a lazily created ``httpx.AsyncClient`` (or an injected one, which
-    the adapter never closes) and the request timeout (``None`` = the injected client's own)."""
+    the adapter never closes) and the request timeout (``None`` = the injected client's own).
+    Nothing here touches ``httpx`` before the first request (see :func:`_lazy_module`)."""
 
     _client: httpx.AsyncClient | None
     _owns_client: bool
     _client_loop: asyncio.AbstractEventLoop | None
-    _timeout: httpx.Timeout | None
+    _timeout_arg: float | httpx.Timeout | None
 
     def _init_client(
         self, client: httpx.AsyncClient | None, timeout: float | httpx.Timeout | None
@@ -471,12 +499,16 @@ class HttpClientOwner:
         self._client = client
         self._owns_client = client is None
         self._client_loop = None
-        if timeout is not None:
-            self._timeout = (
-                timeout if isinstance(timeout, httpx.Timeout) else httpx.Timeout(timeout)
-            )
-        else:
-            self._timeout = None if client is not None else DEFAULT_TIMEOUT
+        self._timeout_arg = timeout
+
+    @property
+    def _timeout(self) -> httpx.Timeout | None:
+        """The timeout given, else :func:`default_timeout` for an owned client, else ``None``
+        (an injected client keeps its own)."""
+        given = self._timeout_arg
+        if given is None:
+            return default_timeout() if self._owns_client else None
+        return given if isinstance(given, httpx.Timeout) else httpx.Timeout(given)
 
     def _http(self) -> httpx.AsyncClient:
         if not self._owns_client:
@@ -486,12 +518,13 @@ class HttpClientOwner:
         # under another (closed) loop cannot be reused, so build a fresh one for this loop.
         loop = asyncio.get_running_loop()
         if self._client is None or self._client.is_closed or self._client_loop is not loop:
-            self._client = httpx.AsyncClient(timeout=self._timeout or DEFAULT_TIMEOUT)
+            self._client = httpx.AsyncClient(timeout=self._timeout)
             self._client_loop = loop
         return self._client
 
     def _timeout_kwargs(self) -> dict[str, Any]:
-        return {"timeout": self._timeout} if self._timeout is not None else {}
+        timeout = self._timeout
+        return {"timeout": timeout} if timeout is not None else {}
 
     async def aclose(self) -> None:
         """Close the adapter's own HTTP client (idempotent; an injected client is left open)."""
@@ -503,11 +536,11 @@ class HttpClientOwner:
 
 
 __all__ = [
-    "DEFAULT_TIMEOUT",
     "MAX_QUOTE",
     "REDACTED",
     "HttpClientOwner",
     "classify_error_type",
+    "default_timeout",
     "error_details",
     "header_secrets",
     "http_error",

@@ -31,8 +31,6 @@ from functools import partial
 from typing import Any, Protocol, TypeVar
 
 import anyio
-import httpx
-from httpx_sse import EventSource
 
 from ..errors import AgentloopError
 from ..signals import AbortError, AbortScope, AbortSignal
@@ -42,6 +40,7 @@ from ._http import (
     error_details,
     header_secrets,
     http_error,
+    httpx,
     is_loopback_url,
     key_hint,
     missing_key_message,
@@ -155,6 +154,8 @@ async def stream_sse(
         if response.status_code >= 400 or not _is_event_stream(response):
             yield await _error_response(response, signal, provider, model, secrets, key_env)
             return
+        from httpx_sse import EventSource  # with the first stream, as httpx is
+
         events = EventSource(response).aiter_sse()
         next_event = events.__anext__
         try:

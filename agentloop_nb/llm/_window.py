@@ -19,9 +19,11 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import httpx
+if TYPE_CHECKING:
+    import httpx
+
 
 #: Seconds a probe may take (a server on this machine answers in milliseconds).
 PROBE_TIMEOUT = 2.0

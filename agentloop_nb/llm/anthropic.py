@@ -57,9 +57,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any
-
-import httpx
+from typing import TYPE_CHECKING, Any
 
 from ..messages import (
     AssistantMessage,
@@ -86,6 +84,9 @@ from ._chunks import (
 from ._http import truncate
 from ._sse import SseAdapter, tool_definition
 from ._stream_state import StreamState
+
+if TYPE_CHECKING:
+    import httpx
 
 #: Thinking budgets for ``GenerateOptions.reasoning_effort``.
 THINKING_BUDGETS = {"minimal": 1024, "low": 1024, "medium": 4096, "high": 16384}

@@ -56,9 +56,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Coroutine, Mapping, Sequence
-from typing import Any
-
-import httpx
+from typing import TYPE_CHECKING, Any
 
 from ..messages import (
     AssistantMessage,
@@ -84,6 +82,9 @@ from ._chunks import (
 from ._sse import SseAdapter, tool_definition
 from ._stream_state import StreamState
 from ._window import WindowProbe, cap_for_window
+
+if TYPE_CHECKING:
+    import httpx
 
 #: The output cap a server on this machine gets when neither the agent (``max_tokens``) nor the
 #: provider entry (``default_max_tokens``) sets one and the server reports no context window.

@@ -10,12 +10,11 @@ both stars to an italic run): it is escaped outside code spans and fenced blocks
 from __future__ import annotations
 
 import re
-from typing import Any
+from functools import cache
+from typing import TYPE_CHECKING, Any
 
-from markdown_it import MarkdownIt
-
-_MD = MarkdownIt("commonmark", {"html": False, "linkify": False, "typographer": False})
-_MD.enable(["table", "strikethrough"])
+if TYPE_CHECKING:
+    from markdown_it import MarkdownIt
 
 
 def _link_open(renderer: Any, tokens: Any, idx: int, options: Any, env: Any) -> str:
@@ -24,7 +23,16 @@ def _link_open(renderer: Any, tokens: Any, idx: int, options: Any, env: Any) -> 
     return str(renderer.renderToken(tokens, idx, options, env))
 
 
-_MD.add_render_rule("link_open", _link_open)
+@cache
+def _parser() -> MarkdownIt:
+    """The one parser, built with the first finished answer shown (markdown-it is some 60
+    modules: ``%load_ext`` and a kernel that shows no answer do not load it)."""
+    from markdown_it import MarkdownIt
+
+    md = MarkdownIt("commonmark", {"html": False, "linkify": False, "typographer": False})
+    md.enable(["table", "strikethrough"])
+    md.add_render_rule("link_open", _link_open)
+    return md
 
 
 # Fenced blocks and code spans keep their text as written (a backslash would show there).
@@ -40,7 +48,7 @@ def _escape_products(text: str) -> str:
 
 def markdown_html(text: str) -> str:
     """``text`` rendered as sanitised HTML (no raw HTML, no scripts, no unsafe links)."""
-    return _MD.render(_escape_products(text) if "*" in text else text)
+    return _parser().render(_escape_products(text) if "*" in text else text)
 
 
 __all__ = ["markdown_html"]

@@ -21,7 +21,6 @@ from IPython.display import display
 
 from .._panel import AgentRow, PanelError
 from .._state import KernelState
-from ..view import PromptBox
 
 __all__ = ["PanelWidget", "add_panel_parser", "run_panel_command"]
 
@@ -109,6 +108,8 @@ class PanelWidget(widgets.VBox):
         self.picker = widgets.Dropdown(description="agent", options=[])
         self.picker.observe(lambda _change: self._show_selected(), names="value")
         self.view_box = widgets.VBox()
+        from ..view._prompt import PromptBox  # anywidget loads with the first view
+
         self.prompt = PromptBox(
             placeholder="message the selected agent… (Enter sends, Shift+Enter: new line)",
             enter_sends=True,

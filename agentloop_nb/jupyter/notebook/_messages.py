@@ -24,7 +24,8 @@ OPS = ("snapshot", "insert", "replace", "delete", "run")
 
 
 class _Message(BaseModel):
-    model_config = ConfigDict(extra="ignore", frozen=True)
+    # defer_build: validators are built with the first message, not at ``%load_ext``
+    model_config = ConfigDict(extra="ignore", frozen=True, defer_build=True)
 
 
 class Hello(_Message):
@@ -110,7 +111,7 @@ Action = Annotated[
     Field(discriminator="action"),
 ]
 FrontMessage = Annotated[Response | Action, Field(discriminator="type")]
-_FRONT = TypeAdapter[Response | Action](FrontMessage)
+_FRONT = TypeAdapter[Response | Action](FrontMessage, config=ConfigDict(defer_build=True))
 
 
 def parse_front_message(data: Any) -> Response | Action:

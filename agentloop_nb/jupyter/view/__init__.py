@@ -8,6 +8,8 @@ derive from the log and never sit in the execution path. This room imports ``fol
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from ._agentview import AgentView
 from ._approval import (
     DEFAULT_APPROVAL_TIMEOUT,
@@ -18,9 +20,22 @@ from ._approval import (
 )
 from ._inboxview import InboxView
 from ._pool import ToolPoolView
-from ._prompt import PromptBox
 from ._sessionview import SessionView
 from ._throttle import Throttle
+
+if TYPE_CHECKING:
+    from ._prompt import PromptBox
+
+
+def __getattr__(name: str) -> Any:
+    # The anywidget-based widgets load with the first view that shows them, not with
+    # ``%load_ext``: anywidget and psygnal are about 6 MiB of a kernel's memory.
+    if name == "PromptBox":
+        from ._prompt import PromptBox
+
+        return PromptBox
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "DEFAULT_APPROVAL_TIMEOUT",

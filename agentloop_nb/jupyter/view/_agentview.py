@@ -28,7 +28,6 @@ from ..._disposer import Disposer
 from ..fold import STYLE, SessionFeed, Transcript, end_label
 from ._inboxview import InboxView
 from ._pool import ToolPoolView
-from ._prompt import PromptBox
 from ._sessionview import SessionView
 from ._throttle import DEFAULT_INTERVAL, Throttle
 from ._turnfork import OnFork
@@ -79,6 +78,8 @@ class AgentView(TextRepr, widgets.VBox):
         )
         self.inbox_view = InboxView(agent, interval=interval)
         self.pool_view = ToolPoolView(agent, interval=interval, feed=self.feed, own=own)
+        from ._prompt import PromptBox  # anywidget loads with the first view (see view/__init__)
+
         self.prompt = PromptBox(placeholder="message the agent… (Ctrl/Cmd+Enter sends)")
         self.prompt.layout.width = "60%"
         self.prompt.on_submit(lambda _text: self._submit("followup"))

@@ -34,7 +34,6 @@ from ipywidgets.widgets.widget_string import HTMLStyle
 from ..fold import Item, SessionFeed, item_html
 from ._childview import ChildSection, Subagents
 from ._elsewhere import Elsewhere, elsewhere_label, gaps
-from ._follow import JumpToLatest
 from ._throttle import DEFAULT_INTERVAL, Throttle
 from ._turnfork import OnFork, TurnForks
 from ._viewbase import TextRepr, feed_for, style_widget
@@ -169,6 +168,8 @@ class SessionView(TextRepr, widgets.VBox):
         self.earlier.add_class("agentloop-earlier")
         self.body = widgets.VBox()
         self.body.add_class("agentloop-body")
+        from ._follow import JumpToLatest  # anywidget loads with the first view
+
         self.jump = JumpToLatest()
         # Bottom-up: the first child (the sticky jump button) sits at the box's bottom edge.
         self.scroll = widgets.Box([self.jump, self.body])
