@@ -59,7 +59,10 @@ def reject_unknown(door: str, unknown: Mapping[str, object], accepted: Iterable[
         return
     names = list(accepted)
     bad = next(iter(unknown))
-    close = difflib.get_close_matches(bad, names, n=1, cutoff=0.6)
+    # A misspelling (``agent_option``) or a shortening (``at`` for ``at_seq``).
+    close = difflib.get_close_matches(bad, names, n=1, cutoff=0.6) or [
+        n for n in names if len(bad) > 1 and n.startswith(bad)
+    ]
     hint = f" (did you mean {close[0]}=?)" if close else ""
     raise TypeError(
         f"{door}() got an unexpected keyword argument {bad!r}{hint}; it accepts "

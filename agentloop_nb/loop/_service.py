@@ -350,7 +350,7 @@ class AgentLoop:
 
     def _start_config_agent(self, cfg: AgentConfig) -> Agent:
         self._require_open()
-        options = AgentOptions(provider=cfg.provider, model=cfg.model, max_tokens=cfg.max_tokens)
+        options = cfg.options
         meta = {"cwd": cfg.cwd} if cfg.cwd else None
         existing = cfg.resume_session_id or cfg.session_id
         if existing is not None and (cfg.resume_session_id or self._persisted(existing)):
