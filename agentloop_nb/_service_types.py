@@ -61,21 +61,10 @@ class SystemPromptService(Protocol):
     def __getattr__(self, name: str) -> Any: ...
 
 
-class AgentsService(Protocol):
-    """``ctx.agents``: the directory of live agents and their creation (returns an
-    ``AgentHandle``). The parameters are the creation vocabulary (``agentloop_nb._creation``)."""
+class _CreationDoors(Protocol):
+    """The async doors ``ctx.agents`` and ``ctx.agent_loop`` share (answering an
+    ``AgentHandle``); the parameters are the creation vocabulary (``agentloop_nb._creation``)."""
 
-    async def create(
-        self,
-        *,
-        session_id: str,
-        options: AgentOptions | None = None,
-        meta: Mapping[str, Any] | None = None,
-        seed: Iterable[Any] | None = None,
-        setup: Callable[[Any], Any] | None = None,
-        signal: AbortSignal | None = None,
-        agent_options: AgentOptions | None = None,
-    ) -> Any: ...
     async def resume(
         self,
         *,
@@ -97,12 +86,29 @@ class AgentsService(Protocol):
         signal: AbortSignal | None = None,
         agent_options: AgentOptions | None = None,
     ) -> Any: ...
+
+
+class AgentsService(_CreationDoors, Protocol):
+    """``ctx.agents``: the directory of live agents and their creation (returns an
+    ``AgentHandle``). The parameters are the creation vocabulary (``agentloop_nb._creation``)."""
+
+    async def create(
+        self,
+        *,
+        session_id: str,
+        options: AgentOptions | None = None,
+        meta: Mapping[str, Any] | None = None,
+        seed: Iterable[Any] | None = None,
+        setup: Callable[[Any], Any] | None = None,
+        signal: AbortSignal | None = None,
+        agent_options: AgentOptions | None = None,
+    ) -> Any: ...
     def get(self, id: str) -> Any | None: ...
     def list(self) -> list[Any]: ...
     def __getattr__(self, name: str) -> Any: ...
 
 
-class AgentLoopService(Protocol):
+class AgentLoopService(_CreationDoors, Protocol):
     """``ctx.agent_loop``: agent creation (the synchronous ``create`` and the async
     ``acreate`` / ``resume`` / ``fork``, which return an ``AgentHandle``) and teardown."""
 
@@ -121,27 +127,6 @@ class AgentLoopService(Protocol):
         options: AgentOptions | None = None,
         meta: Mapping[str, Any] | None = None,
         seed: Iterable[Any] | None = None,
-        setup: Callable[[Any], Any] | None = None,
-        signal: AbortSignal | None = None,
-        agent_options: AgentOptions | None = None,
-    ) -> Any: ...
-    async def resume(
-        self,
-        *,
-        session_id: str | None = None,
-        options: AgentOptions | None = None,
-        setup: Callable[[Any], Any] | None = None,
-        signal: AbortSignal | None = None,
-        agent_options: AgentOptions | None = None,
-        resume_session_id: str | None = None,
-    ) -> Any: ...
-    async def fork(
-        self,
-        source_session_id: str,
-        *,
-        at_seq: int | None = None,
-        session_id: str | None = None,
-        options: AgentOptions | None = None,
         setup: Callable[[Any], Any] | None = None,
         signal: AbortSignal | None = None,
         agent_options: AgentOptions | None = None,
