@@ -1,8 +1,10 @@
 """``AgentRegistry``: the ``ctx.agents`` service, and ``AgentHandle``.
 
-The registry is the directory of live agents and the seam through which plugins create or resume
-agents without depending on the loop: the loop registers itself as the *factory*
-(``set_factory``) and publishes agents with ``enter``. The registry itself emits no events (the
+The registry is the directory of live agents and the seam through which plugins create, resume
+or fork agents without depending on the loop: the loop registers itself as the *factory*
+(``set_factory``) and publishes agents with ``enter``. ``create`` / ``resume`` / ``fork`` take
+the creation vocabulary (``options=``, ``session_id=``, ``meta=``, ``setup=``, ``signal=``; the
+aliases ``agent_options=`` and ``resume_session_id=``) and check it before the factory runs. The registry itself emits no events (the
 loop owns ``agent/created`` / ``agent/disposed``).
 
 Seen from any context other than the root (a plugin's, an agent's), ``ctx.agents`` is a view
@@ -106,8 +108,8 @@ class AgentHandle:
 class AgentRegistry:
     """The ``ctx.agents`` service.
 
-    ``create``/``resume`` delegate to the current factory and raise ``RuntimeError`` when none
-    is set. ``enter`` raises ``ValueError`` (``agent 'x' already exists``) on an id collision.
+    ``create``/``resume``/``fork`` delegate to the current factory and raise ``RuntimeError``
+    when none is set. ``enter`` raises ``ValueError`` (``agent 'x' already exists``) on an id collision.
     """
 
     def __init__(self) -> None:
