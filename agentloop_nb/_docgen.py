@@ -161,7 +161,9 @@ def render_hooks() -> str:
         )
     out.append(
         "\n## Payloads\n\nEvery `agent` attribute is the `agentloop_nb.Agent` concerned (or "
-        "`None` for a tool call made outside an agent).\n"
+        "`None` for a tool call made outside an agent). The loop's payloads type it "
+        "`AgentLike` (`agentloop_nb.hooks.AgentLike`: the agent's public surface as a "
+        "protocol, since the catalogue sits below the loop).\n"
     )
     seen: set[type] = set()
     for spec in hooks.HOOKS.values():

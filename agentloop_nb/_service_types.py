@@ -8,10 +8,11 @@ list the members the rest of the package relies on; any other attribute resolves
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
+    from ._creation import AgentOptions
     from ._disposer import Disposer
     from ._prompt_types import Assembly, SectionSource, VariableSource
     from .signals import AbortSignal
@@ -60,20 +61,76 @@ class SystemPromptService(Protocol):
     def __getattr__(self, name: str) -> Any: ...
 
 
-class AgentsService(Protocol):
-    """``ctx.agents``: the directory of live agents and their creation."""
+class _CreationDoors(Protocol):
+    """The async doors ``ctx.agents`` and ``ctx.agent_loop`` share (answering an
+    ``AgentHandle``); the parameters are the creation vocabulary (``agentloop_nb._creation``)."""
 
-    async def create(self, **kwargs: Any) -> Any: ...
-    async def resume(self, **kwargs: Any) -> Any: ...
+    async def resume(
+        self,
+        *,
+        session_id: str | None = None,
+        options: AgentOptions | None = None,
+        setup: Callable[[Any], Any] | None = None,
+        signal: AbortSignal | None = None,
+        agent_options: AgentOptions | None = None,
+        resume_session_id: str | None = None,
+    ) -> Any: ...
+    async def fork(
+        self,
+        source_session_id: str,
+        *,
+        at_seq: int | None = None,
+        session_id: str | None = None,
+        options: AgentOptions | None = None,
+        setup: Callable[[Any], Any] | None = None,
+        signal: AbortSignal | None = None,
+        agent_options: AgentOptions | None = None,
+    ) -> Any: ...
+
+
+class AgentsService(_CreationDoors, Protocol):
+    """``ctx.agents``: the directory of live agents and their creation (returns an
+    ``AgentHandle``). The parameters are the creation vocabulary (``agentloop_nb._creation``)."""
+
+    async def create(
+        self,
+        *,
+        session_id: str,
+        options: AgentOptions | None = None,
+        meta: Mapping[str, Any] | None = None,
+        seed: Iterable[Any] | None = None,
+        setup: Callable[[Any], Any] | None = None,
+        signal: AbortSignal | None = None,
+        agent_options: AgentOptions | None = None,
+    ) -> Any: ...
     def get(self, id: str) -> Any | None: ...
     def list(self) -> list[Any]: ...
     def __getattr__(self, name: str) -> Any: ...
 
 
-class AgentLoopService(Protocol):
-    """``ctx.agent_loop``: synchronous agent creation and teardown."""
+class AgentLoopService(_CreationDoors, Protocol):
+    """``ctx.agent_loop``: agent creation (the synchronous ``create`` and the async
+    ``acreate`` / ``resume`` / ``fork``, which return an ``AgentHandle``) and teardown."""
 
-    def create(self, id: str, options: Any = None, meta: dict[str, Any] | None = None) -> Any: ...
+    def create(
+        self,
+        id: str,
+        options: AgentOptions | None = None,
+        meta: Mapping[str, Any] | None = None,
+        *,
+        agent_options: AgentOptions | None = None,
+    ) -> Any: ...
+    async def acreate(
+        self,
+        *,
+        session_id: str,
+        options: AgentOptions | None = None,
+        meta: Mapping[str, Any] | None = None,
+        seed: Iterable[Any] | None = None,
+        setup: Callable[[Any], Any] | None = None,
+        signal: AbortSignal | None = None,
+        agent_options: AgentOptions | None = None,
+    ) -> Any: ...
     def get(self, id: str) -> Any | None: ...
     def list(self) -> list[Any]: ...
     def __getattr__(self, name: str) -> Any: ...

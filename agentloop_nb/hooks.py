@@ -11,8 +11,9 @@ decisions), never from private modules. The agent loop's payloads are defined in
 the payloads of the lower layers (tools, LLM, system prompt, sessions, context) are defined next
 to the code that dispatches them and re-exported here.
 
-The ``agent`` attribute of the payloads is the ``agentloop_nb.Agent`` concerned (typed ``Any``
-here because this module sits below the loop in the import graph).
+The ``agent`` attribute of the loop's payloads is the ``agentloop_nb.Agent`` concerned, typed
+with the :class:`AgentLike` protocol (its public surface) because this module sits below the
+loop in the import graph.
 """
 
 from __future__ import annotations
@@ -20,8 +21,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
+from ._creation import AgentOptions
 from ._decision import Decision
 from ._hook_names import (
     AGENT_CREATED,
@@ -49,11 +51,11 @@ from ._hook_names import (
     TOOLS_RESULT,
     TOOLS_SETTLED,
 )
-from .context import ErrorReport
+from .context import Context, ErrorReport
 from .llm import ErrorFinish, LlmStreamPayload, RequestFacts, RetryPolicy
 from .messages import UserMessage
 from .prompt import AssemblePayload
-from .session import SessionEventPayload, SessionPayload
+from .session import Session, SessionEventPayload, SessionPayload
 from .signals import AbortSignal
 from .tools import (
     Accept,
@@ -94,6 +96,7 @@ __all__ = [
     "TOOLS_RESULT",
     "TOOLS_SETTLED",
     "Accept",
+    "AgentLike",
     "AgentPayload",
     "Allow",
     "Ask",
@@ -163,18 +166,53 @@ class RequestConfig(Decision):
 # -- the agent loop's payloads ---------------------------------------------------------------
 
 
+class AgentLike(Protocol):
+    """The public surface of ``agentloop_nb.Agent`` as a payload's ``agent`` offers it (a
+    protocol, so this module names it without importing the loop). See ``docs/loop.md``."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def session(self) -> Session: ...
+    @property
+    def ctx(self) -> Context: ...
+    @property
+    def options(self) -> AgentOptions: ...
+    @property
+    def status(self) -> str: ...
+    @property
+    def turn(self) -> int: ...
+    @property
+    def inbox(self) -> Any: ...
+    def send(
+        self,
+        content: Any,
+        *,
+        target: Literal["next-turn", "next-step"] = "next-turn",
+        wakeup: bool = True,
+        source: Any = None,
+    ) -> UserMessage: ...
+    def followup(self, content: Any, *, source: Any = None) -> UserMessage: ...
+    def steer(self, content: Any, *, source: Any = None) -> UserMessage: ...
+    def inject(self, content: Any, *, source: Any = None) -> UserMessage: ...
+    def cancel(self, cause: Any = "user", *, keep_inbox: bool = False) -> bool: ...
+    def cancel_tool(self, call_id: str) -> bool: ...
+    async def ask(self, content: Any, *, timeout: float | None = None) -> str: ...  # noqa: ASYNC109
+    async def when_idle(self) -> None: ...
+
+
 @dataclass(frozen=True, slots=True)
 class AgentPayload:
     """Payload of ``agent/created`` and ``agent/disposed``."""
 
-    agent: Any
+    agent: AgentLike
 
 
 @dataclass(frozen=True, slots=True)
 class SessionStartPayload:
     """Payload of ``agent/session-start``: ``source`` says whether the session is new."""
 
-    agent: Any
+    agent: AgentLike
     source: Literal["startup", "resume"]
 
 
@@ -182,7 +220,7 @@ class SessionStartPayload:
 class StatusPayload:
     """Payload of ``agent/status``: the status the agent just took."""
 
-    agent: Any
+    agent: AgentLike
     status: str
 
 
@@ -190,7 +228,7 @@ class StatusPayload:
 class ErrorPayload:
     """Payload of ``agent/error``: the failure that ended a turn ``error``."""
 
-    agent: Any
+    agent: AgentLike
     turn: int
     step: int
     error: BaseException
@@ -200,7 +238,7 @@ class ErrorPayload:
 class InboxPayload:
     """Payload of ``agent/inbox/inserted`` and ``agent/inbox/discarded``."""
 
-    agent: Any
+    agent: AgentLike
     message: UserMessage
 
 
@@ -208,7 +246,7 @@ class InboxPayload:
 class ClaimedPayload:
     """Payload of ``agent/inbox/claimed``: a pending message a turn took."""
 
-    agent: Any
+    agent: AgentLike
     message: UserMessage
     turn: int
 
@@ -217,7 +255,7 @@ class ClaimedPayload:
 class PreStepPayload:
     """Payload of the ``agent/pre-step`` waterfall: the messages about to enter the step."""
 
-    agent: Any
+    agent: AgentLike
     messages: tuple[UserMessage, ...]
     turn: int
     step: int
@@ -228,7 +266,7 @@ class PreStepPayload:
 class RequestPayload:
     """Payload of the ``agent/request`` waterfall: the proposed request configuration."""
 
-    agent: Any
+    agent: AgentLike
     turn: int
     step: int
     config: RequestConfig
@@ -242,7 +280,7 @@ class RequestErrorPayload:
     retry policy (``None`` when the route had no adapter or the registration has none).
     ``facts``: the failed request's provider, model, code, status and retry-after."""
 
-    agent: Any
+    agent: AgentLike
     turn: int
     step: int
     failure: ErrorFinish
@@ -256,7 +294,7 @@ class RequestErrorPayload:
 class TurnStoppingPayload:
     """Payload of the ``agent/turn-stopping`` serial dispatch."""
 
-    agent: Any
+    agent: AgentLike
     turn: int
     signal: AbortSignal
 

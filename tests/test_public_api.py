@@ -275,3 +275,33 @@ def test_public_names_report_the_public_path_and_still_pickle() -> None:
     models = [c for c in classes if issubclass(c, pydantic.BaseModel)]
     assert len(models) > 5
     assert [c for c in models if c.model_rebuild(force=True) is not True] == []
+
+
+@pytest.mark.anyio
+async def test_the_agent_like_protocol_of_hook_payloads_matches_the_real_agent() -> None:
+    import inspect
+    import typing
+
+    from agentloop_nb import App
+    from agentloop_nb.hooks import HOOKS, AgentLike
+
+    members = sorted(n for n in vars(AgentLike) if not n.startswith("_"))
+    assert len(members) > 10  # the walk really saw the protocol's members
+    app = App()
+    agent = app.agent_loop.create("a")
+    for name in members:
+        declared, real = getattr(AgentLike, name), getattr(type(agent), name, None)
+        if isinstance(declared, property):
+            assert hasattr(agent, name), name
+        else:
+            assert callable(real), name
+            want = [(p.name, p.kind) for p in inspect.signature(declared).parameters.values()]
+            got = [(p.name, p.kind) for p in inspect.signature(real).parameters.values()]
+            assert got == want, name
+    # every loop payload (those whose first field is the agent) is typed with the protocol
+    loop_payloads = {s.payload for s in HOOKS.values() if s.dispatcher.startswith("loop")}
+    assert len(loop_payloads) >= 8
+    for payload in loop_payloads:
+        hints = typing.get_type_hints(payload)
+        assert hints.get("agent") is AgentLike, payload
+    await app.aclose()

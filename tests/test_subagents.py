@@ -260,3 +260,18 @@ async def test_children_use_the_parents_options_by_default() -> None:
     assert results(boss)[0]["content"] == "hi from the child"
     assert seen[0].options == boss.options == OPTIONS
     await app.aclose()
+
+
+async def test_enable_takes_options_and_refuses_it_together_with_its_agent_options_alias() -> None:
+    app = make_app()
+    seen = children_seen(app)
+    kids(app, text("hi from the kid"))
+    boss = await parent_with_subagents(
+        app, delegate("d1", "say hi"), text("relayed"), agent_options=None, options=KIDS
+    )
+    await run(boss, "go")
+    assert results(boss)[0]["content"] == "hi from the kid"
+    assert seen[0].options == KIDS != boss.options
+    with pytest.raises(TypeError, match=r"got both options= and agent_options=.*options= only"):
+        app.ctx.subagents.enable(boss, options=KIDS, agent_options=KIDS)
+    await app.aclose()

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from .._creation import AgentOptions
 from ..hooks import Enter, Reject, RequestConfig, Retry
-from ._agent import Agent, AgentOptions, AgentTurnError
+from ._agent import Agent, AgentTurnError
 from ._config import AgentConfig, AgentLoopConfig, LoopSettings
 from ._service import AgentLoop
 

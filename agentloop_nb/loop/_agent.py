@@ -7,8 +7,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import anyio
-from pydantic import BaseModel, ConfigDict, PositiveInt
 
+from .._creation import AgentOptions
 from .._supervisor import require_running_loop
 from ..errors import AgentloopError
 from ..events import ASSISTANT_MESSAGE
@@ -23,20 +23,6 @@ if TYPE_CHECKING:
     from ..context import Context
     from ..messages import UserMessage
     from ..session import Session
-
-
-class AgentOptions(BaseModel):
-    """What an agent talks to. ``provider`` and ``model`` may be left out when an
-    ``agent/request`` listener supplies them."""
-
-    # defer_build: validators are built on first use, not at import (start-up cost)
-    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
-
-    provider: str | None = None
-    model: str | None = None
-    max_tokens: PositiveInt | None = None
-    temperature: float | None = None
-    reasoning_effort: str | None = None
 
 
 def normalize_cause(cause: Any) -> dict[str, Any]:

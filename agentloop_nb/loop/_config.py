@@ -7,9 +7,13 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, PositiveInt, PrivateAttr, model_validator
 
+from .._creation import AgentOptions
 
-class AgentConfig(BaseModel):
-    """One config-listed agent, started automatically with the App.
+
+class AgentConfig(AgentOptions):
+    """One config-listed agent, started automatically with the App: its :class:`AgentOptions`
+    fields (inherited, so a new option is configurable at once, validated the same way) plus
+    who it is and where its log lives.
 
     ``session_id`` is a stable exact id (first start creates it, later starts resume it when
     persistence holds it); ``resume_session_id`` requires an existing persisted session. They
@@ -19,9 +23,6 @@ class AgentConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     id: str
-    provider: str | None = None
-    model: str | None = None
-    max_tokens: PositiveInt | None = None
     cwd: str | None = None
     session_id: str | None = None
     resume_session_id: str | None = None
@@ -34,6 +35,11 @@ class AgentConfig(BaseModel):
                 "create-or-resume, resume_session_id to require an existing session"
             )
         return self
+
+    @property
+    def options(self) -> AgentOptions:
+        """The agent's options alone (a plain :class:`AgentOptions`, as every door takes)."""
+        return AgentOptions(**{name: getattr(self, name) for name in AgentOptions.model_fields})
 
 
 class AgentLoopConfig(BaseModel):

@@ -1,9 +1,10 @@
 """``AgentLoop`` (``ctx.agent_loop``): creation, resume and teardown of agents.
 
-Every way an agent comes to life (``agent_loop.create``, ``ctx.agents.create`` /
-``ctx.agents.resume``, config-listed agents) runs one :class:`_Creation` transaction: build a
-private session, agent and agent scope; optionally await ``setup``; enter the registries and
-announce; roll everything back on any failure. The directory of live agents is ``ctx.agents``.
+Every way an agent comes to life (``agent_loop.create`` / ``acreate`` / ``resume`` / ``fork``,
+``ctx.agents.create`` / ``resume`` / ``fork``, config-listed agents) runs one :class:`_Creation`
+transaction: build a private session, agent and agent scope; optionally await ``setup``; enter
+the registries and announce; roll everything back on any failure. Every door speaks one
+parameter set (``agentloop_nb._creation``). The directory of live agents is ``ctx.agents``.
 """
 
 from __future__ import annotations
@@ -11,19 +12,28 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Never, Protocol
 from uuid import uuid4
 
+from .._creation import (
+    CREATE_KEYWORDS,
+    FORK_KEYWORDS,
+    RESUME_KEYWORDS,
+    SYNC_CREATE_KEYWORDS,
+    AgentOptions,
+    alias,
+    reject_unknown,
+)
 from .._hook_names import AGENT_CREATED, AGENT_DISPOSED, AGENT_SESSION_START
 from .._scoped import BoundView
-from ..agents import AgentHandle
+from ..agents import AgentHandle, Setup, scope_owned
 from ..events import TURN_START
 from ..hooks import AgentPayload, SessionStartPayload
 from ..session import PersistenceError, repair
 from ..signals import AbortController, AbortScope
-from ._agent import Agent, AgentOptions
+from ._agent import Agent
 from ._config import AgentConfig, AgentLoopConfig, LoopSettings
 from ._driver import Driver, Spawn
 from ._fork import plan_fork
@@ -43,8 +53,6 @@ if TYPE_CHECKING:
     from ..context import Context
     from ..session import Session
     from ..signals import AbortSignal
-
-Setup = Callable[["Context"], Awaitable[Any] | Any]
 
 _log = logging.getLogger("agentloop_nb")
 
@@ -70,8 +78,10 @@ class _Life:
 class AgentLoop:
     """Creates, resumes and disposes agents; owns their drivers through ``spawn``.
 
-    Also the ``ctx.agents`` factory: ``await ctx.agents.create(session_id=...)`` and
-    ``await ctx.agents.resume(resume_session_id=...)`` land here."""
+    Doors: the synchronous :meth:`create` (the notebook convenience: no ``await``, a minted
+    session id) and the async :meth:`acreate`, :meth:`resume` and :meth:`fork` (an exact session
+    id, ``setup``, ``signal``; they answer an :class:`AgentHandle`). ``ctx.agents.create`` /
+    ``resume`` / ``fork`` land on the async ones (the loop is the registry's factory)."""
 
     def __init__(
         self, ctx: Context, config: AgentLoopConfig | None = None, *, spawn: Spawn
@@ -106,12 +116,69 @@ class AgentLoop:
     # -- public -------------------------------------------------------------------------------
 
     def create(
-        self, id: str, options: AgentOptions | None = None, meta: dict[str, Any] | None = None
+        self,
+        id: str,
+        options: AgentOptions | None = None,
+        meta: Mapping[str, Any] | None = None,
+        *,
+        agent_options: AgentOptions | None = None,
+        **unknown: Never,
     ) -> Agent:
-        """Synchronously create and publish an agent with a fresh session
-        ``f"{id}-session-{uuid4()}"``. Raises when a creation listener vetoes (nothing is
-        published) and ``RuntimeError`` once the App is closed."""
+        """The notebook convenience: synchronously create and publish an agent (no ``await``,
+        no running event loop needed) with a fresh session ``f"{id}-session-{uuid4()}"``.
+        For an exact session id, a ``setup`` or a ``signal``, use :meth:`acreate`.
+        ``agent_options=`` is an alias of ``options=``. Raises when a creation listener vetoes
+        (nothing is published), ``RuntimeError`` once the App is closed, ``TypeError`` for an
+        unknown keyword."""
+        reject_unknown("create", unknown, SYNC_CREATE_KEYWORDS)
+        options = alias("create", "options", options, "agent_options", agent_options)
         return self._create_now(id, options, meta, owner=None)
+
+    async def acreate(
+        self,
+        *,
+        session_id: str,
+        options: AgentOptions | None = None,
+        meta: Mapping[str, Any] | None = None,
+        seed: Iterable[Any] | None = None,
+        setup: Setup | None = None,
+        signal: AbortSignal | None = None,
+        agent_options: AgentOptions | None = None,
+        **unknown: Never,
+    ) -> AgentHandle:
+        """Create an agent on a new session with exactly ``session_id`` (the async door that
+        ``ctx.agents.create`` lands on). ``seed`` items are appended to the new log first;
+        ``setup(agent.ctx)`` is awaited before publication; ``signal`` aborts the creation
+        (``AbortError``). Any failure publishes nothing and frees the id; ``already exists``
+        when the id is live. ``agent_options=`` is an alias of ``options=``."""
+        reject_unknown("acreate", unknown, CREATE_KEYWORDS)
+        options = alias("acreate", "options", options, "agent_options", agent_options)
+        return await self._open(session_id, options, meta, seed, setup, signal)
+
+    async def resume(
+        self,
+        *,
+        session_id: str | None = None,
+        options: AgentOptions | None = None,
+        setup: Setup | None = None,
+        signal: AbortSignal | None = None,
+        agent_options: AgentOptions | None = None,
+        resume_session_id: str | None = None,
+        **unknown: Never,
+    ) -> AgentHandle:
+        """Resume the persisted session ``session_id`` (alias ``resume_session_id=``): take
+        its writer lock, load and repair the log, continue its turn numbering. ``options``
+        default to the log's last request header. ``RuntimeError`` without persistence;
+        ``SessionNotFoundError`` for an unknown id; otherwise as :meth:`acreate`."""
+        reject_unknown("resume", unknown, RESUME_KEYWORDS)
+        options = alias("resume", "options", options, "agent_options", agent_options)
+        sid = alias("resume", "session_id", session_id, "resume_session_id", resume_session_id)
+        if sid is None:
+            raise TypeError("resume() needs session_id= (the id of the persisted session)")
+        self._require_open()
+        _check(signal)
+        creation = self._load(sid, options)
+        return await self._setup_and_publish(creation, setup, signal, "resume")
 
     def get(self, id: str) -> Agent | None:
         agent = self._directory.get(id)
@@ -170,7 +237,7 @@ class AgentLoop:
         self,
         id: str,
         options: AgentOptions | None,
-        meta: dict[str, Any] | None,
+        meta: Mapping[str, Any] | None,
         *,
         owner: Context | None,
     ) -> Agent:
@@ -179,34 +246,20 @@ class AgentLoop:
         creation = _Creation(self, session, options or AgentOptions())
         return creation.publish("startup", owner)
 
-    async def _create(
+    async def _open(
         self,
-        *,
         session_id: str,
-        agent_options: AgentOptions | None = None,
-        meta: dict[str, Any] | None = None,
-        seed: Any = None,
-        setup: Setup | None = None,
-        signal: AbortSignal | None = None,
+        options: AgentOptions | None,
+        meta: Mapping[str, Any] | None,
+        seed: Iterable[Any] | None,
+        setup: Setup | None,
+        signal: AbortSignal | None,
     ) -> AgentHandle:
         self._require_open()
         _check(signal)
         session = self.ctx.sessions.prepare(session_id, meta=meta, seed=seed)
-        creation = _Creation(self, session, agent_options or AgentOptions())
+        creation = _Creation(self, session, options or AgentOptions())
         return await self._setup_and_publish(creation, setup, signal, "startup")
-
-    async def _resume(
-        self,
-        *,
-        resume_session_id: str,
-        agent_options: AgentOptions | None = None,
-        setup: Setup | None = None,
-        signal: AbortSignal | None = None,
-    ) -> AgentHandle:
-        self._require_open()
-        _check(signal)
-        creation = self._load(resume_session_id, agent_options)
-        return await self._setup_and_publish(creation, setup, signal, "resume")
 
     async def _setup_and_publish(
         self, creation: _Creation, setup: Setup | None, signal: AbortSignal | None, source: str
@@ -232,9 +285,11 @@ class AgentLoop:
         *,
         at_seq: int | None = None,
         session_id: str | None = None,
-        agent_options: AgentOptions | None = None,
+        options: AgentOptions | None = None,
         setup: Setup | None = None,
         signal: AbortSignal | None = None,
+        agent_options: AgentOptions | None = None,
+        **unknown: Never,
     ) -> AgentHandle:
         """Create an agent on a new session seeded with ``source_session_id``'s surface history
         up to event ``at_seq`` (default: all); header meta ``forked_from`` / ``at_seq`` /
@@ -243,7 +298,10 @@ class AgentLoop:
         Options default to the live source agent's, else the source log's last header.
         Raises ``ValueError`` for a bad ``at_seq``, ``RuntimeError`` or the persistence errors
         (``SessionNotFoundError``) for a session that is neither live nor stored, and whatever
-        a creation raises (``already exists``, ``AbortError``, a vetoing listener)."""
+        a creation raises (``already exists``, ``AbortError``, a vetoing listener).
+        ``agent_options=`` is an alias of ``options=``."""
+        reject_unknown("fork", unknown, FORK_KEYWORDS)
+        options = alias("fork", "options", options, "agent_options", agent_options)
         self._require_open()
         _check(signal)
         live = self.ctx.sessions.get(source_session_id)
@@ -252,16 +310,9 @@ class AgentLoop:
         else:
             header, events = self._persistence().load(source_session_id)
         plan = plan_fork(header, events, at_seq, session_id)
-        if agent_options is None:
-            agent_options = self._source_options(source_session_id, header, events)
-        return await self._create(
-            session_id=plan.session_id,
-            agent_options=agent_options,
-            meta=plan.meta,
-            seed=plan.seed,
-            setup=setup,
-            signal=signal,
-        )
+        if options is None:
+            options = self._source_options(source_session_id, header, events)
+        return await self._open(plan.session_id, options, plan.meta, plan.seed, setup, signal)
 
     def _source_options(self, source_id: str, header: Any, events: Any) -> AgentOptions:
         for agent in self._lives:
@@ -269,7 +320,7 @@ class AgentLoop:
                 return agent.options
         return _options_from_log(self.ctx.sessions.prepare(header=header, events=events))
 
-    def _load(self, session_id: str, agent_options: AgentOptions | None) -> _Creation:
+    def _load(self, session_id: str, options: AgentOptions | None) -> _Creation:
         """Reserve the session's writer lock (when the backend has one), then load it. The
         lease is given back when anything fails before publication (here, in setup or in
         publish); publication adopts it and disposal releases it."""
@@ -280,8 +331,7 @@ class AgentLoop:
             header, events = persistence.load(session_id)
             session = self.ctx.sessions.prepare(header=header, events=events)
             repair(session)
-            options = agent_options or _options_from_log(session)
-            creation = _Creation(self, session, options, resumed=True)
+            creation = _Creation(self, session, options or _options_from_log(session), resumed=True)
         except BaseException:
             if lease is not None:
                 lease.release()
@@ -300,7 +350,7 @@ class AgentLoop:
 
     def _start_config_agent(self, cfg: AgentConfig) -> Agent:
         self._require_open()
-        options = AgentOptions(provider=cfg.provider, model=cfg.model, max_tokens=cfg.max_tokens)
+        options = cfg.options
         meta = {"cwd": cfg.cwd} if cfg.cwd else None
         existing = cfg.resume_session_id or cfg.session_id
         if existing is not None and (cfg.resume_session_id or self._persisted(existing)):
@@ -423,32 +473,51 @@ class _OwnedAgentLoop(BoundView["AgentLoop"]):
         return self.service.limits
 
     def create(
-        self, id: str, options: AgentOptions | None = None, meta: dict[str, Any] | None = None
+        self,
+        id: str,
+        options: AgentOptions | None = None,
+        meta: Mapping[str, Any] | None = None,
+        *,
+        agent_options: AgentOptions | None = None,
+        **unknown: Never,
     ) -> Agent:
         """:meth:`AgentLoop.create`, with the agent disposed when this context's scope is."""
+        reject_unknown("create", unknown, SYNC_CREATE_KEYWORDS)
+        options = alias("create", "options", options, "agent_options", agent_options)
         return self.service._create_now(id, options, meta, owner=self.ctx)
+
+    # The parameters are checked by the loop (static checkers see this view through
+    # ``AgentLoopService``).
+    async def acreate(self, **kwargs: Any) -> AgentHandle:
+        """:meth:`AgentLoop.acreate`, owned by this context's scope."""
+        return await scope_owned(self, await self.service.acreate(**kwargs))
+
+    async def resume(self, **kwargs: Any) -> AgentHandle:
+        """:meth:`AgentLoop.resume`, owned by this context's scope."""
+        return await scope_owned(self, await self.service.resume(**kwargs))
+
+    async def fork(self, source_session_id: str, **kwargs: Any) -> AgentHandle:
+        """:meth:`AgentLoop.fork`, owned by this context's scope."""
+        return await scope_owned(self, await self.service.fork(source_session_id, **kwargs))
 
     def __repr__(self) -> str:
         return f"<AgentLoop view for {self.ctx!r}>"
 
 
 class _Factory:
-    """The ``ctx.agents`` factory seam, backed by the loop (its ``create`` is the async,
-    keyword-only form; ``AgentLoop.create`` is the synchronous one)."""
+    """The ``ctx.agents`` factory seam, backed by the loop: its methods are the loop's typed
+    async doors themselves (``create`` is :meth:`AgentLoop.acreate`, because the loop's own
+    ``create`` is the synchronous notebook convenience)."""
 
-    __slots__ = ("_loop",)
+    __slots__ = ("create", "fork", "resume")
 
     def __init__(self, loop: AgentLoop) -> None:
-        self._loop = loop
+        self.create = loop.acreate
+        self.resume = loop.resume
+        self.fork = loop.fork
 
-    async def create(self, **kw: Any) -> AgentHandle:
-        return await self._loop._create(**kw)
-
-    async def resume(self, **kw: Any) -> AgentHandle:
-        return await self._loop._resume(**kw)
-
-    async def fork(self, source_session_id: str, **kw: Any) -> AgentHandle:
-        return await self._loop.fork(source_session_id, **kw)
+    def __repr__(self) -> str:
+        return "<agent loop factory>"
 
 
 async def _final_flush(agent: Agent) -> None:

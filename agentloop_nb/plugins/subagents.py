@@ -7,9 +7,9 @@ parallel-safe ``delegate`` tool on that agent only (its disposer removes it). Ea
 - creates a child through ``agent.ctx.agents.create`` (so the parent's scope owns it) on a new
   session ``<parent session>-sub-<hex>`` whose header meta carries ``parent_session_id``,
   ``parent_call_id`` and ``subagent_depth``; the child uses the parent's options unless
-  ``enable(..., agent_options=...)`` names others; ``instructions`` become a system prompt
-  section of the child (``subagent:instructions``); the child gets ``delegate`` too, with the
-  same limits one level deeper;
+  ``enable(..., options=...)`` (alias ``agent_options=``) names others; ``instructions``
+  become a system prompt section of the child (``subagent:instructions``); the child gets
+  ``delegate`` too, with the same limits one level deeper;
 - runs one turn on ``task`` and returns the child's final assistant text as the tool result
   (``meta``: the child's ``session_id`` and turn-end ``reason``);
 - disposes the child afterwards. Its session stays stored (with persistence on) and can be
@@ -77,7 +77,7 @@ _DESCRIPTION = (
 class _Limits:
     max_children: int
     max_depth: int
-    agent_options: AgentOptions | None
+    options: AgentOptions | None
 
 
 class SubagentsPlugin:
@@ -95,18 +95,26 @@ class SubagentsPlugin:
         *,
         max_children: int = 4,
         max_depth: int = 2,
+        options: AgentOptions | None = None,
         agent_options: AgentOptions | None = None,
     ) -> Disposer:
         """Register ``delegate`` on ``agent`` (scoped to it; removed by the returned disposer,
         the agent's disposal or this plugin's). ``max_children``: children of one parent
         running at once; ``max_depth``: how many levels of sub-agents may exist below a
-        top-level agent. Raises ``ValueError`` for a limit below 1."""
+        top-level agent; ``options`` (alias ``agent_options``): the children's, default the
+        parent's. Raises ``ValueError`` for a limit below 1, ``TypeError`` for both
+        ``options=`` and ``agent_options=``."""
+        if options is not None and agent_options is not None:
+            raise TypeError(
+                "subagents.enable() got both options= and agent_options=, which are one "
+                "parameter under two names; pass options= only"
+            )
         for label, value in (("max_children", max_children), ("max_depth", max_depth)):
             if type(value) is not int or value < 1:
                 raise ValueError(
                     f"subagents.enable: {label} must be an integer >= 1, got {value!r}"
                 )
-        limits = _Limits(max_children, max_depth, agent_options)
+        limits = _Limits(max_children, max_depth, options or agent_options)
         remove = _register(agent.ctx, agent, limits)
         # Owned twice: by the agent's scope (registered there) and by this plugin's scope, so
         # unloading the plugin takes ``delegate`` away again.
@@ -183,7 +191,7 @@ class _Delegate:
         try:
             handle = await parent.ctx.agents.create(
                 session_id=session_id,
-                agent_options=limits.agent_options or parent.options,
+                options=limits.options or parent.options,
                 meta=meta,
                 setup=setup,
                 signal=execution.signal,

@@ -437,7 +437,7 @@ class AgentMagics(Magics):
         name = _identifier(args.name or default or "")
         self._check_free(name)
         try:
-            done, value = run_eagerly(st.app.ctx.agents.resume(resume_session_id=sid))
+            done, value = run_eagerly(st.app.ctx.agents.resume(session_id=sid))
         except Exception as exc:
             raise UserError(f"%agent resume: {exc}") from None
         if done:
