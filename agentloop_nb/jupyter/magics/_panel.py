@@ -108,7 +108,7 @@ class PanelWidget(widgets.VBox):
         self.picker = widgets.Dropdown(description="agent", options=[])
         self.picker.observe(lambda _change: self._show_selected(), names="value")
         self.view_box = widgets.VBox()
-        from ..view._prompt import PromptBox  # anywidget loads with the first view
+        from ..view import PromptBox  # anywidget loads with the first view
 
         self.prompt = PromptBox(
             placeholder="message the selected agent… (Enter sends, Shift+Enter: new line)",
