@@ -181,6 +181,12 @@ export class AgentsPanel extends Panel {
     this.refresh();
   }
 
+  protected onAfterHide(): void {
+    // A collapsed sidebar shows no view: drop it rather than keep rendering every update
+    // (the cell's view keeps the model alive); onAfterShow renders it again.
+    this.clearView();
+  }
+
   dispose(): void {
     this.clearView();
     super.dispose();
@@ -369,7 +375,7 @@ export class AgentsPanel extends Panel {
   private renderView(agent: IAgentInfo | null): void {
     const notebook = this.notebook;
     const model = agent?.view ?? '';
-    if (!notebook || !model) {
+    if (!notebook || !model || !this.isVisible) {
       this.clearView();
       return;
     }

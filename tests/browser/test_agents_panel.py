@@ -266,6 +266,19 @@ def test_create_prompt_approve_cancel_and_ask_about_a_line_from_the_panel(
         lab_page.keyboard.press("Alt+Shift+Q")
         expect(chip).to_have_text(re.compile(r"^cell 2 · output 1"))
 
+        # A collapsed sidebar renders no view; opening it again brings the live view back.
+        views = lab_page.locator("#agentloop-agents-panel .agentloop-panel-view .agentloop-agent")
+        expect(views).to_have_count(1)
+        tab = lab_page.locator(
+            '.jp-SideBar.jp-mod-right .lm-TabBar-tab[data-id="agentloop-agents-panel"]'
+        )
+        tab.click()
+        expect(panel).to_be_hidden()
+        expect(views).to_have_count(0)
+        tab.click()
+        expect(views).to_have_count(1)
+        expect(views.locator(".agentloop-body")).to_contain_text("what is y?")
+
 
 def test_the_panel_follows_two_notebooks_a_restart_and_a_reload(
     lab_page: Page, jupyter_lab: harness.LabServer, notebook_dir: Path

@@ -69,7 +69,11 @@ def agent_on(server: LoopbackServer, root: Path, **retry: Any) -> tuple[App, Age
     app = App(
         invariants=True,
         persistence=JsonlPersistence(root),
-        providers={"openai": {"base_url": server.url + "/v1", "api_key": KEY}},
+        # The window is named: a scripted server would answer the window probe (GET /props)
+        # with the reply meant for the first chat request.
+        providers={
+            "openai": {"base_url": server.url + "/v1", "api_key": KEY, "context_window": 128_000}
+        },
         retry={"base_delay": 0.01, "max_delay": 0.05, "max_retries": 2, **retry},
     )
     app.ctx.tools.register(echo)

@@ -24,8 +24,7 @@ OPS = ("snapshot", "insert", "replace", "delete", "run")
 
 
 class _Message(BaseModel):
-    # defer_build: validators are built with the first message, not at ``%load_ext``
-    model_config = ConfigDict(extra="ignore", frozen=True, defer_build=True)
+    model_config = ConfigDict(extra="ignore", frozen=True)
 
 
 class Hello(_Message):
@@ -111,7 +110,7 @@ Action = Annotated[
     Field(discriminator="action"),
 ]
 FrontMessage = Annotated[Response | Action, Field(discriminator="type")]
-_FRONT = TypeAdapter[Response | Action](FrontMessage, config=ConfigDict(defer_build=True))
+_FRONT = TypeAdapter[Response | Action](FrontMessage)
 
 
 def parse_front_message(data: Any) -> Response | Action:
