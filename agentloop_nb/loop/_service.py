@@ -396,7 +396,7 @@ class _Creation:
             start=driver.start,
         )
         driver.bind(self.agent)
-        state.requests = RequestPath(self.agent, resumed=resumed)
+        state.attach_requests(RequestPath(self.agent, resumed=resumed))
 
     async def setup(self, setup: Setup | None, signal: AbortSignal) -> None:
         """Await ``setup(agent.ctx)`` under ``signal``. Raises ``AbortError`` when the signal
@@ -410,7 +410,7 @@ class _Creation:
                         await result
             signal.throw_if_aborted()
         except BaseException:
-            self.state.disposed = True
+            self.state.mark_disposed()
             self.release_lease()
             await agent.ctx.fiber.aclose()
             raise
@@ -434,13 +434,12 @@ class _Creation:
             leave = loop._directory.enter(agent)  # raises "already exists"
             sessions.enter(agent.session)
             entered_session = True
-            state.published = True
+            state.publish()
             life = loop._lives[agent] = _Life(agent, self.driver, leave)
             ctx.emit_strict(AGENT_CREATED, AgentPayload(agent))
             agent.ctx.emit(AGENT_SESSION_START, SessionStartPayload(agent, source))  # type: ignore[arg-type]
         except BaseException:
-            state.published = False
-            state.disposed = True
+            state.withdraw()
             loop._lives.pop(agent, None)
             leave()
             if entered_session:
