@@ -34,7 +34,7 @@ from ..hooks import AgentPayload, SessionStartPayload
 from ..session import PersistenceError, repair
 from ..signals import AbortController, AbortScope
 from ._agent import Agent
-from ._config import AgentConfig, AgentLoopConfig, LoopSettings
+from ._config import AgentConfig, AgentLoopConfig, live_settings
 from ._driver import Driver, Spawn
 from ._fork import plan_fork
 from ._inbox import Inbox
@@ -88,11 +88,7 @@ class AgentLoop:
     ) -> None:
         self.ctx = ctx
         self.config = config or AgentLoopConfig()
-        self.settings = LoopSettings(
-            max_parallel_tool_calls=self.config.max_parallel_tool_calls,
-            max_parallel_tool_calls_total=self.config.max_parallel_tool_calls_total,
-            max_concurrent_model_calls=self.config.max_concurrent_model_calls,
-        )
+        self.settings = live_settings(self.config)
         #: Gates shared by every agent, capped by the live ``settings``' global limits.
         self.limits = GlobalLimits(self.settings)
         self._spawn = spawn
