@@ -12,12 +12,14 @@ registry a plugin can add to through ``ctx`` (tools, prompt sections and variabl
   returns when the service defines ``__bind__``): it knows ``service``, ``ctx`` and ``agent``,
   routes registrations through :meth:`BoundView.own`, and forwards every other public attribute
   to the service. :class:`Bindable` gives a service the matching ``__bind__``.
+- :class:`OwnedCopy` is the other ``__bind__``: for a service whose view must keep its type
+  (``ctx.tools``, ``ctx.mcp``), the view is a copy sharing all state but its owning context.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import Any, ClassVar, Generic, TypeVar
+from typing import Any, ClassVar, Generic, Self, TypeVar
 
 from ._disposer import Disposer
 
@@ -200,4 +202,35 @@ class Bindable:
         return self.View(self, ctx)
 
 
-__all__ = ["Bindable", "BoundView", "ScopedRegistry", "owned"]
+class OwnedCopy:
+    """Mixin for a slotted service whose view from a context is a copy of itself: the view
+    shares every slot with the service except ``_owner``, which is ``None`` on the service
+    and the binding context on a view (it owns the view's registrations). So ``ctx.<service>``
+    keeps the service's type and methods, and a method tells the two apart by ``_owner``.
+
+    The subclass declares ``_owner`` in its ``__slots__`` and sets it to ``None`` in
+    ``__init__``; every other slot must be shared state (set once, never rebound)."""
+
+    __slots__ = ()
+
+    _shared_slots: ClassVar[tuple[str, ...]] = ()
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        names: list[str] = []
+        for klass in cls.__mro__:
+            slots = klass.__dict__.get("__slots__", ())
+            for name in (slots,) if isinstance(slots, str) else slots:
+                if name != "_owner" and name not in names:
+                    names.append(name)
+        cls._shared_slots = tuple(names)
+
+    def __bind__(self, ctx: Any) -> Self:
+        view = object.__new__(type(self))
+        for name in self._shared_slots:
+            object.__setattr__(view, name, getattr(self, name))
+        object.__setattr__(view, "_owner", ctx)
+        return view
+
+
+__all__ = ["Bindable", "BoundView", "OwnedCopy", "ScopedRegistry", "owned"]

@@ -133,7 +133,7 @@ class Agent:
             require_running_loop("Agent.send")
         message = self.inbox.insert(target, message)
         if wakeup:
-            state.wake = True
+            state.request_wake()
             self._start()
         return message
 
@@ -185,8 +185,7 @@ class Agent:
             return False
         if not keep_inbox:
             self.inbox.clear()
-        state.wake = False
-        state.controller.abort(normalized)
+        state.cancel(normalized)
         return True
 
     def cancel_tool(self, call_id: str) -> bool:

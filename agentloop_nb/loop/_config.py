@@ -42,29 +42,35 @@ class AgentConfig(AgentOptions):
         return AgentOptions(**{name: getattr(self, name) for name in AgentOptions.model_fields})
 
 
-class AgentLoopConfig(BaseModel):
+class _LoopLimits(BaseModel):
+    """The loop's limits, declared once: :class:`AgentLoopConfig` holds their initial values,
+    :class:`LoopSettings` their live ones (``GlobalLimits`` holds no value: its gates read the
+    live settings at each admission)."""
+
     # defer_build: validators are built on first use, not at import (start-up cost)
     model_config = ConfigDict(extra="forbid", defer_build=True)
 
-    max_parallel_tool_calls: PositiveInt = 10
-    #: The initial values of the live global limits (see :class:`LoopSettings`).
-    max_parallel_tool_calls_total: PositiveInt | None = None
-    max_concurrent_model_calls: PositiveInt | None = None
-    agents: list[AgentConfig] = []
-
-
-class LoopSettings(BaseModel):
-    """Live settings (``ctx.agent_loop.settings``): assignment is validated, so a value that is
-    not a positive integer is refused at the write, not when the next tool group starts."""
-
-    # defer_build: validators are built on first use, not at import (start-up cost)
-    model_config = ConfigDict(validate_assignment=True, extra="forbid", defer_build=True)
-
+    #: Tool bodies of one agent's step running at once (the step's worker pool).
     max_parallel_tool_calls: PositiveInt = 10
     #: One cap on running tool bodies across every agent of the loop (``None``: unlimited).
     max_parallel_tool_calls_total: PositiveInt | None = None
     #: One cap on model streams open at once across every agent (``None``: unlimited).
     max_concurrent_model_calls: PositiveInt | None = None
+
+
+class AgentLoopConfig(_LoopLimits):
+    """The loop's start-up configuration: the initial values of the live limits (see
+    :class:`LoopSettings`) and the config-listed agents."""
+
+    agents: list[AgentConfig] = []
+
+
+class LoopSettings(_LoopLimits):
+    """Live settings (``ctx.agent_loop.settings``): assignment is validated, so a value that is
+    not a positive integer is refused at the write, not when the next tool group starts."""
+
+    # defer_build: validators are built on first use, not at import (start-up cost)
+    model_config = ConfigDict(validate_assignment=True, extra="forbid", defer_build=True)
 
     _listeners: list[Callable[[], None]] = PrivateAttr(default_factory=list)
 
@@ -77,3 +83,8 @@ class LoopSettings(BaseModel):
         if not name.startswith("_"):
             for listener in self._listeners:
                 listener()
+
+
+def live_settings(config: AgentLoopConfig) -> LoopSettings:
+    """The live settings a loop starts with: ``config``'s value of every limit."""
+    return LoopSettings(**{name: getattr(config, name) for name in _LoopLimits.model_fields})

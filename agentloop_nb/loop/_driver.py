@@ -113,12 +113,11 @@ class Driver:
         """Refuse new turns, abort the running one with cause ``disposed`` and wait for the
         driver task to finish (tools drained, turn closed, log flushed). Idempotent."""
         st = self.state
-        st.disposed = True
+        st.mark_disposed()
         task = st.task
         if task is None:
             return
-        st.wake = False
-        st.controller.abort({"kind": "disposed"})
+        st.cancel({"kind": "disposed"})
         if not task.done():
             await asyncio.shield(task)
 
@@ -221,7 +220,8 @@ async def _flush_checked(agent: Agent, st: TurnState, reason: dict[str, Any]) ->
         failure = _first(group)
     if failure is None or st.failure is not None:
         return reason  # written; or a failure already reported (the backend repeats it)
-    st.failure = error = _refusal(failure)
+    error = _refusal(failure)
+    st.record_failure(error)
     _report(agent, st, error)
     return _error_reason(error)
 

@@ -34,7 +34,7 @@ from ..hooks import AgentPayload, SessionStartPayload
 from ..session import PersistenceError, repair
 from ..signals import AbortController, AbortScope
 from ._agent import Agent
-from ._config import AgentConfig, AgentLoopConfig, LoopSettings
+from ._config import AgentConfig, AgentLoopConfig, live_settings
 from ._driver import Driver, Spawn
 from ._fork import plan_fork
 from ._inbox import Inbox
@@ -88,11 +88,7 @@ class AgentLoop:
     ) -> None:
         self.ctx = ctx
         self.config = config or AgentLoopConfig()
-        self.settings = LoopSettings(
-            max_parallel_tool_calls=self.config.max_parallel_tool_calls,
-            max_parallel_tool_calls_total=self.config.max_parallel_tool_calls_total,
-            max_concurrent_model_calls=self.config.max_concurrent_model_calls,
-        )
+        self.settings = live_settings(self.config)
         #: Gates shared by every agent, capped by the live ``settings``' global limits.
         self.limits = GlobalLimits(self.settings)
         self._spawn = spawn
@@ -396,7 +392,7 @@ class _Creation:
             start=driver.start,
         )
         driver.bind(self.agent)
-        state.requests = RequestPath(self.agent, resumed=resumed)
+        state.attach_requests(RequestPath(self.agent, resumed=resumed))
 
     async def setup(self, setup: Setup | None, signal: AbortSignal) -> None:
         """Await ``setup(agent.ctx)`` under ``signal``. Raises ``AbortError`` when the signal
@@ -410,7 +406,7 @@ class _Creation:
                         await result
             signal.throw_if_aborted()
         except BaseException:
-            self.state.disposed = True
+            self.state.mark_disposed()
             self.release_lease()
             await agent.ctx.fiber.aclose()
             raise
@@ -434,13 +430,12 @@ class _Creation:
             leave = loop._directory.enter(agent)  # raises "already exists"
             sessions.enter(agent.session)
             entered_session = True
-            state.published = True
+            state.publish()
             life = loop._lives[agent] = _Life(agent, self.driver, leave)
             ctx.emit_strict(AGENT_CREATED, AgentPayload(agent))
             agent.ctx.emit(AGENT_SESSION_START, SessionStartPayload(agent, source))  # type: ignore[arg-type]
         except BaseException:
-            state.published = False
-            state.disposed = True
+            state.withdraw()
             loop._lives.pop(agent, None)
             leave()
             if entered_session:

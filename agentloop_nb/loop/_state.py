@@ -1,9 +1,21 @@
 """``TurnState``: everything one agent's driver knows about its running (or next) turn.
 
-The state is owned by the agent's driver. The :class:`Agent` facade reads it (status, turn
-number) and writes only the two inputs a caller may give between awaits: the pending wake and
-the abort of the current controller. It imports nothing that knows about agents, so every
-other loop module may depend on it.
+Who may mutate it (the invariant; ``tests/test_state_writers.py`` checks the first half):
+
+- Every module other than this one and ``_driver`` changes it only through the transition
+  methods below: ``attach_requests`` (the creation, once), ``publish`` / ``withdraw`` (the
+  creation's publication and its rollback), ``mark_disposed`` (the only place ``disposed`` is
+  set), ``request_wake`` (``Agent.send``), ``cancel`` (``Agent.cancel``, the disposal) and
+  ``record_failure`` (a flush that failed for good).
+- The driver (``_driver``) owns the running turn: it writes ``task``, ``controller`` (a fresh
+  one per cancelled turn), ``wake`` (cleared at each claim) and the per-step fields (``step``,
+  ``step_open``, ``claimed``, ``max_tokens``, ``end``/``detail``) directly, because these are
+  written on every step and a method call each would cost the hot path; ``open_turn`` and
+  ``set_status`` are its multi-field transitions.
+- Everyone may read it.
+
+All of it lives on the event loop's thread. It imports nothing that knows about agents, so
+every other loop module may depend on it.
 """
 
 from __future__ import annotations
@@ -79,6 +91,41 @@ class TurnState:
         self.failure: PersistenceError | None = None
         self.calls: dict[str, AbortController] = {}
         self.asks = AskWaits()
+
+    # -- transitions for the other modules (see the module docstring) -----------------------
+
+    def attach_requests(self, requests: RequestPath) -> None:
+        """Set the agent's request path, once, when the agent exists."""
+        self.requests = requests
+
+    def publish(self) -> None:
+        """The agent entered the registries: events may be emitted, the driver may start."""
+        self.published = True
+
+    def withdraw(self) -> None:
+        """A publication failed and was rolled back: unpublished, and disposed for good."""
+        self.published = False
+        self.mark_disposed()
+
+    def mark_disposed(self) -> None:
+        """Refuse every new turn from now on (idempotent). The one place ``disposed`` is set."""
+        self.disposed = True
+
+    def request_wake(self) -> None:
+        """A waking send is pending: the driver opens (or continues) a turn for it."""
+        self.wake = True
+
+    def cancel(self, cause: Any) -> None:
+        """Drop a pending wake and abort the current admission or turn with ``cause`` (the
+        first cause of a turn wins: the controller keeps it)."""
+        self.wake = False
+        self.controller.abort(cause)
+
+    def record_failure(self, error: PersistenceError) -> None:
+        """The session can no longer be written: every later turn is refused with ``error``."""
+        self.failure = error
+
+    # -- the driver's own transitions ---------------------------------------------------------
 
     def open_turn(self) -> int:
         """Start the next turn's bookkeeping; return its number."""

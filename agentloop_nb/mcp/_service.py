@@ -13,16 +13,18 @@ import asyncio
 from typing import Any
 
 from .._disposer import Disposer
+from .._scoped import OwnedCopy
 from ._connection import MCPConnection, require_sdk
 from ._server import MCPServer
 
 __all__ = ["MCPService"]
 
 
-class MCPService:
+class MCPService(OwnedCopy):
     """The ``ctx.mcp`` service. ``MCPService()`` is the shared directory of live connections
     (server name → :class:`MCPConnection`); ``ctx.mcp`` is a view whose connections belong to
-    ``ctx``'s scope. Server names are unique across the directory (they prefix tool names).
+    ``ctx``'s scope (``__bind__`` from :class:`OwnedCopy`: the view shares the directory).
+    Server names are unique across the directory (they prefix tool names).
     """
 
     __slots__ = ("_connections", "_owner", "_runners")
@@ -33,13 +35,6 @@ class MCPService:
         # also after their connection left the directory and is still shutting down.
         self._runners: set[asyncio.Task[None]] = set()
         self._owner: Any = None
-
-    def __bind__(self, ctx: Any) -> MCPService:
-        view = object.__new__(MCPService)
-        view._connections = self._connections
-        view._runners = self._runners
-        view._owner = ctx
-        return view
 
     async def connect(self, server: MCPServer, agent: Any = None) -> Disposer:
         """Start ``server``, wait for its handshake and tool listing, register its tools as

@@ -12,34 +12,23 @@ wrote or loaded. A failed write is cut back to the last whole line and recorded 
 every later ``session/flush`` of it raises the same ``PersistenceError`` and nothing more is
 written for it, until the session is disposed and resumed.
 
-Write-behind: ``install(ctx)`` subscribes ``session/created`` / ``event`` / ``flush`` /
-``disposed``. The ``session/event`` listener only puts ``(session, event)`` on a queue (O(1),
-never blocks); a worker thread owned by this object (started lazily, stopped by ``aclose``)
-drains the queue in batches, encodes and writes them, and advances ``session.durable_seq``.
-``session/flush`` puts a marker on the same FIFO and awaits it, so it returns once everything
-appended before it is written (or raises the session's ``PersistenceError``).
+Write-behind (``_writebehind.WriteBehind``, shared with the PostgreSQL backend): ``install(ctx)``
+subscribes ``session/created`` / ``event`` / ``flush`` / ``disposed``; the event listener only
+enqueues (O(1)); a worker thread owned by this object writes the batches through ``create`` /
+``append`` and advances ``session.durable_seq``; ``session/flush`` is a barrier behind
+everything enqueued before it (or raises the session's ``PersistenceError``).
 """
 
 from __future__ import annotations
 
-import asyncio
-import atexit
 import builtins
-import contextlib
 import logging
 import os
 import socket
-import threading
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from queue import Empty, SimpleQueue
-from typing import Any
 
-import anyio
-import anyio.to_thread
-
-from .._disposer import Disposer
 from ._events import SessionEvent, SessionHeader
 from ._jsonl_codec import encode_lines, has_header, parse_log, torn_tail_start
 from ._jsonl_io import Stamp, changed_error, persistence_error, stamp, write_all
@@ -51,91 +40,17 @@ from ._persistence import (
     SessionCorruptError,
     SessionLockedError,
     SessionNotFoundError,
-    Subscriber,
-    install_write_behind,
     reserve,
 )
-from ._session import Session, SessionEventPayload, SessionPayload
+from ._session import Session, SessionPayload
+from ._writebehind import WriteBehind
 
 __all__ = ["JsonlPersistence"]
 
 _log = logging.getLogger("agentloop_nb")
-_BATCH = 16384  # queue items folded into one write round
 
 
-class _Control:
-    """A non-event queue item, run by the worker after everything queued before it."""
-
-    def run(self, backend: JsonlPersistence) -> bool:  # True: stop the worker
-        raise NotImplementedError
-
-
-def _settle(future: asyncio.Future[None], error: BaseException | None) -> None:
-    if future.done():  # the waiter was cancelled
-        return
-    if error is None:
-        future.set_result(None)
-    else:
-        future.set_exception(error)
-
-
-class _Waiter(_Control):
-    def __init__(self, future: asyncio.Future[None] | None) -> None:
-        self.future = future
-        self.loop = future.get_loop() if future is not None else None
-
-    def resolve(self, error: BaseException | None = None) -> None:
-        if self.future is None or self.loop is None:
-            return
-        # A closed loop raises RuntimeError: then nobody is waiting any more.
-        with contextlib.suppress(RuntimeError):
-            self.loop.call_soon_threadsafe(_settle, self.future, error)
-
-
-class _Open(_Control):
-    def __init__(self, session: Session) -> None:
-        self.session = session
-
-    def run(self, backend: JsonlPersistence) -> bool:
-        backend._catch_up(self.session)
-        return False
-
-
-class _Flush(_Waiter):
-    def __init__(self, session: Session, future: asyncio.Future[None]) -> None:
-        super().__init__(future)
-        self.session = session
-
-    def run(self, backend: JsonlPersistence) -> bool:
-        backend._catch_up(self.session)
-        self.resolve(backend._errors.get(self.session))
-        return False
-
-
-class _Close(_Control):
-    def __init__(self, session: Session) -> None:
-        self.session = session
-
-    def run(self, backend: JsonlPersistence) -> bool:
-        backend._written.pop(self.session, None)
-        backend._errors.pop(self.session, None)
-        backend._release(self.session)
-        return False
-
-
-class _Stop(_Waiter):
-    def run(self, backend: JsonlPersistence) -> bool:
-        self.resolve()
-        return True
-
-
-def _atexit_close(ref: weakref.ref[JsonlPersistence]) -> None:
-    backend = ref()
-    if backend is not None:
-        backend.close(timeout=10.0)
-
-
-class JsonlPersistence:
+class JsonlPersistence(WriteBehind):
     """The embedded persistence backend: ``<root>/<id>.jsonl`` per session.
 
     ``root`` defaults to ``.agentloop/sessions`` (relative to the process cwd, created on first
@@ -150,26 +65,22 @@ class JsonlPersistence:
     ``PersistenceError``.
     """
 
+    _label = "JSONL"
+
     def __init__(
         self, root: str | os.PathLike[str] = ".agentloop/sessions", *, fsync: bool = False
     ):
         self.root = Path(root)
         self.fsync = fsync
+        super().__init__()
+        self._worker_name = f"agentloop_nb-jsonl:{self.root}"
         self._locks = LockTable()
         weakref.finalize(self, release_all, self._locks)
-        self._queue: SimpleQueue[Any] = SimpleQueue()
-        self._thread: threading.Thread | None = None
-        self._running = False
-        self._start_lock = threading.Lock()
-        # Worker-thread state, keyed by session object (ids can be reused after detach).
-        self._written: builtins.dict[Session, int] = {}
-        self._errors: dict[Session, PersistenceError] = {}
         # Ids whose file tail this instance has verified (or written itself): only the first
         # append to a file that another run left behind may have a torn tail to cut.
         self._checked: set[str] = set()
         self._stamps: dict[str, Stamp] = {}  # per id: the file as this writer left it
         self._loaded: dict[str, Stamp] = {}  # per id: the file as ``load`` last read it
-        self._atexit: Callable[[], None] | None = None
 
     def __repr__(self) -> str:
         return f"JsonlPersistence(root={str(self.root)!r})"
@@ -328,18 +239,7 @@ class JsonlPersistence:
         also reports the unreadable ones; here each is logged as a warning)."""
         return headers_of(self.scan())
 
-    # -- write-behind ----------------------------------------------------------------------
-
-    def install(self, ctx: Subscriber) -> Disposer:
-        """Subscribe the write-behind listeners on ``ctx`` (``ctx.on(name, handler)``); the
-        returned ``Disposer`` unsubscribes them (queued writes still complete)."""
-        return install_write_behind(
-            ctx,
-            created=self._on_created,
-            event=self._on_event,
-            flush=self._on_flush,
-            disposed=self._on_disposed,
-        )
+    # -- write-behind (the queue, worker and flush barrier are ``WriteBehind``'s) -------
 
     def _on_created(self, payload: SessionPayload) -> None:
         # Synchronous checks, so a bad id, a second writer or an existing file vetoes the
@@ -361,7 +261,7 @@ class JsonlPersistence:
                     self._locks.release(held)
                 raise
             held.owner = session
-        self._put(_Open(session))
+        self._open(session)
 
     def _check_attach(self, session: Session, path: Path) -> None:
         """A new session must not be stored yet; a resumed one must still be what was loaded."""
@@ -394,170 +294,18 @@ class JsonlPersistence:
             if held is not None and held.owner is session:
                 self._locks.release(held)
 
-    def _on_event(self, payload: SessionEventPayload) -> None:
-        self._queue.put((payload.session, payload.event))
-        if not self._running:
-            self._ensure_worker()
+    def _store_header(self, header: SessionHeader) -> None:
+        self.create(header)
 
-    async def _on_flush(self, payload: SessionPayload) -> None:
-        session = payload.session
-        error = self._errors.get(session)
-        if error is not None:
-            raise error
-        if session.header_durable and session.durable_seq >= len(session.events) - 1:
-            return
-        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._put(_Flush(session, future))
-        await future
+    def _store_events(self, id: str, events: Sequence[SessionEvent]) -> None:
+        self.append(id, events)
 
-    def _on_disposed(self, payload: SessionPayload) -> None:
-        session = payload.session
-        # Nothing left to write (all durable, or writing failed for good): give the lock back
-        # now, so a disposal is followed by a free session at once. The worker's close then
-        # only forgets the session (its release finds another owner, or none).
-        settled = session in self._errors or (
-            session.header_durable and session.durable_seq >= len(session.events) - 1
+    def _failure(self, session: Session, exc: Exception) -> PersistenceError:
+        return persistence_error(
+            session.id, self.path(session.id), exc, "write", session.durable_seq
         )
-        if settled:
-            self._release(session)
-        if self._running:
-            self._put(_Close(session))  # otherwise released after its queued writes
-        else:
-            self._release(session)
 
-    def _put(self, item: Any) -> None:
-        self._queue.put(item)
-        if not self._running:
-            self._ensure_worker()
-
-    def _ensure_worker(self) -> None:
-        with self._start_lock:
-            if self._running:
-                return
-            # A worker that is just stopping exits on its own once it sees this one running.
-            self._running = True
-            self._thread = threading.Thread(
-                target=self._run, name=f"agentloop_nb-jsonl:{self.root}", daemon=True
-            )
-            self._thread.start()
-            if self._atexit is None:
-                self._atexit = _make_atexit(self)
-                atexit.register(self._atexit)
-
-    async def aclose(self) -> None:
-        """Write everything queued, stop the worker (a later event restarts it) and release
-        every session lock (sessions still attached are no longer guarded against a second
-        writer: closing the backend means this App is done with them)."""
-        thread = self._thread
-        if thread is None or not self._running:
-            self._locks.release_all()
-            return
-        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._queue.put(_Stop(future))
-        with anyio.CancelScope(shield=True):
-            await future
-            await anyio.to_thread.run_sync(thread.join)
-        if self._atexit is not None:
-            atexit.unregister(self._atexit)
-            self._atexit = None
+    def _closed(self) -> None:
+        # Sessions still attached are no longer guarded against a second writer: closing the
+        # backend means this App is done with them.
         self._locks.release_all()
-
-    def close(self, timeout: float | None = None) -> None:
-        """Synchronous ``aclose`` (used at interpreter exit): drain and stop the worker."""
-        thread = self._thread
-        if thread is None or not self._running:
-            return
-        self._queue.put(_Stop(None))
-        thread.join(timeout)
-
-    # -- the worker thread -----------------------------------------------------------------
-
-    def _run(self) -> None:
-        queue = self._queue
-        get, get_nowait = queue.get, queue.get_nowait
-        while True:
-            stop = False
-            while not stop:
-                items = [get()]
-                try:
-                    while len(items) < _BATCH:
-                        items.append(get_nowait())
-                except Empty:
-                    pass
-                try:
-                    stop = self._process(items)
-                except Exception:  # a bug must not silently kill durability
-                    _log.exception("agentloop_nb JSONL writer failed")
-            with self._start_lock:
-                self._running = False
-            # An item put while we were stopping may have seen ``_running`` still true: keep
-            # going unless a producer has already started a new worker.
-            if queue.empty():
-                return
-            with self._start_lock:
-                if self._running:
-                    return
-                self._running = True
-
-    def _process(self, items: builtins.list[Any]) -> bool:
-        pending: dict[Session, builtins.list[SessionEvent]] = {}
-        for item in items:
-            if type(item) is tuple:
-                session, event = item
-                batch = pending.get(session)
-                if batch is None:
-                    pending[session] = [event]
-                else:
-                    batch.append(event)
-                continue
-            for session, events in pending.items():
-                self._write(session, events)
-            pending.clear()
-            try:
-                if item.run(self):
-                    return True
-            except Exception as exc:  # never strand a flush waiter behind a bug
-                _log.exception("agentloop_nb JSONL writer failed")
-                if isinstance(item, _Waiter):
-                    item.resolve(exc)
-        for session, events in pending.items():
-            self._write(session, events)
-        return False
-
-    def _catch_up(self, session: Session) -> None:
-        self._write(session, [])
-
-    def _write(self, session: Session, events: builtins.list[SessionEvent]) -> None:
-        """Write ``events`` (plus any gap before them, and for a catch-up everything logged)."""
-        if session in self._errors:
-            return
-        try:
-            last = self._written.get(session)
-            if last is None:
-                if not session.header_durable:
-                    self.create(session.header)
-                    session.mark_durable(-1)
-                last = session.durable_seq
-            upto = events[-1].seq if events else len(session.events) - 1
-            if upto <= last:
-                return
-            if not events or events[0].seq != last + 1:
-                # A gap (pre-publication events, or a backend installed late): read the log.
-                todo: Sequence[SessionEvent] = session.events[last + 1 : upto + 1]
-            else:
-                todo = events
-            self.append(session.id, todo)
-        except Exception as exc:
-            error = persistence_error(
-                session.id, self.path(session.id), exc, "write", session.durable_seq
-            )
-            _log.error("%s", error)
-            self._errors[session] = error
-            return
-        self._written[session] = upto
-        session.mark_durable(upto)
-
-
-def _make_atexit(backend: JsonlPersistence) -> Callable[[], None]:
-    ref = weakref.ref(backend)
-    return lambda: _atexit_close(ref)

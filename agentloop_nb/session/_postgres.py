@@ -13,10 +13,9 @@ second backend (another App, kernel or machine on the same database) that create
 the id gets ``SessionLockedError`` naming that holder. The server drops the lock when the
 holder's connection ends, so a killed process never bricks a session.
 
-Write-behind: ``install(ctx)`` subscribes ``session/created`` / ``event`` / ``flush`` /
-``disposed`` exactly like ``JsonlPersistence``: the event listener only enqueues (O(1)); a
-worker thread owned by this object writes batches and advances ``session.durable_seq``;
-``session/flush`` is a barrier behind everything enqueued before it.
+Write-behind: the same ``_writebehind.WriteBehind`` as ``JsonlPersistence`` (``install(ctx)``,
+an O(1) event listener, a worker thread that writes batches on its own connection and advances
+``session.durable_seq``, ``session/flush`` a barrier behind everything enqueued before it).
 
 The storage primitives (``create``/``append``/``load``/``list``/``acquire``) are synchronous,
 as the seam requires (resume loads inside a synchronous creation step); they use psycopg 3's
@@ -25,23 +24,16 @@ blocking connections. Requires the ``postgres`` extra (``pip install agentloop_n
 
 from __future__ import annotations
 
-import asyncio
 import builtins
 import contextlib
-import logging
 import os
 import socket
 import threading
 import weakref
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from queue import Empty, SimpleQueue
 from typing import Any
 
-import anyio
-import anyio.to_thread
-
-from .._disposer import Disposer
 from ._events import SessionEvent, SessionHeader
 from ._jsonl_codec import encode_lines, parse_log
 from ._listing import StoredSession, headers_of, ordered, parse_header
@@ -50,16 +42,13 @@ from ._persistence import (
     PersistenceError,
     SessionLockedError,
     SessionNotFoundError,
-    Subscriber,
-    install_write_behind,
     reserve,
 )
-from ._session import Session, SessionEventPayload, SessionPayload
+from ._session import Session, SessionPayload
+from ._writebehind import WriteBehind
 
 __all__ = ["PostgresPersistence"]
 
-_log = logging.getLogger("agentloop_nb")
-_BATCH = 16384
 _SCHEMA_LOCK = 0x6167_6C6F  # advisory key serialising concurrent schema creation
 
 _DDL = """
@@ -93,22 +82,6 @@ def _import_psycopg() -> Any:
     return psycopg
 
 
-def _settle(future: asyncio.Future[None], error: BaseException | None) -> None:
-    if future.done():  # the waiter was cancelled
-        return
-    if error is None:
-        future.set_result(None)
-    else:
-        future.set_exception(error)
-
-
-def _resolve(future: asyncio.Future[None] | None, error: BaseException | None = None) -> None:
-    if future is None:
-        return
-    with contextlib.suppress(RuntimeError):  # a closed loop: nobody waits any more
-        future.get_loop().call_soon_threadsafe(_settle, future, error)
-
-
 class _Held:
     """A session advisory lock this backend holds; ``owner`` is the attached session (``None``
     while reserved by ``acquire`` for a resume in progress)."""
@@ -120,7 +93,7 @@ class _Held:
         self.owner: Session | None = None
 
 
-class PostgresPersistence:
+class PostgresPersistence(WriteBehind):
     """Sessions stored in PostgreSQL at ``dsn`` (a libpq URL or key=value string).
 
     ``schema`` names the PostgreSQL schema holding the tables (created when missing). Every
@@ -129,17 +102,18 @@ class PostgresPersistence:
     docstring). Raises ``PersistenceError`` naming the database when it cannot be reached.
     """
 
+    _worker_name = "agentloop_nb-postgres"
+    _label = "PostgreSQL"
+
     def __init__(self, dsn: str, *, schema: str = "public") -> None:
+        super().__init__()
         self.dsn = dsn
         self.schema = schema
         self._psycopg = _import_psycopg()
         self._mutex = threading.RLock()  # guards the shared connection and the lock table
         self._conn: Any = None  # reads, schema and advisory locks (the locks live with it)
         self._held: dict[str, _Held] = {}
-        self._queue: SimpleQueue[Any] = SimpleQueue()
-        self._thread: threading.Thread | None = None
-        self._written: dict[Session, int] = {}
-        self._errors: dict[Session, PersistenceError] = {}
+        self._worker_conn: Any = None  # the worker thread's own connection (its writes)
 
     def __repr__(self) -> str:
         return f"PostgresPersistence(schema={self.schema!r})"
@@ -338,18 +312,7 @@ class PostgresPersistence:
             if held is not None and held.owner is session:
                 self._unlock(held)
 
-    # -- write-behind ------------------------------------------------------------------------
-
-    def install(self, ctx: Subscriber) -> Disposer:
-        """Subscribe the write-behind listeners on ``ctx``; the returned ``Disposer``
-        unsubscribes them (queued writes still complete)."""
-        return install_write_behind(
-            ctx,
-            created=self._on_created,
-            event=self._on_event,
-            flush=self._on_flush,
-            disposed=self._on_disposed,
-        )
+    # -- write-behind (the queue, worker and flush barrier are ``WriteBehind``'s) ---------
 
     def _on_created(self, payload: SessionPayload) -> None:
         # Synchronous checks, so a second writer or an existing id vetoes the creation (or
@@ -375,7 +338,7 @@ class PostgresPersistence:
                     self._unlock(held)
                 raise
             held.owner = session
-        self._put(("open", session, None))
+        self._open(session)
 
     def _stored(self, id: str) -> bool:
         with self._cursor() as cur:
@@ -387,51 +350,9 @@ class PostgresPersistence:
             )
             return cur.fetchone() is not None
 
-    def _on_event(self, payload: SessionEventPayload) -> None:
-        self._put((None, payload.session, payload.event))
-
-    async def _on_flush(self, payload: SessionPayload) -> None:
-        session = payload.session
-        error = self._errors.get(session)
-        if error is not None:
-            raise error
-        if session.header_durable and session.durable_seq >= len(session.events) - 1:
-            return
-        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._put(("flush", session, future))
-        await future
-
-    def _on_disposed(self, payload: SessionPayload) -> None:
-        session = payload.session
-        if session in self._errors or (
-            session.header_durable and session.durable_seq >= len(session.events) - 1
-        ):
-            self._release(session)  # nothing left to write: free the id at once
-        self._put(("close", session, None))
-
-    def _put(self, item: tuple[Any, ...]) -> None:
-        self._queue.put(item)
-        if self._thread is not None:  # the common case: no lock per event
-            return
+    def _closed(self) -> None:
+        # Closing the shared connection gives back every advisory lock this backend holds.
         with self._mutex:
-            if self._thread is None:
-                self._thread = threading.Thread(
-                    target=self._run, name="agentloop_nb-postgres", daemon=True
-                )
-                self._thread.start()
-
-    async def aclose(self) -> None:
-        """Write everything queued, stop the worker and close the connections (which releases
-        every session lock this backend holds). A later event restarts the worker."""
-        thread = self._thread
-        if thread is not None:
-            future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-            self._queue.put(("stop", None, future))
-            with anyio.CancelScope(shield=True):
-                await future
-                await anyio.to_thread.run_sync(thread.join)
-        with self._mutex:
-            self._thread = None
             self._held.clear()
             if self._conn is not None:
                 self._conn.close()
@@ -439,79 +360,30 @@ class PostgresPersistence:
 
     # -- the worker thread -------------------------------------------------------------------
 
-    def _run(self) -> None:
-        conn: Any = None
-        try:
-            while True:
-                items = [self._queue.get()]
-                with contextlib.suppress(Empty):
-                    while len(items) < _BATCH:
-                        items.append(self._queue.get_nowait())
-                if conn is None or conn.closed:
-                    conn = self._worker_connection()
-                if self._process(conn, items):
-                    return
-        finally:
-            if conn is not None:
-                conn.close()
+    def _begin_round(self) -> None:
+        conn = self._worker_conn
+        if conn is None or conn.closed:
+            try:
+                self._worker_conn = self._connect()
+            except PersistenceError:
+                self._worker_conn = None  # every write of this round fails, recorded per session
 
-    def _worker_connection(self) -> Any:
-        try:
-            return self._connect()
-        except PersistenceError:
-            return None  # every write of this round fails and is recorded per session
+    def _end_worker(self) -> None:
+        conn, self._worker_conn = self._worker_conn, None
+        if conn is not None:
+            conn.close()
 
-    def _process(self, conn: Any, items: builtins.list[tuple[Any, Session, Any]]) -> bool:
-        pending: dict[Session, builtins.list[SessionEvent]] = {}
-        for kind, session, extra in items:
-            if kind is None:
-                pending.setdefault(session, []).append(extra)
-                continue
-            for s, events in pending.items():
-                self._write(conn, s, events)
-            pending.clear()
-            if kind == "stop":
-                _resolve(extra)
-                return True
-            if kind in ("open", "flush"):
-                self._write(conn, session, [])
-            if kind == "flush":
-                _resolve(extra, self._errors.get(session))
-            elif kind == "close":
-                self._written.pop(session, None)
-                self._errors.pop(session, None)
-                self._release(session)
-        for s, events in pending.items():
-            self._write(conn, s, events)
-        return False
+    def _connection(self) -> Any:
+        conn = self._worker_conn
+        if conn is None:
+            raise ConnectionError("the session database cannot be reached")
+        return conn
 
-    def _write(self, conn: Any, session: Session, events: builtins.list[SessionEvent]) -> None:
-        """Write ``events`` (plus any gap before them; for a catch-up everything logged)."""
-        if session in self._errors:
-            return
-        try:
-            if conn is None:
-                raise ConnectionError("the session database cannot be reached")
-            last = self._written.get(session)
-            if last is None:
-                if not session.header_durable:
-                    self._create_on(conn, session.header)
-                    session.mark_durable(-1)
-                last = session.durable_seq
-            upto = events[-1].seq if events else len(session.events) - 1
-            if upto <= last:
-                return
-            todo: Sequence[SessionEvent] = (
-                events
-                if events and events[0].seq == last + 1
-                else session.events[last + 1 : upto + 1]
-            )
-            self._append_on(conn, session.id, todo)
-        except Exception as exc:
-            self._fail(session, exc)
-            return
-        self._written[session] = upto
-        session.mark_durable(upto)
+    def _store_header(self, header: SessionHeader) -> None:
+        self._create_on(self._connection(), header)
+
+    def _store_events(self, id: str, events: Sequence[SessionEvent]) -> None:
+        self._append_on(self._connection(), id, events)
 
     def _create_on(self, conn: Any, header: SessionHeader) -> None:
         query = self._psycopg.sql.SQL(
@@ -519,8 +391,8 @@ class PostgresPersistence:
         ).format(self._table("agentloop_sessions"))
         conn.execute(query, (header.id, header.created_at, header.to_json()))
 
-    def _fail(self, session: Session, exc: Exception) -> None:
-        error = (
+    def _failure(self, session: Session, exc: Exception) -> PersistenceError:
+        return (
             exc
             if isinstance(exc, PersistenceError)
             else PersistenceError(
@@ -530,5 +402,3 @@ class PostgresPersistence:
                 id=session.id,
             )
         )
-        _log.error("%s", error)
-        self._errors[session] = error

@@ -26,6 +26,7 @@ from collections.abc import Callable, Coroutine
 from typing import Any
 
 from .._disposer import Disposer
+from .._scoped import OwnedCopy
 from ..signals import AbortController, AbortSignal
 from ._admit import admit, parse_arguments
 from ._decisions import ToolExecution, ToolResult
@@ -37,12 +38,14 @@ from ._settle import announce_settled, settle
 __all__ = ["ExecutionMode", "Guard", "ToolRuntime"]
 
 
-class ToolRuntime:
+class ToolRuntime(OwnedCopy):
     """The ``ctx.tools`` service. ``ToolRuntime(ctx)`` dispatches agent-less hooks through
     ``ctx``; through a context (``ctx.tools``) it is a bound view sharing the same registry.
 
     ``ctx`` needs ``waterfall`` and ``emit``; a bound view's context needs ``effect`` (to own
-    its registrations) and ``agent``.
+    its registrations) and ``agent``. The view (``__bind__``, from :class:`OwnedCopy`) shares
+    the registry; its registrations are owned by the binding context's scope and visible to
+    that context's agent.
     """
 
     __slots__ = ("_ctx", "_owner", "_registry")
@@ -51,14 +54,6 @@ class ToolRuntime:
         self._ctx = ctx
         self._registry = Registry()
         self._owner: Any = None
-
-    def __bind__(self, ctx: Any) -> ToolRuntime:
-        """A view whose registrations are owned by ``ctx``'s scope and visible to ``ctx.agent``."""
-        view = object.__new__(ToolRuntime)
-        view._ctx = self._ctx
-        view._registry = self._registry
-        view._owner = ctx
-        return view
 
     @property
     def disposal_grace(self) -> float:

@@ -1,0 +1,371 @@
+"""``WriteBehind``: the write-behind machinery both persistence backends share.
+
+The ``session/event`` listener only puts ``(session, event)`` on a FIFO queue (O(1), never
+blocks); a worker thread owned by the backend (started lazily, stopped by ``aclose``) drains
+the queue in batches, writes each session's events through the backend's two storage hooks
+(``_store_header``, ``_store_events``) and advances ``session.durable_seq``. Control items
+(open, flush, close, stop) ride the same queue, so each runs after everything queued before
+it: ``session/flush`` puts a barrier and awaits it, returning once everything appended before
+it is written, or raising the session's ``PersistenceError``.
+
+A failed write is recorded for the session (the error table): every later flush raises the
+same error and nothing more is written for it, until it is disposed (and resumed).
+
+Who touches what (the rule that keeps the two threads apart):
+
+- ``_written`` (last seq written per session) is the worker's alone (``_on_disposed`` clears
+  a session's entries itself only while no worker runs and nothing is queued, under
+  ``_start_lock``, which a worker needs to restart).
+- ``_errors`` is written by the worker and read by both threads, always under
+  ``_errors_lock`` (the loop reads it at a flush and a disposal, never per event).
+- ``_running`` says whether a worker is draining the queue; it is set under ``_start_lock``
+  (the loop thread reads it without the lock on the per-event path: a stale ``False`` only
+  costs a lock round, a stale ``True`` is caught by the worker re-checking the queue before
+  it exits).
+- ``session.durable_seq`` / ``header_durable`` are what the worker publishes to the loop
+  (``Session.mark_durable``): a single attribute store each, read without a lock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import contextlib
+import logging
+import threading
+import weakref
+from collections.abc import Callable, Sequence
+from queue import Empty, SimpleQueue
+from typing import Any
+
+import anyio
+import anyio.to_thread
+
+from .._disposer import Disposer
+from ._events import SessionEvent, SessionHeader
+from ._persistence import PersistenceError, Subscriber, install_write_behind
+from ._session import Session, SessionEventPayload, SessionPayload
+
+__all__ = ["WriteBehind"]
+
+_log = logging.getLogger("agentloop_nb")
+_BATCH = 16384  # queue items folded into one write round
+
+
+def _settle(future: asyncio.Future[None], error: BaseException | None) -> None:
+    if future.done():  # the waiter was cancelled
+        return
+    if error is None:
+        future.set_result(None)
+    else:
+        future.set_exception(error)
+
+
+class _Control:
+    """A non-event queue item, run by the worker after everything queued before it."""
+
+    def run(self, backend: WriteBehind) -> bool:  # True: stop the worker
+        raise NotImplementedError
+
+
+class _Waiter(_Control):
+    def __init__(self, future: asyncio.Future[None] | None) -> None:
+        self.future = future
+        self.loop = future.get_loop() if future is not None else None
+
+    def resolve(self, error: BaseException | None = None) -> None:
+        if self.future is None or self.loop is None:
+            return
+        # A closed loop raises RuntimeError: then nobody is waiting any more.
+        with contextlib.suppress(RuntimeError):
+            self.loop.call_soon_threadsafe(_settle, self.future, error)
+
+
+class _Open(_Control):
+    def __init__(self, session: Session) -> None:
+        self.session = session
+
+    def run(self, backend: WriteBehind) -> bool:
+        backend._write(self.session, [])
+        return False
+
+
+class _Flush(_Waiter):
+    def __init__(self, session: Session, future: asyncio.Future[None]) -> None:
+        super().__init__(future)
+        self.session = session
+
+    def run(self, backend: WriteBehind) -> bool:
+        backend._write(self.session, [])
+        self.resolve(backend._error_of(self.session))
+        return False
+
+
+class _Close(_Control):
+    def __init__(self, session: Session) -> None:
+        self.session = session
+
+    def run(self, backend: WriteBehind) -> bool:
+        backend._forget(self.session)
+        return False
+
+
+class _Stop(_Waiter):
+    def run(self, backend: WriteBehind) -> bool:
+        self.resolve()
+        return True
+
+
+def _atexit_close(ref: weakref.ref[WriteBehind]) -> None:
+    backend = ref()
+    if backend is not None:
+        backend.close(timeout=10.0)
+
+
+class WriteBehind:
+    """Base of a write-behind backend (see the module docstring).
+
+    A backend implements the storage hooks, run on the worker thread only:
+    ``_store_header(header)`` (store a new session's header), ``_store_events(id, events)``
+    (append contiguous events) and ``_failure(session, exc)`` (the ``PersistenceError`` that
+    ``exc`` becomes, naming where and what to do). It may override ``_begin_round`` (before
+    each batch, e.g. to (re)connect), ``_end_worker`` (when the worker thread exits),
+    ``_release(session)`` (give back the writer lock after the session's last write) and
+    ``_closed()`` (after ``aclose`` drained the queue). Its ``session/created`` listener
+    (``_on_created``, the writer-lock checks) ends with ``self._open(session)``.
+    """
+
+    _worker_name = "agentloop_nb-writer"
+    _label = "session"  # names the writer in the log when it hits a bug
+
+    def __init__(self) -> None:
+        self._queue: SimpleQueue[Any] = SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._running = False
+        self._start_lock = threading.Lock()
+        # Keyed by session object (ids can be reused after a detach).
+        self._written: dict[Session, int] = {}
+        self._errors: dict[Session, PersistenceError] = {}
+        self._errors_lock = threading.Lock()
+        self._atexit: Callable[[], None] | None = None
+
+    # -- the storage hooks -------------------------------------------------------------------
+
+    def _store_header(self, header: SessionHeader) -> None:
+        raise NotImplementedError
+
+    def _store_events(self, id: str, events: Sequence[SessionEvent]) -> None:
+        raise NotImplementedError
+
+    def _failure(self, session: Session, exc: Exception) -> PersistenceError:
+        raise NotImplementedError
+
+    def _begin_round(self) -> None:
+        """Called on the worker thread before each batch."""
+
+    def _end_worker(self) -> None:
+        """Called on the worker thread when it stops (after a stop item)."""
+
+    def _release(self, session: Session) -> None:
+        """Give back the writer lock ``session`` holds (after its last write)."""
+
+    def _closed(self) -> None:
+        """Called by ``aclose`` once the worker has drained the queue and stopped."""
+
+    # -- the listeners (event loop) ----------------------------------------------------------
+
+    def install(self, ctx: Subscriber) -> Disposer:
+        """Subscribe the write-behind listeners on ``ctx`` (``ctx.on(name, handler)``:
+        ``session/created``, ``event``, ``flush``, ``disposed``); the returned ``Disposer``
+        unsubscribes them (queued writes still complete)."""
+        return install_write_behind(
+            ctx,
+            created=self._on_created,
+            event=self._on_event,
+            flush=self._on_flush,
+            disposed=self._on_disposed,
+        )
+
+    def _on_created(self, payload: SessionPayload) -> None:
+        raise NotImplementedError
+
+    def _open(self, session: Session) -> None:
+        """Have the worker write what ``session`` logged so far (its header first if new)."""
+        self._put(_Open(session))
+
+    def _on_event(self, payload: SessionEventPayload) -> None:
+        self._queue.put((payload.session, payload.event))
+        if not self._running:
+            self._ensure_worker()
+
+    def _error_of(self, session: Session) -> PersistenceError | None:
+        with self._errors_lock:
+            return self._errors.get(session)
+
+    @staticmethod
+    def _all_durable(session: Session) -> bool:
+        return session.header_durable and session.durable_seq >= len(session.events) - 1
+
+    async def _on_flush(self, payload: SessionPayload) -> None:
+        session = payload.session
+        error = self._error_of(session)
+        if error is not None:
+            raise error
+        if self._all_durable(session):
+            return
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._put(_Flush(session, future))
+        await future
+
+    def _on_disposed(self, payload: SessionPayload) -> None:
+        session = payload.session
+        # Nothing left to write (all durable, or writing failed for good): give the lock back
+        # now, so a disposal is followed by a free session at once. The worker's close then
+        # only forgets the session (its release finds another owner, or none).
+        if self._error_of(session) is not None or self._all_durable(session):
+            self._release(session)
+        with self._start_lock:
+            if not self._running and self._queue.empty():
+                # No worker and nothing queued (after ``aclose``): nobody else touches the
+                # tables, and a worker only (re)starts under this lock.
+                self._forget(session)
+                return
+        self._put(_Close(session))  # after the session's queued writes
+
+    def _forget(self, session: Session) -> None:
+        self._written.pop(session, None)
+        with self._errors_lock:
+            self._errors.pop(session, None)
+        self._release(session)
+
+    def _put(self, item: Any) -> None:
+        self._queue.put(item)
+        if not self._running:
+            self._ensure_worker()
+
+    def _ensure_worker(self) -> None:
+        with self._start_lock:
+            if self._running:
+                return
+            # A worker that is just stopping exits on its own once it sees this one running.
+            self._running = True
+            self._thread = threading.Thread(target=self._run, name=self._worker_name, daemon=True)
+            self._thread.start()
+            if self._atexit is None:
+                ref = weakref.ref(self)
+                self._atexit = lambda: _atexit_close(ref)
+                atexit.register(self._atexit)
+
+    async def aclose(self) -> None:
+        """Write everything queued, stop the worker (a later event restarts it) and release
+        every session lock this backend holds (sessions still attached are no longer guarded
+        against a second writer: closing the backend means this App is done with them)."""
+        thread = self._thread
+        if thread is not None and self._running:
+            future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            self._queue.put(_Stop(future))
+            with anyio.CancelScope(shield=True):
+                await future
+                await anyio.to_thread.run_sync(thread.join)
+            if self._atexit is not None:
+                atexit.unregister(self._atexit)
+                self._atexit = None
+        self._closed()
+
+    def close(self, timeout: float | None = None) -> None:
+        """Synchronous ``aclose`` (used at interpreter exit): drain and stop the worker."""
+        thread = self._thread
+        if thread is None or not self._running:
+            return
+        self._queue.put(_Stop(None))
+        thread.join(timeout)
+
+    # -- the worker thread -------------------------------------------------------------------
+
+    def _run(self) -> None:
+        queue = self._queue
+        get, get_nowait = queue.get, queue.get_nowait
+        while True:
+            stop = False
+            while not stop:
+                items = [get()]
+                try:
+                    while len(items) < _BATCH:
+                        items.append(get_nowait())
+                except Empty:
+                    pass
+                try:
+                    self._begin_round()
+                    stop = self._process(items)
+                except Exception:  # a bug must not silently kill durability
+                    _log.exception("agentloop_nb %s writer failed", self._label)
+            # Before ``_running`` drops: a new worker may start right after, and must not
+            # share what this one is giving back.
+            try:
+                self._end_worker()
+            except Exception:
+                _log.exception("agentloop_nb %s writer failed", self._label)
+            with self._start_lock:
+                self._running = False
+            # An item put while we were stopping may have seen ``_running`` still true: keep
+            # going unless a producer has already started a new worker.
+            if queue.empty():
+                return
+            with self._start_lock:
+                if self._running:
+                    return
+                self._running = True
+
+    def _process(self, items: list[Any]) -> bool:
+        pending: dict[Session, list[SessionEvent]] = {}
+        for item in items:
+            if type(item) is tuple:
+                session, event = item
+                batch = pending.get(session)
+                if batch is None:
+                    pending[session] = [event]
+                else:
+                    batch.append(event)
+                continue
+            for session, events in pending.items():
+                self._write(session, events)
+            pending.clear()
+            try:
+                if item.run(self):
+                    return True
+            except Exception as exc:  # never strand a flush waiter behind a bug
+                _log.exception("agentloop_nb %s writer failed", self._label)
+                if isinstance(item, _Waiter):
+                    item.resolve(exc)
+        for session, events in pending.items():
+            self._write(session, events)
+        return False
+
+    def _write(self, session: Session, events: list[SessionEvent]) -> None:
+        """Write ``events`` (plus any gap before them; with none, everything logged so far)."""
+        if session in self._errors:  # the worker is the only writer of the table
+            return
+        try:
+            last = self._written.get(session)
+            if last is None:
+                if not session.header_durable:
+                    self._store_header(session.header)
+                    session.mark_durable(-1)
+                last = session.durable_seq
+            upto = events[-1].seq if events else len(session.events) - 1
+            if upto <= last:
+                return
+            if not events or events[0].seq != last + 1:
+                # A gap (pre-publication events, or a backend installed late): read the log.
+                todo: Sequence[SessionEvent] = session.events[last + 1 : upto + 1]
+            else:
+                todo = events
+            self._store_events(session.id, todo)
+        except Exception as exc:
+            error = self._failure(session, exc)
+            _log.error("%s", error)
+            with self._errors_lock:
+                self._errors[session] = error
+            return
+        self._written[session] = upto
+        session.mark_durable(upto)
