@@ -7,13 +7,12 @@ per streamed chunk, so construction must cost a few hundred nanoseconds, and the
 
 from __future__ import annotations
 
-import json
-import json.encoder as _json_encoder
 import math
 import time as _time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, NoReturn
 
+from .._json import dumps_str
 from ..events import SURFACE_TYPES
 from ._frozen import EMPTY, FrozenDict, freeze_checked, freeze_json, freeze_plain_dict
 
@@ -23,7 +22,6 @@ __all__ = [
     "SessionEvent",
     "SessionHeader",
     "SurfaceOp",
-    "encode_json",
 ]
 
 HEADER_VERSION = 1
@@ -32,33 +30,6 @@ HEADER_VERSION = 1
 
 SurfaceOp = str | FrozenDict
 """``"append"`` or a frozen ``{"op": "replace", "start": s, "end": e}``."""
-
-
-def _no_default(value: object) -> NoReturn:
-    raise TypeError(f"{type(value).__qualname__} is not JSON serializable")
-
-
-def _make_encoder() -> Callable[[Any], str]:
-    """A compact, ``ensure_ascii=False``, NaN-refusing encoder.
-
-    ``JSONEncoder.encode`` rebuilds its C encoder on every call; building it once halves the
-    cost of encoding a small event. No circular-reference markers: frozen data is acyclic.
-    """
-    make = getattr(_json_encoder, "c_make_encoder", None)
-    if make is None:  # pragma: no cover - non-CPython
-        return json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
-    c_encode = make(
-        None, _no_default, _json_encoder.encode_basestring, None, ":", ",", False, False, False
-    )
-    join = "".join
-
-    def encode(value: Any) -> str:
-        return join(c_encode(value, 0))
-
-    return encode
-
-
-encode_json = _make_encoder()
 
 
 def _frozen_setattr(self: object, name: str, value: object) -> NoReturn:
@@ -227,17 +198,8 @@ class SessionEvent:
         return out
 
     def to_json(self) -> str:
-        """Compact JSON (``ensure_ascii=False``) of ``to_dict()``: the line the JSONL backend
-        writes. The common shape is formatted around a cached per-type prefix (same bytes)."""
-        if self.surface_op is None and not self.source_event_seqs:
-            prefix = _PREFIXES.get(self.type)
-            if prefix is None:
-                prefix = _prefix(self.type)
-            return (
-                f'{prefix}{self.seq},"time":{_float_repr(self.time)},'
-                f'"data":{encode_json(self.data)}}}'
-            )
-        return encode_json(self.to_dict())
+        """Compact JSON (non-ASCII kept) of ``to_dict()``: the line the JSONL backend writes."""
+        return dumps_str(self.to_dict())
 
     @classmethod
     def from_dict(cls, obj: Mapping[str, Any]) -> SessionEvent:
@@ -258,17 +220,6 @@ class SessionEvent:
             obj.get("surface_op"),
             obj.get("source_event_seqs"),
         )
-
-
-_PREFIXES: dict[str, str] = {}
-_float_repr = float.__repr__  # what the json encoder writes for a float
-
-
-def _prefix(event_type: str) -> str:
-    prefix = '{"type":' + encode_json(event_type) + ',"seq":'
-    if len(_PREFIXES) < 4096:  # event types are few; never let odd callers grow it unbounded
-        _PREFIXES[event_type] = prefix
-    return prefix
 
 
 _SET_EVENT = tuple(
@@ -387,7 +338,7 @@ class SessionHeader:
         }
 
     def to_json(self) -> str:
-        return encode_json(self.to_dict())
+        return dumps_str(self.to_dict())
 
     @classmethod
     def from_dict(cls, obj: Mapping[str, Any]) -> SessionHeader:

@@ -18,6 +18,7 @@ from typing import Any, BinaryIO
 
 import orjson
 
+from .._json import dumps_bytes
 from ._events import SURFACE_TYPES, SessionEvent, SessionHeader, make_event, normalize_surface_op
 from ._frozen import EMPTY, FrozenDict, wrap_frozen
 from ._persistence import SessionCorruptError
@@ -219,27 +220,14 @@ def _line_number(f: BinaryIO, offset: int) -> int:
 
 
 _dumps = orjson.dumps
-_encode_ascii = json.JSONEncoder(ensure_ascii=True, separators=(",", ":"), allow_nan=False).encode
 
 
 def encode_lines(events: Sequence[SessionEvent]) -> bytes:
-    """One JSONL line per event. orjson writes the same compact bytes as ``to_json`` about six
-    times faster (this runs once per streamed chunk); anything it refuses (ints beyond 64 bits,
-    lone surrogates) takes the standard-library path."""
+    """One JSONL line per event (the bytes of ``to_json()``, in UTF-8). Anything orjson
+    refuses (ints beyond 64 bits, lone surrogates) re-encodes the batch through ``dumps_bytes``,
+    whose standard-library fallback decides those lines."""
     try:
+        # fast path: benchmarks/bench_loop.py (c) -- orjson called directly, once per event
         return b"".join([_dumps(event.to_dict()) + b"\n" for event in events])
-    except (TypeError, orjson.JSONEncodeError):
-        pass
-    text = "".join([event.to_json() + "\n" for event in events])
-    try:
-        return text.encode("utf-8")
-    except UnicodeEncodeError:
-        return b"".join([_line_bytes(event) for event in events])
-
-
-def _line_bytes(event: SessionEvent) -> bytes:
-    try:
-        return event.to_json().encode("utf-8") + b"\n"
-    except UnicodeEncodeError:
-        # A lone surrogate has no UTF-8 form: \u-escape this line (still lossless JSON).
-        return _encode_ascii(event.to_dict()).encode("ascii") + b"\n"
+    except TypeError:  # orjson.JSONEncodeError is a TypeError
+        return b"".join([dumps_bytes(event.to_dict()) + b"\n" for event in events])

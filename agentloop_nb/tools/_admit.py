@@ -16,6 +16,7 @@ import logging
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from .._json import dumps_arguments
 from ..context import EVERY_NAME
 from ..signals import AbortError, AbortScope
 from ._decisions import (
@@ -240,7 +241,7 @@ def _apply_edit(execution: ToolExecution, args: dict[str, Any]) -> ToolResult | 
     assert definition is not None  # admission resolved it before asking
     try:
         definition.validate_args(args)
-        arguments = json.dumps(args)
+        arguments = dumps_arguments(args)
     except (ValueError, TypeError) as exc:
         return error_result(
             INVALID_ARGS,
