@@ -14,7 +14,7 @@ from typing import Any, NoReturn
 
 from .._json import dumps_str
 from ..events import SURFACE_TYPES
-from ._frozen import EMPTY, FrozenDict, freeze_checked, freeze_json, freeze_plain_dict
+from ._frozen import EMPTY, FrozenDict, freeze_json, freeze_plain_dict
 
 __all__ = [
     "HEADER_VERSION",
@@ -263,7 +263,7 @@ def freeze_data(event_type: str, data: object) -> FrozenDict:
     if type(data) is FrozenDict:
         return data
     if type(data) is dict:
-        # Fast path before building the error label: most data is plain JSON.
+        # fast path: benchmarks/bench_ab.py -- most data is plain JSON: no error label built
         fast = freeze_plain_dict(data)
         if fast is not None:
             return fast
@@ -272,7 +272,7 @@ def freeze_data(event_type: str, data: object) -> FrozenDict:
             f"session event {event_type!r}: data must be a dict of JSON values, "
             f"got {type(data).__qualname__}"
         )
-    frozen: FrozenDict = freeze_checked(data, label=f"session event {event_type!r}")
+    frozen: FrozenDict = freeze_json(data, label=f"session event {event_type!r}")
     return frozen
 
 
