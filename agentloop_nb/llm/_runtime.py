@@ -29,7 +29,7 @@ from .._disposer import Disposer
 from .._fiber import is_awaitable
 from .._hook_names import LLM_STREAM
 from .._scoped import BoundView
-from ..context import EVERY_NAME, Lazy
+from ..context import Lazy, listened
 from ..signals import AbortError
 from ._abort_watch import AbortWatch
 from ._chunks import Aborted, ErrorFinish, Finish, GenerateOptions, StreamChunk
@@ -139,8 +139,8 @@ async def _guard(source: AsyncIterator[Any], signal: AbortSignal | None) -> Asyn
             if watch.aborted:
                 yield _ABORTED
                 return
-            # fast path: benchmarks/bench_loop.py (c) -- the watch's protocol inlined per chunk
-            # (see AbortWatch); parked only in the adapter's await, never across a ``yield``.
+            # fast path (benchmarks/bench_loop.py ingest): AbortWatch's protocol inlined per
+            # chunk, no scope per chunk; parked only in the adapter's await, never across a yield
             task = watch.task = current_task()
             final: Finish | None = None
             try:
@@ -204,6 +204,7 @@ class _Stream:
             self._next = _closed  # a raising listener ends this stream; never re-run the chain
             raise
         self._inner = inner
+        # fast path (benchmarks/bench_loop.py ingest): later chunks skip this frame
         self._next = inner.__anext__
         return await self._next()
 
@@ -214,8 +215,8 @@ class _Stream:
             return _single(_ABORTED)
         runtime = self._runtime
         adapter = self._adapter
-        if LLM_STREAM not in getattr(self._ctx, "listened", EVERY_NAME):
-            # Unobserved (the usual case, once per request): the waterfall's default itself.
+        if LLM_STREAM not in listened(self._ctx):
+            # fast path (benchmarks/bench_ab.py, unobserved hooks): the default itself, undispatched
             return runtime._dispatch(options, adapter)
         produced: list[AsyncIterator[StreamChunk]] = []
 

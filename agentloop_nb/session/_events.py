@@ -239,8 +239,8 @@ def make_event(
 ) -> SessionEvent:
     """Private fast path: build an event from fields that were already checked and frozen."""
     event: SessionEvent = _new_object(SessionEvent)
-    # The six slots set here, not in a helper: one event per logged chunk, and a call costs
-    # about as much as two of these sets.
+    # fast path (benchmarks/bench_loop.py ingest): the six slots set here, not in a helper
+    # (one event per logged chunk; a call costs about as much as two of these sets)
     s_type, s_seq, s_time, s_data, s_op, s_seqs = _SET_EVENT
     s_type(event, type)
     s_seq(event, seq)
@@ -263,7 +263,7 @@ def freeze_data(event_type: str, data: object) -> FrozenDict:
     if type(data) is FrozenDict:
         return data
     if type(data) is dict:
-        # fast path: benchmarks/bench_ab.py -- most data is plain JSON: no error label built
+        # fast path (benchmarks/bench_ab.py): most data is plain JSON, so no label built
         fast = freeze_plain_dict(data)
         if fast is not None:
             return fast

@@ -159,8 +159,9 @@ def _other(value: Any, active: set[int] | None) -> Any:
 
 _CYCLE = "is a cycle (a container that contains itself)"
 
-# The walk: one recursive pass that checks a value is lossless JSON and freezes it. Exact JSON
-# types are tested inline (most data is nothing else); the rest goes to ``_other``. ``active``
+# The walk: one recursive pass that checks a value is lossless JSON and freezes it.
+# fast path (benchmarks/bench_ab.py): exact JSON types are tested inline (most data is nothing
+# else); the rest goes to ``_other``. ``active``
 # is ``None`` on the first pass, which keeps no cycle bookkeeping: a cycle recurses until
 # ``RecursionError``, and only then does the entry walk again with ``active`` (the ids of the
 # containers on the current path) to tell a cycle, named by its path, from deep nesting. A

@@ -227,7 +227,7 @@ def encode_lines(events: Sequence[SessionEvent]) -> bytes:
     refuses (ints beyond 64 bits, lone surrogates) re-encodes the batch through ``dumps_bytes``,
     whose standard-library fallback decides those lines."""
     try:
-        # fast path: benchmarks/bench_loop.py (c) -- orjson called directly, once per event
+        # fast path (benchmarks/bench_loop.py ingest): orjson itself, one call per event
         return b"".join([_dumps(event.to_dict()) + b"\n" for event in events])
     except TypeError:  # orjson.JSONEncodeError is a TypeError
         return b"".join([dumps_bytes(event.to_dict()) + b"\n" for event in events])
