@@ -91,7 +91,7 @@ _init_dict = dict.__init__
 
 def wrap_frozen(items: dict[str, Any]) -> FrozenDict:
     """A ``FrozenDict`` of ``items`` whose values are already frozen, without re-checking them
-    (the fast path for trusted input, such as decoded JSON once frozen)."""
+    (what the walk builds its results with; the loop wraps its own event data with it)."""
     fd: FrozenDict = _new_dict(FrozenDict)
     _init_dict(fd, items)
     return fd

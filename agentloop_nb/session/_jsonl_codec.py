@@ -20,7 +20,7 @@ import orjson
 
 from .._json import dumps_bytes
 from ._events import SURFACE_TYPES, SessionEvent, SessionHeader, make_event, normalize_surface_op
-from ._frozen import EMPTY, FrozenDict, wrap_frozen
+from ._frozen import EMPTY, FrozenDict, freeze_trusted
 from ._persistence import SessionCorruptError
 from ._session import parse_node
 
@@ -51,26 +51,6 @@ def decode_line(text: str) -> Any:
         raise ValueError(_TOO_DEEP) from None
 
 
-def _freeze_loaded(value: Any) -> Any:
-    # Decoded JSON has only str keys, no cycles and (with _reject_constant) finite floats, so
-    # freezing needs no checks: dicts -> FrozenDict, lists -> tuples.
-    t = type(value)
-    if t is dict:
-        # The values are frozen here already: wrap without FrozenDict's re-check.
-        return wrap_frozen(
-            {
-                k: v if (tv := type(v)) is not dict and tv is not list else _freeze_loaded(v)
-                for k, v in value.items()
-            }
-        )
-    if t is list:
-        return tuple(
-            v if (tv := type(v)) is not dict and tv is not list else _freeze_loaded(v)
-            for v in value
-        )
-    return value
-
-
 def _event_from_line(obj: Any, seq: int) -> SessionEvent:
     if type(obj) is not dict:
         raise ValueError("not a JSON object")
@@ -86,7 +66,7 @@ def _event_from_line(obj: Any, seq: int) -> SessionEvent:
     if data is None:
         frozen: FrozenDict = EMPTY
     elif type(data) is dict:
-        frozen = _freeze_loaded(data)
+        frozen = freeze_trusted(data)  # decoded JSON: the walk's trusted entry
     else:
         raise ValueError("data is not a JSON object")
     op = obj.get("surface_op")
