@@ -87,8 +87,21 @@ class _EveryName:
 
 EVERY_NAME: Container[str] = _EveryName()
 """The ``listened`` of a dispatcher that cannot say which names it observes: every name may
-be. A hot call site tests ``NAME in getattr(dispatcher, "listened", EVERY_NAME)`` and takes
-the no-listener result directly only when the dispatcher says nobody listens."""
+be (see :func:`listened`)."""
+
+
+def listened(dispatcher: object) -> Container[str]:
+    """The one "does anyone listen?" test: ``NAME in listened(dispatcher)``.
+
+    The names ``dispatcher`` has a listener for, as a live container (a ``Context``'s
+    ``listened``: the bus's key view), or :data:`EVERY_NAME` for a dispatcher that cannot say.
+    A call site takes its no-listener result directly (no payload, no default, no dispatch)
+    only when the name is not in it. Agent scopes are not applied (``Context.has_listeners``
+    does that), so a listener scoped to another agent still counts: the test may say yes when
+    a dispatch would reach nobody, never the reverse. A caller that asks per append or per
+    chunk fetches the container once and keeps it (it stays live), as the session does.
+    """
+    return getattr(dispatcher, "listened", EVERY_NAME)
 
 
 def _built(payload: Any) -> Any:
@@ -248,7 +261,7 @@ class Bus:
             raise AbortError(signal.reason)
         first = _first_reached(listeners, agent) if listeners else -1
         if first < 0:
-            # The hot path: several waterfalls per loop step are usually unobserved.
+            # fast path (benchmarks/bench_bus.py "unobserved waterfall"): the default itself
             return await call_default(default)
         chain = _Chain(listeners, _built(payload), default, agent)  # type: ignore[arg-type]
         if signal is None:

@@ -48,7 +48,7 @@ from collections.abc import Callable, KeysView
 from functools import partial
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ._bus import EVERY_NAME, INTERNAL_ERROR, Bus, ErrorReport, Handler, Lazy, Listener
+from ._bus import EVERY_NAME, INTERNAL_ERROR, Bus, ErrorReport, Handler, Lazy, listened
 from ._disposer import Disposer
 from ._fiber import Fiber, InactiveContextError, close_unstarted, is_awaitable
 from ._hook_names import CATALOGUED
@@ -127,7 +127,6 @@ class Context:
     __slots__ = (
         "_bus",
         "_layer",
-        "_listeners",
         "_named",
         "_resolver",
         "_tree",
@@ -160,7 +159,6 @@ class Context:
 
     _tree: _Tree
     _bus: Bus
-    _listeners: dict[str, tuple[Listener, ...]]
     _layer: Layer
     _named: dict[str, Fiber]
     _resolver: Resolver
@@ -171,7 +169,8 @@ class Context:
     fiber: Fiber
     listened: KeysView[str]
     """The names some listener is registered for anywhere in this context's tree, as a live
-    read-only view (``name in ctx.listened``; agent scopes are not applied: use
+    read-only view: what :func:`listened` answers for a context (``NAME in listened(ctx)``,
+    the one "does anyone listen" test; agent scopes are not applied: use
     :meth:`has_listeners` for that). Lets a hot call site skip even the dispatch call (and
     building its payload and default) while nobody listens: the loop tests it before each
     hook of a step, the session log before each append's ``session/event``."""
@@ -187,7 +186,6 @@ class Context:
     ) -> None:
         self._tree = tree
         self._bus = tree.bus
-        self._listeners = tree.bus.listeners  # for the inlined no-listener checks
         self._layer = layer
         self._named = {}
         self._resolver = Resolver()
@@ -347,7 +345,7 @@ class Context:
 
         Dispatching an unobserved name is cheap already; this is for callers that want to skip
         work of their own (e.g. building an expensive payload)."""
-        if name not in self._listeners:
+        if name not in self.listened:
             return False
         return self._bus.has_listeners(name, self.agent)
 
@@ -370,7 +368,8 @@ class Context:
         With ``signal``: raises :class:`~agentloop_nb.signals.AbortError` when it is aborted
         already, and a reached listener runs under an abort scope (an abort cancels it and the
         call raises ``AbortError``; see :mod:`agentloop_nb.signals`)."""
-        if name not in self._listeners:  # unobserved: no further coroutine, no scope
+        # fast path (benchmarks/bench_bus.py "unobserved serial"): no coroutine, no scope
+        if name not in self.listened:
             if signal is not None and signal.aborted:
                 raise AbortError(signal.reason)
             return None
@@ -398,12 +397,13 @@ class Context:
         With no reachable listener the result is ``default()`` (nothing else runs). With
         ``signal``: raises :class:`~agentloop_nb.signals.AbortError` when it is aborted
         already; a chain with listeners (``default`` included) runs under an abort scope."""
-        if name not in self._listeners:  # unobserved: the default, with no chain or scope
+        # fast path (benchmarks/bench_bus.py "unobserved waterfall"): the default itself,
+        # no chain or scope (call_default inlined below)
+        if name not in self.listened:
             if signal is not None and signal.aborted:
                 raise AbortError(signal.reason)
             if default is None:
                 return None
-            # fast path (benchmarks/bench_bus.py "unobserved waterfall"): call_default inlined
             result = default()
             if result is not None and is_awaitable(result):
                 result = await result
@@ -427,4 +427,5 @@ __all__ = [
     "InactiveContextError",
     "Lazy",
     "PluginError",
+    "listened",
 ]

@@ -23,7 +23,7 @@ from functools import partial
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from ._bus import EVERY_NAME, Lazy
+from ._bus import Lazy, listened
 from ._disposer import Disposer
 from ._prompt_types import Assembly, Section, SectionSource, VariableSource
 from ._scoped import BoundView, ScopedRegistry
@@ -175,8 +175,8 @@ class SystemPrompt:
         dispatcher = getattr(agent, "ctx", None)
         if dispatcher is None:
             dispatcher = ctx if ctx is not None else self._ctx
-        if _ASSEMBLE not in getattr(dispatcher, "listened", EVERY_NAME):
-            # Unobserved (the usual case, once per step): the waterfall's answer, undispatched.
+        if _ASSEMBLE not in listened(dispatcher):
+            # fast path (benchmarks/bench_ab.py, unobserved hooks): the answer, undispatched
             if signal is not None:
                 signal.throw_if_aborted()
             return assembly

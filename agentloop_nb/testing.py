@@ -28,13 +28,13 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import json
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from os import PathLike
 from pathlib import Path
 from typing import Any, TypeAlias
 
+from ._json import dumps_arguments
 from .llm import (
     CHUNK_ADAPTER,
     Aborted,
@@ -114,7 +114,7 @@ def tool_call(id: str, name: str, args: Any, text: str | None = None) -> Respons
     """One tool call: an optional text block, then a tool-call block whose arguments (``args``
     as given when it is a ``str``, else ``json.dumps(args)``) arrive in two deltas, usage,
     finish ``tool-calls``."""
-    arguments = args if isinstance(args, str) else json.dumps(args)
+    arguments = args if isinstance(args, str) else dumps_arguments(args)
     chunks: list[StreamChunk] = []
     index = 0
     if text is not None:

@@ -9,11 +9,13 @@ import pytest
 from pydantic import BaseModel, ValidationError
 
 from agentloop_nb.context import (
+    EVERY_NAME,
     Context,
     ErrorReport,
     Fiber,
     InactiveContextError,
     PluginError,
+    listened,
 )
 
 # -- emit ------------------------------------------------------------------------------------
@@ -41,6 +43,21 @@ def test_listened_is_a_live_view_of_the_names_heard_anywhere_in_the_tree() -> No
     assert "ping" in listened and "ping" in root.listened
     dispose()
     assert "ping" not in listened
+
+
+def test_listened_answers_for_a_context_and_for_a_dispatcher_that_cannot_say() -> None:
+    root = Context()
+    child = root.child(name="plugin", agent=object())
+    assert listened(child) is child.listened
+    assert "ping" not in listened(root)
+    child.on("ping", lambda p: None)  # scoped to the child's agent: still counts as heard
+    assert "ping" in listened(root) and not root.has_listeners("other")
+
+    class Bare:
+        async def waterfall(self, name: str, payload: Any, default: Any) -> Any:
+            return None
+
+    assert listened(Bare()) is EVERY_NAME and "anything" in listened(Bare())
 
 
 def test_prepend_puts_listener_first() -> None:

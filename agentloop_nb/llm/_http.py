@@ -407,6 +407,7 @@ def stream_error(
         err_code = default
     status = _status_of(payload)
     label = _error_label(f"{provider} stream error", status, etype, code)
+    # text for people (not an encoding): anything str() can show, not only JSON
     text = truncate(redact(message or json.dumps(payload, default=str), secrets))
     return ErrorFinish(code=err_code, message=redact(f"{label}: {text}", secrets))
 

@@ -12,8 +12,9 @@ Cancellation: awaits that run once per call (an awaitable adapter ``defaults``) 
 package's abort idiom (``signal.run``). The per-chunk stream guard is the one documented
 exception: an :class:`~agentloop_nb.signals.AbortScope` per streamed chunk costs about 20 µs
 (an anyio cancel scope entered and left per token, far more than the rest of a chunk's
-ingest), so the guard instead registers one callback per stream (``_AbortWatch``) that cancels
-only the task parked in the adapter's ``__anext__`` await, and only while it is parked there.
+ingest), so the guard instead registers one callback per stream (``AbortWatch``, in
+``_abort_watch``) that cancels only the task parked in the adapter's ``__anext__`` await, and
+only while it is parked there.
 """
 
 from __future__ import annotations
@@ -28,8 +29,9 @@ from .._disposer import Disposer
 from .._fiber import is_awaitable
 from .._hook_names import LLM_STREAM
 from .._scoped import BoundView
-from ..context import EVERY_NAME, Lazy
+from ..context import Lazy, listened
 from ..signals import AbortError
+from ._abort_watch import AbortWatch
 from ._chunks import Aborted, ErrorFinish, Finish, GenerateOptions, StreamChunk
 from ._errors import LlmError
 from ._prepare import C, PreparedCall, RetryPolicy, as_retry_policy, restrict_defaults
@@ -94,32 +96,6 @@ def _exception_finish(exc: BaseException) -> Finish:
     return _error_finish("UNKNOWN", f"{type(exc).__name__}: {text}" if text else type(exc).__name__)
 
 
-class _AbortWatch:
-    """Turns an abort of ``options.signal`` into a prompt interruption of the one ``await`` the
-    guard is parked in. Only the task parked inside the guard's ``__anext__`` await is cancelled,
-    and only while it is parked there, so the cancellation can surface nowhere else."""
-
-    __slots__ = ("aborted", "baseline", "sent", "task")
-
-    def __init__(self) -> None:
-        self.task: asyncio.Task[Any] | None = None
-        self.sent = False
-        self.baseline = 0
-        # ``signal.aborted``, as a plain attribute: the guard reads it twice per chunk.
-        self.aborted = False
-
-    def __call__(self, _reason: Any) -> None:
-        self.aborted = True
-        task = self.task
-        # A self-abort from inside the awaited adapter code runs in the parked task itself;
-        # the next loop iteration sees ``aborted`` instead.
-        if task is None or self.sent or task is asyncio.current_task():
-            return
-        self.baseline = task.cancelling()
-        self.sent = True
-        task.cancel()
-
-
 async def _aclose(source: Any) -> None:
     close = getattr(source, "aclose", None)
     if close is None:
@@ -155,7 +131,7 @@ async def _guard(source: AsyncIterator[Any], signal: AbortSignal | None) -> Asyn
         finally:
             await _aclose(source)
 
-    watch = _AbortWatch()
+    watch = AbortWatch()
     remove = signal.add_callback(watch)
     current_task = asyncio.current_task
     try:
@@ -163,8 +139,8 @@ async def _guard(source: AsyncIterator[Any], signal: AbortSignal | None) -> Asyn
             if watch.aborted:
                 yield _ABORTED
                 return
-            # ``watch.task`` is set only while parked in the adapter's await, never across a
-            # ``yield`` (the consumer's code must not receive our cancellation).
+            # fast path (benchmarks/bench_loop.py ingest): AbortWatch's protocol inlined per
+            # chunk, no scope per chunk; parked only in the adapter's await, never across a yield
             task = watch.task = current_task()
             final: Finish | None = None
             try:
@@ -172,11 +148,7 @@ async def _guard(source: AsyncIterator[Any], signal: AbortSignal | None) -> Asyn
             except StopAsyncIteration:
                 final = _ABORTED if watch.aborted else _TRUNCATED
             except asyncio.CancelledError:
-                if not watch.sent or task is None:
-                    raise
-                watch.sent = False
-                task.uncancel()
-                if task.cancelling() > watch.baseline:  # cancelled by someone else as well
+                if not watch.claim(task):
                     raise
                 final = _ABORTED
             except Exception as exc:
@@ -184,10 +156,8 @@ async def _guard(source: AsyncIterator[Any], signal: AbortSignal | None) -> Asyn
                 final = _ABORTED if watch.aborted else _exception_finish(exc)
             finally:
                 watch.task = None
-                if watch.sent and task is not None:
-                    # The adapter swallowed our cancellation: balance the request we made.
-                    watch.sent = False
-                    task.uncancel()
+                if watch.sent:
+                    watch.withdraw(task)
             if final is not None:
                 yield final
                 return
@@ -234,6 +204,7 @@ class _Stream:
             self._next = _closed  # a raising listener ends this stream; never re-run the chain
             raise
         self._inner = inner
+        # fast path (benchmarks/bench_loop.py ingest): later chunks skip this frame
         self._next = inner.__anext__
         return await self._next()
 
@@ -244,8 +215,8 @@ class _Stream:
             return _single(_ABORTED)
         runtime = self._runtime
         adapter = self._adapter
-        if LLM_STREAM not in getattr(self._ctx, "listened", EVERY_NAME):
-            # Unobserved (the usual case, once per request): the waterfall's default itself.
+        if LLM_STREAM not in listened(self._ctx):
+            # fast path (benchmarks/bench_ab.py, unobserved hooks): the default itself, undispatched
             return runtime._dispatch(options, adapter)
         produced: list[AsyncIterator[StreamChunk]] = []
 

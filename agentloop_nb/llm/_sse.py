@@ -32,6 +32,7 @@ from typing import Any, Protocol, TypeVar
 
 import anyio
 
+from .._json import dumps_bytes
 from ..errors import AgentloopError
 from ..signals import AbortError, AbortScope, AbortSignal
 from ._chunks import Aborted, ErrorFinish, Finish, GenerateOptions, StreamChunk
@@ -378,7 +379,7 @@ class SseAdapter(HttpClientOwner):
                 "POST",
                 url,
                 headers=headers,
-                content=json.dumps(self.build_body(options)).encode(),
+                content=dumps_bytes(self.build_body(options)),
                 **self._timeout_kwargs(),
             )
         except (httpx.HTTPError, httpx.InvalidURL) as exc:

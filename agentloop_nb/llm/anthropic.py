@@ -59,6 +59,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from .._json import dumps_arguments
 from ..messages import (
     AssistantMessage,
     ImageBlock,
@@ -440,7 +441,7 @@ class AnthropicStreamParser(StreamState):
                 ToolCallDelta(
                     index=block.index,
                     id=block.call_id,
-                    arguments_delta=json.dumps(block.start_input),
+                    arguments_delta=dumps_arguments(block.start_input),
                 )
             )
         out.append(BlockEnd(index=block.index))

@@ -73,6 +73,7 @@ from typing import Any
 
 import anyio
 
+from .._json import dumps_arguments
 from ..messages import TextBlock, ToolResultMessage, UserMessage
 from ._chunks import (
     Aborted,
@@ -327,7 +328,9 @@ class OfflineModel:
             call_id, name, args = call
             chunks.append(BlockStart(index=index, block_type="tool-call"))
             chunks.append(
-                ToolCallDelta(index=index, id=call_id, name=name, arguments_delta=json.dumps(args))
+                ToolCallDelta(
+                    index=index, id=call_id, name=name, arguments_delta=dumps_arguments(args)
+                )
             )
             chunks.append(BlockEnd(index=index))
         usage = Usage(

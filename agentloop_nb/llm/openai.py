@@ -54,10 +54,10 @@ undecodable JSON is ``BAD_RESPONSE`` quoting the bad data. HTTP and transport fa
 
 from __future__ import annotations
 
-import json
 from collections.abc import Coroutine, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from .._json import dumps_arguments
 from ..messages import (
     AssistantMessage,
     ContentBlock,
@@ -412,7 +412,7 @@ class OpenAIStreamParser(StreamState):
         name = fn.get("name") if isinstance(fn, dict) else None
         args: Any = fn.get("arguments") if isinstance(fn, dict) else None
         if args is not None and not isinstance(args, str):
-            args = json.dumps(args)  # some servers send the arguments object itself
+            args = dumps_arguments(args)  # some servers send the arguments object itself
         send_name = name if (name and not state.named) else None
         if send_name:
             state.named = True

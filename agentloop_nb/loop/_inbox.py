@@ -60,6 +60,7 @@ def _source(source: Any) -> dict[str, Any]:
         raise TypeError(
             f"message source must be a str or a dict with a 'kind' string, got {source!r}"
         )
+    # the standard library: allow_nan=False refuses NaN (orjson would write null)
     try:  # snapshot and check it is JSON once, here, not at log time
         return dict(json.loads(json.dumps(source, allow_nan=False)))
     except (TypeError, ValueError) as exc:

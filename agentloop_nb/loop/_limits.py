@@ -54,7 +54,8 @@ class Gate:
         call this first and :meth:`acquire` only when it fails; :meth:`release` either way."""
         if self._waiters:
             return False
-        cap = self._cap()  # _room inlined: this runs twice per model step
+        # fast path (benchmarks/bench_ab.py): _room inlined, this runs twice per model step
+        cap = self._cap()
         if cap is None or self._held < cap:
             self._held += 1
             return True

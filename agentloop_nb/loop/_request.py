@@ -24,7 +24,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .._hook_names import AGENT_REQUEST, AGENT_REQUEST_ERROR
-from ..context import Lazy
+from ..context import Lazy, listened
 from ..events import ASSISTANT_ATTEMPT, ASSISTANT_CHUNK, REQUEST_HEADER
 from ..hooks import RequestConfig, RequestErrorPayload, RequestPayload, Retry
 from ..llm import BlockAssembler, GenerateOptions, LlmError, PreparedCall, RequestFacts
@@ -228,7 +228,8 @@ class RequestPath:
             self._options, self._proposal = options, seed_config(options)
         proposal = self._proposal
         ctx = agent.ctx
-        if AGENT_REQUEST in ctx.listened:
+        # fast path (benchmarks/bench_ab.py, unobserved hooks): else the proposal as is
+        if AGENT_REQUEST in listened(ctx):
             config = await ctx.waterfall(
                 AGENT_REQUEST,
                 Lazy(RequestPayload, _facade(agent), turn, step, proposal, signal),
@@ -297,8 +298,8 @@ class RequestPath:
         asm = BlockAssembler()
         seqs: list[int] = []
         async for chunk in llm.stream(options, prepared=prepared):
-            # Frozen here, not by append's walk: turn and step are the loop's own ints and the
-            # chunk is checked by _chunk_data.
+            # fast path (benchmarks/bench_loop.py ingest): frozen here, not by append's walk
+            # (turn and step are the loop's own ints, the chunk is checked by _chunk_data)
             data = wrap_frozen({"turn": turn, "step": step, "chunk": _chunk_data(chunk)})
             seqs.append(append(ASSISTANT_CHUNK, data).seq)
             asm.feed(chunk)
@@ -394,7 +395,7 @@ def _chunk_data(chunk: Any) -> FrozenDict:
     a second walk (this runs once per streamed token). Anything else (a ``block-end`` carrying
     its ``block``, a field that is not a plain scalar) is dumped and checked normally."""
     kind = chunk.type
-    try:
+    try:  # fast path (benchmarks/bench_loop.py ingest): fields frozen, no serializer
         if kind in _FLAT_CHUNKS:
             return freeze_fields(chunk.__dict__)
         if kind == "usage":

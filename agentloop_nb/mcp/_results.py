@@ -62,6 +62,7 @@ def to_tool_result(server: str, tool: str, result: Any) -> ToolResult:
     parts = [_part(item) for item in result.content or ()]
     structured = getattr(result, "structured_content", None)
     if not parts and structured is not None:
+        # text for the model, spaced as JSON usually reads (not the wire form)
         parts.append(json.dumps(structured, ensure_ascii=False))
     texts = [part for part in parts if isinstance(part, str)]
     meta = {"mcp": {"server": server, "tool": tool}}

@@ -78,6 +78,7 @@ class BudgetRequest:
 
     @property
     def arguments(self) -> str:
+        # tool-call argument text, spaced as a model writes it (like ``dumps_arguments``)
         return json.dumps(
             {
                 "limit": self.limit,

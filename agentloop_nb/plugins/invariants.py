@@ -71,6 +71,7 @@ def rebuild_messages(session: Session) -> list[Message]:
 
 
 def _canon(value: Any) -> str:
+    # sorted keys: a canonical form to compare, not an encoding
     return json.dumps(value, sort_keys=True, default=list)
 
 

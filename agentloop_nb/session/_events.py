@@ -7,15 +7,14 @@ per streamed chunk, so construction must cost a few hundred nanoseconds, and the
 
 from __future__ import annotations
 
-import json
-import json.encoder as _json_encoder
 import math
 import time as _time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, NoReturn
 
+from .._json import dumps_str
 from ..events import SURFACE_TYPES
-from ._frozen import EMPTY, FrozenDict, freeze_checked, freeze_json, freeze_plain_dict
+from ._frozen import EMPTY, FrozenDict, freeze_json, freeze_plain_dict
 
 __all__ = [
     "HEADER_VERSION",
@@ -23,7 +22,6 @@ __all__ = [
     "SessionEvent",
     "SessionHeader",
     "SurfaceOp",
-    "encode_json",
 ]
 
 HEADER_VERSION = 1
@@ -32,33 +30,6 @@ HEADER_VERSION = 1
 
 SurfaceOp = str | FrozenDict
 """``"append"`` or a frozen ``{"op": "replace", "start": s, "end": e}``."""
-
-
-def _no_default(value: object) -> NoReturn:
-    raise TypeError(f"{type(value).__qualname__} is not JSON serializable")
-
-
-def _make_encoder() -> Callable[[Any], str]:
-    """A compact, ``ensure_ascii=False``, NaN-refusing encoder.
-
-    ``JSONEncoder.encode`` rebuilds its C encoder on every call; building it once halves the
-    cost of encoding a small event. No circular-reference markers: frozen data is acyclic.
-    """
-    make = getattr(_json_encoder, "c_make_encoder", None)
-    if make is None:  # pragma: no cover - non-CPython
-        return json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
-    c_encode = make(
-        None, _no_default, _json_encoder.encode_basestring, None, ":", ",", False, False, False
-    )
-    join = "".join
-
-    def encode(value: Any) -> str:
-        return join(c_encode(value, 0))
-
-    return encode
-
-
-encode_json = _make_encoder()
 
 
 def _frozen_setattr(self: object, name: str, value: object) -> NoReturn:
@@ -227,17 +198,8 @@ class SessionEvent:
         return out
 
     def to_json(self) -> str:
-        """Compact JSON (``ensure_ascii=False``) of ``to_dict()``: the line the JSONL backend
-        writes. The common shape is formatted around a cached per-type prefix (same bytes)."""
-        if self.surface_op is None and not self.source_event_seqs:
-            prefix = _PREFIXES.get(self.type)
-            if prefix is None:
-                prefix = _prefix(self.type)
-            return (
-                f'{prefix}{self.seq},"time":{_float_repr(self.time)},'
-                f'"data":{encode_json(self.data)}}}'
-            )
-        return encode_json(self.to_dict())
+        """Compact JSON (non-ASCII kept) of ``to_dict()``: the line the JSONL backend writes."""
+        return dumps_str(self.to_dict())
 
     @classmethod
     def from_dict(cls, obj: Mapping[str, Any]) -> SessionEvent:
@@ -260,17 +222,6 @@ class SessionEvent:
         )
 
 
-_PREFIXES: dict[str, str] = {}
-_float_repr = float.__repr__  # what the json encoder writes for a float
-
-
-def _prefix(event_type: str) -> str:
-    prefix = '{"type":' + encode_json(event_type) + ',"seq":'
-    if len(_PREFIXES) < 4096:  # event types are few; never let odd callers grow it unbounded
-        _PREFIXES[event_type] = prefix
-    return prefix
-
-
 _SET_EVENT = tuple(
     SessionEvent.__dict__[name].__set__
     for name in ("type", "seq", "time", "data", "surface_op", "source_event_seqs")
@@ -288,8 +239,8 @@ def make_event(
 ) -> SessionEvent:
     """Private fast path: build an event from fields that were already checked and frozen."""
     event: SessionEvent = _new_object(SessionEvent)
-    # The six slots set here, not in a helper: one event per logged chunk, and a call costs
-    # about as much as two of these sets.
+    # fast path (benchmarks/bench_loop.py ingest): the six slots set here, not in a helper
+    # (one event per logged chunk; a call costs about as much as two of these sets)
     s_type, s_seq, s_time, s_data, s_op, s_seqs = _SET_EVENT
     s_type(event, type)
     s_seq(event, seq)
@@ -312,7 +263,7 @@ def freeze_data(event_type: str, data: object) -> FrozenDict:
     if type(data) is FrozenDict:
         return data
     if type(data) is dict:
-        # Fast path before building the error label: most data is plain JSON.
+        # fast path (benchmarks/bench_ab.py): most data is plain JSON, so no label built
         fast = freeze_plain_dict(data)
         if fast is not None:
             return fast
@@ -321,7 +272,7 @@ def freeze_data(event_type: str, data: object) -> FrozenDict:
             f"session event {event_type!r}: data must be a dict of JSON values, "
             f"got {type(data).__qualname__}"
         )
-    frozen: FrozenDict = freeze_checked(data, label=f"session event {event_type!r}")
+    frozen: FrozenDict = freeze_json(data, label=f"session event {event_type!r}")
     return frozen
 
 
@@ -387,7 +338,7 @@ class SessionHeader:
         }
 
     def to_json(self) -> str:
-        return encode_json(self.to_dict())
+        return dumps_str(self.to_dict())
 
     @classmethod
     def from_dict(cls, obj: Mapping[str, Any]) -> SessionHeader:

@@ -2,6 +2,8 @@
 
 One recursive walk both *checks* that a value is lossless JSON and *freezes* it: dicts become
 ``FrozenDict`` (a ``dict`` subclass whose mutators raise ``TypeError``) and lists become tuples.
+It has two entries: ``freeze_json`` (checked: any value, errors named by their JSON path) and
+``freeze_trusted`` (decoded JSON, which cannot be bad: no error translation).
 Because ``FrozenDict`` is a real ``dict`` and tuples encode as JSON arrays, ``json.dumps`` works
 on frozen data directly, and ``pydantic`` validates it like plain JSON.
 
@@ -25,10 +27,10 @@ __all__ = [
     "EMPTY",
     "Fallback",
     "FrozenDict",
-    "freeze_checked",
     "freeze_fields",
     "freeze_json",
     "freeze_plain_dict",
+    "freeze_trusted",
     "wrap_frozen",
 ]
 
@@ -89,7 +91,7 @@ _init_dict = dict.__init__
 
 def wrap_frozen(items: dict[str, Any]) -> FrozenDict:
     """A ``FrozenDict`` of ``items`` whose values are already frozen, without re-checking them
-    (the fast path for trusted input, such as decoded JSON once frozen)."""
+    (what the walk builds its results with; the loop wraps its own event data with it)."""
     fd: FrozenDict = _new_dict(FrozenDict)
     _init_dict(fd, items)
     return fd
@@ -134,8 +136,14 @@ def _bad_key(key: object) -> _Bad:
     return bad
 
 
-def _scalar_subclass(value: object) -> object:
-    """Normalise subclasses of str/int/float (enums...) to the exact JSON type, else fail."""
+def _other(value: Any, active: set[int] | None) -> Any:
+    """What the walk's inline tests leave: a non-finite float, subclasses of the JSON types
+    (``OrderedDict``, ``StrEnum``...), and everything that is not JSON (``_Bad``)."""
+    if isinstance(value, dict):  # OrderedDict, defaultdict...: frozen like a plain dict
+        return _walk_dict(value, active)
+    if isinstance(value, list | tuple) and not hasattr(value, "_fields"):
+        return _walk_list(value, active)  # list/tuple subclasses, but not namedtuples
+    # Subclasses of str/int/float (enums...) become the exact JSON type.
     if isinstance(value, bool):
         return bool(value)
     if isinstance(value, str):
@@ -149,11 +157,22 @@ def _scalar_subclass(value: object) -> object:
     raise _Bad(f"is {_describe(value)}")
 
 
-def _walk_dict(value: dict[Any, Any], active: set[int]) -> FrozenDict:
-    ident = id(value)
-    if ident in active:
-        raise _Bad("is a cycle (a container that contains itself)")
-    active.add(ident)
+_CYCLE = "is a cycle (a container that contains itself)"
+
+# The walk: one recursive pass that checks a value is lossless JSON and freezes it.
+# fast path (benchmarks/bench_ab.py): exact JSON types are tested inline (most data is nothing
+# else); the rest goes to ``_other``. ``active``
+# is ``None`` on the first pass, which keeps no cycle bookkeeping: a cycle recurses until
+# ``RecursionError``, and only then does the entry walk again with ``active`` (the ids of the
+# containers on the current path) to tell a cycle, named by its path, from deep nesting. A
+# ``_Bad`` collects its JSON path while it unwinds (``try`` costs nothing until it raises).
+
+
+def _walk_dict(value: dict[Any, Any], active: set[int] | None) -> FrozenDict:
+    if active is not None:
+        if id(value) in active:
+            raise _Bad(_CYCLE)
+        active.add(id(value))
     out: dict[str, Any] = {}
     key: Any = None
     try:
@@ -163,63 +182,67 @@ def _walk_dict(value: dict[Any, Any], active: set[int]) -> FrozenDict:
                     raise _bad_key(key)
                 # str subclasses (StrEnum...) encode as their plain value: keep that, not the type
                 key = str.__str__(key)
-            ti = type(item)
-            if ti is str or ti is int or ti is bool or item is None:
+            t = type(item)
+            if t is str or t is int or t is bool or item is None or t is FrozenDict:
+                out[key] = item
+            elif t is dict:
+                out[key] = _walk_dict(item, active)
+            elif t is list or t is tuple:
+                out[key] = _walk_list(item, active)
+            elif t is float and item - item == 0.0:  # False for NaN and ±Infinity
                 out[key] = item
             else:
-                out[key] = _walk(item, active)
+                out[key] = _other(item, active)
     except _Bad as bad:
         if bad.here:
             bad.here = False
         else:
             bad.path.append(key)
         raise
-    active.discard(ident)
+    if active is not None:
+        active.discard(id(value))
     return wrap_frozen(out)
 
 
-def _walk_list(value: list[Any] | tuple[Any, ...], active: set[int]) -> tuple[Any, ...]:
-    ident = id(value)
-    if ident in active:
-        raise _Bad("is a cycle (a container that contains itself)")
-    active.add(ident)
-    index = -1
+def _walk_list(value: list[Any] | tuple[Any, ...], active: set[int] | None) -> tuple[Any, ...]:
+    if active is not None:
+        if id(value) in active:
+            raise _Bad(_CYCLE)
+        active.add(id(value))
+    out: list[Any] = []
+    append = out.append
     try:
-        frozen: list[Any] = []
-        append = frozen.append
         for item in value:
-            index += 1
-            ti = type(item)
-            if ti is str or ti is int or ti is bool or item is None:
+            t = type(item)
+            if t is str or t is int or t is bool or item is None or t is FrozenDict:
+                append(item)
+            elif t is dict:
+                append(_walk_dict(item, active))
+            elif t is list or t is tuple:
+                append(_walk_list(item, active))
+            elif t is float and item - item == 0.0:
                 append(item)
             else:
-                append(_walk(item, active))
+                append(_other(item, active))
     except _Bad as bad:
-        bad.path.append(index)
+        bad.path.append(len(out))  # the index of the item that failed
         raise
-    active.discard(ident)
-    return tuple(frozen)
+    if active is not None:
+        active.discard(id(value))
+    return tuple(out)
 
 
-def _walk(value: Any, active: set[int]) -> Any:
+def _walk(value: Any, active: set[int] | None) -> Any:
     t = type(value)
-    if t is str or t is int or t is bool or value is None:
-        return value
-    if t is float:
-        if value - value == 0.0:  # False for NaN and ±Infinity
-            return value
-        raise _Bad(f"is {_describe(value)}")
-    if t is FrozenDict:
-        return value
     if t is dict:
         return _walk_dict(value, active)
+    if t is str or t is int or t is bool or value is None or t is FrozenDict:
+        return value
     if t is list or t is tuple:
         return _walk_list(value, active)
-    if isinstance(value, dict):  # OrderedDict, defaultdict...: frozen like a plain dict
-        return _walk_dict(value, active)
-    if isinstance(value, list | tuple) and not hasattr(value, "_fields"):
-        return _walk_list(value, active)  # list/tuple subclasses, but not namedtuples
-    return _scalar_subclass(value)
+    if t is float and value - value == 0.0:
+        return value
+    return _other(value, active)
 
 
 def _format_path(root: str, path: list[str | int]) -> str:
@@ -227,60 +250,11 @@ def _format_path(root: str, path: list[str | int]) -> str:
 
 
 class Fallback(AgentloopError):
-    """Raised by the fast walk and :func:`freeze_fields` for a value only the slow path may
-    decide (the checked walk, or serialising the record); their callers catch it and take it."""
+    """Raised by :func:`freeze_fields` for a value only the slow path may decide (serialising
+    the record, then the checked walk); its callers catch it and take that path."""
 
 
 _FALLBACK = Fallback()
-_FAST_DEPTH = 32  # deeper (or cyclic) data is left to the checked walk
-
-
-def _fast_dict(value: dict[Any, Any], depth: int) -> FrozenDict:
-    # Exact JSON types only: anything else (subclasses, bad values, deep or cyclic nesting)
-    # raises Fallback and the checked walk redoes the value from scratch, so results and errors
-    # are exactly the checked walk's. No cycle bookkeeping: the depth cap bounds a cycle.
-    out: dict[str, Any] = {}
-    for key, item in value.items():
-        if type(key) is not str:
-            raise _FALLBACK
-        t = type(item)
-        if t is str or t is int or t is bool or item is None or t is FrozenDict:
-            out[key] = item
-        elif t is dict:
-            if depth >= _FAST_DEPTH:
-                raise _FALLBACK
-            out[key] = _fast_dict(item, depth + 1)
-        elif t is list or t is tuple:
-            if depth >= _FAST_DEPTH:
-                raise _FALLBACK
-            out[key] = _fast_list(item, depth + 1)
-        elif t is float and item - item == 0.0:  # finite
-            out[key] = item
-        else:
-            raise _FALLBACK
-    return wrap_frozen(out)
-
-
-def _fast_list(value: list[Any] | tuple[Any, ...], depth: int) -> tuple[Any, ...]:
-    out: list[Any] = []
-    append = out.append
-    for item in value:
-        t = type(item)
-        if t is str or t is int or t is bool or item is None or t is FrozenDict:
-            append(item)
-        elif t is dict:
-            if depth >= _FAST_DEPTH:
-                raise _FALLBACK
-            append(_fast_dict(item, depth + 1))
-        elif t is list or t is tuple:
-            if depth >= _FAST_DEPTH:
-                raise _FALLBACK
-            append(_fast_list(item, depth + 1))
-        elif t is float and item - item == 0.0:
-            append(item)
-        else:
-            raise _FALLBACK
-    return tuple(out)
 
 
 def freeze_fields(fields: dict[str, Any]) -> FrozenDict:
@@ -298,16 +272,17 @@ def freeze_fields(fields: dict[str, Any]) -> FrozenDict:
 
 
 def freeze_plain_dict(value: dict[Any, Any]) -> FrozenDict | None:
-    """The fast path of :func:`freeze_json` for an exact ``dict``: its frozen copy, or ``None``
-    when the value needs the checked walk (which then decides the result or the error)."""
+    """:func:`freeze_json` of an exact ``dict`` without an error label to build: its frozen
+    copy, or ``None`` when it is not lossless JSON or nests too deeply (then
+    :func:`freeze_json` names the problem)."""
     try:
-        return _fast_dict(value, 0)
-    except (Fallback, RecursionError):
+        return _walk_dict(value, None)
+    except (_Bad, RecursionError):
         return None
 
 
 def freeze_json(value: Any, *, label: str, root: str = "data") -> Any:
-    """Check that ``value`` is lossless JSON and return a deep-frozen copy.
+    """The checked entry: check that ``value`` is lossless JSON and return a deep-frozen copy.
 
     ``label`` prefixes the error (e.g. ``"session event 'tool/result'"``) and ``root`` names the
     value in the JSON path. Raises ``TypeError`` naming the path of the first bad value: NaN or
@@ -315,19 +290,25 @@ def freeze_json(value: Any, *, label: str, root: str = "data") -> Any:
     included: callers dump them first). Subclasses of ``str``/``int``/``float`` (enums) are
     normalised to the plain type.
     """
-    if type(value) is dict:
-        fast = freeze_plain_dict(value)
-        if fast is not None:
-            return fast
-    return freeze_checked(value, label=label, root=root)
-
-
-def freeze_checked(value: Any, *, label: str, root: str = "data") -> Any:
-    """``freeze_json`` without the fast path: the walk that decides every result and error."""
     try:
-        return _walk(value, set())
+        return _walk(value, None)
     except _Bad as bad:
-        where = _format_path(root, bad.path)
-        raise TypeError(f"{label}: {where} {bad.what}; {_JSON_KINDS}") from None
+        error = bad
     except RecursionError:
-        raise TypeError(f"{label}: {root} is nested too deeply; {_JSON_KINDS}") from None
+        # A cycle, or nesting deeper than the interpreter recurses: walk again keeping the
+        # containers on the path, to name the cycle by its path (error path only).
+        try:
+            return _walk(value, set())
+        except _Bad as bad:
+            error = bad
+        except RecursionError:
+            raise TypeError(f"{label}: {root} is nested too deeply; {_JSON_KINDS}") from None
+    where = _format_path(root, error.path)
+    raise TypeError(f"{label}: {where} {error.what}; {_JSON_KINDS}") from None
+
+
+def freeze_trusted(value: Any) -> Any:
+    """The trusted entry: the frozen copy of a value known to be lossless JSON (decoded by a
+    JSON parser that refuses NaN), so no error is translated; nesting deeper than the
+    interpreter recurses raises ``RecursionError``."""
+    return _walk(value, None)

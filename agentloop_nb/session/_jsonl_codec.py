@@ -18,8 +18,9 @@ from typing import Any, BinaryIO
 
 import orjson
 
+from .._json import dumps_bytes
 from ._events import SURFACE_TYPES, SessionEvent, SessionHeader, make_event, normalize_surface_op
-from ._frozen import EMPTY, FrozenDict, wrap_frozen
+from ._frozen import EMPTY, FrozenDict, freeze_trusted
 from ._persistence import SessionCorruptError
 from ._session import parse_node
 
@@ -50,26 +51,6 @@ def decode_line(text: str) -> Any:
         raise ValueError(_TOO_DEEP) from None
 
 
-def _freeze_loaded(value: Any) -> Any:
-    # Decoded JSON has only str keys, no cycles and (with _reject_constant) finite floats, so
-    # freezing needs no checks: dicts -> FrozenDict, lists -> tuples.
-    t = type(value)
-    if t is dict:
-        # The values are frozen here already: wrap without FrozenDict's re-check.
-        return wrap_frozen(
-            {
-                k: v if (tv := type(v)) is not dict and tv is not list else _freeze_loaded(v)
-                for k, v in value.items()
-            }
-        )
-    if t is list:
-        return tuple(
-            v if (tv := type(v)) is not dict and tv is not list else _freeze_loaded(v)
-            for v in value
-        )
-    return value
-
-
 def _event_from_line(obj: Any, seq: int) -> SessionEvent:
     if type(obj) is not dict:
         raise ValueError("not a JSON object")
@@ -85,7 +66,7 @@ def _event_from_line(obj: Any, seq: int) -> SessionEvent:
     if data is None:
         frozen: FrozenDict = EMPTY
     elif type(data) is dict:
-        frozen = _freeze_loaded(data)
+        frozen = freeze_trusted(data)  # decoded JSON: the walk's trusted entry
     else:
         raise ValueError("data is not a JSON object")
     op = obj.get("surface_op")
@@ -219,27 +200,14 @@ def _line_number(f: BinaryIO, offset: int) -> int:
 
 
 _dumps = orjson.dumps
-_encode_ascii = json.JSONEncoder(ensure_ascii=True, separators=(",", ":"), allow_nan=False).encode
 
 
 def encode_lines(events: Sequence[SessionEvent]) -> bytes:
-    """One JSONL line per event. orjson writes the same compact bytes as ``to_json`` about six
-    times faster (this runs once per streamed chunk); anything it refuses (ints beyond 64 bits,
-    lone surrogates) takes the standard-library path."""
+    """One JSONL line per event (the bytes of ``to_json()``, in UTF-8). Anything orjson
+    refuses (ints beyond 64 bits, lone surrogates) re-encodes the batch through ``dumps_bytes``,
+    whose standard-library fallback decides those lines."""
     try:
+        # fast path (benchmarks/bench_loop.py ingest): orjson itself, one call per event
         return b"".join([_dumps(event.to_dict()) + b"\n" for event in events])
-    except (TypeError, orjson.JSONEncodeError):
-        pass
-    text = "".join([event.to_json() + "\n" for event in events])
-    try:
-        return text.encode("utf-8")
-    except UnicodeEncodeError:
-        return b"".join([_line_bytes(event) for event in events])
-
-
-def _line_bytes(event: SessionEvent) -> bytes:
-    try:
-        return event.to_json().encode("utf-8") + b"\n"
-    except UnicodeEncodeError:
-        # A lone surrogate has no UTF-8 form: \u-escape this line (still lossless JSON).
-        return _encode_ascii(event.to_dict()).encode("ascii") + b"\n"
+    except TypeError:  # orjson.JSONEncodeError is a TypeError
+        return b"".join([dumps_bytes(event.to_dict()) + b"\n" for event in events])

@@ -20,6 +20,7 @@ import weakref
 from pathlib import Path
 from typing import Any
 
+from .._json import dumps_bytes
 from ._persistence import SessionLockedError
 
 try:
@@ -80,7 +81,7 @@ def _take(id: str, path: Path) -> Held:
     note = {"pid": os.getpid(), "host": socket.gethostname(), "since": time.time()}
     with contextlib.suppress(OSError):  # the holder note is a courtesy, the lock is the flock
         os.ftruncate(fd, 0)
-        os.pwrite(fd, json.dumps(note).encode(), 0)
+        os.pwrite(fd, dumps_bytes(note), 0)
     return Held(id, path, fd)
 
 

@@ -10,6 +10,7 @@ from typing import Any, Literal, Protocol, overload
 from pydantic import ValidationError
 
 from .._hook_names import SESSION_EVENT, SESSION_FLUSH
+from ..context import listened
 from ..events import ASSISTANT_MESSAGE, REQUEST_HEADER, SURFACE_TYPES, TOOL_RESULT
 from ..messages import AssistantMessage, Message, ToolResultMessage, UserMessage
 from ._events import (
@@ -190,7 +191,7 @@ class Session:
         "_events",
         "_header_durable",
         "_header_seq",
-        "_heard",
+        "_listened",
         "_nodes",
         "_state",
         "_store",
@@ -208,7 +209,7 @@ class Session:
         self._view = EventLog(self._events)
         self._state: SessionState = "prepared"
         self._emit: Any = None  # the dispatcher's bound ``emit`` while published
-        self._heard: Container[str] = _NOBODY  # the dispatcher's ``listened`` while published
+        self._listened: Container[str] = _NOBODY  # the dispatcher's ``listened`` while published
         self._surface: list[Message] = []
         self._derived = 0  # events folded into ``_surface`` so far
         self._nodes: dict[int, Message | None] = {}  # nodes parsed at append, not yet folded
@@ -340,7 +341,8 @@ class Session:
             self._nodes[seq] = node
         elif type == REQUEST_HEADER:
             self._header_seq = seq
-        if SESSION_EVENT in self._heard:
+        # fast path (benchmarks/bench_ab.py, unobserved hooks): no payload, no emit call
+        if SESSION_EVENT in self._listened:
             self._emit(SESSION_EVENT, _event_payload(self, event))
         return event
 
@@ -397,7 +399,7 @@ class Session:
         dispatch = self._store.dispatch
         if dispatch is not None:
             self._emit = dispatch.emit
-            self._heard = dispatch.listened
+            self._listened = listened(dispatch)  # kept: the container is live
 
     def mark_prepared(self) -> None:
         """Undo ``mark_published`` (a vetoed publication): appends stop announcing. A no-op
@@ -405,7 +407,7 @@ class Session:
         if self._state == "published":
             self._state = "prepared"
             self._emit = None
-            self._heard = _NOBODY
+            self._listened = _NOBODY
 
     def mark_detached(self) -> SessionState:
         """Move to ``"detached"`` (final: appends raise from now on) and return the state the
@@ -413,7 +415,7 @@ class Session:
         before = self._state
         self._state = "detached"
         self._emit = None
-        self._heard = _NOBODY
+        self._listened = _NOBODY
         return before
 
     def __repr__(self) -> str:

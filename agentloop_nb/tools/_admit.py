@@ -16,7 +16,8 @@ import logging
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from ..context import EVERY_NAME
+from .._json import dumps_arguments
+from ..context import listened
 from ..signals import AbortError, AbortScope
 from ._decisions import (
     ABORTED,
@@ -79,8 +80,8 @@ async def admit(
     if refusal is not None:
         return refusal
     ctx = execution.ctx
-    if PRE_EXECUTE not in getattr(ctx, "listened", EVERY_NAME):
-        # Unobserved (the usual case, once per call): the waterfall's answer, undispatched.
+    if PRE_EXECUTE not in listened(ctx):
+        # fast path (benchmarks/bench_ab.py, unobserved hooks): the answer, undispatched
         if execution.signal.aborted:
             return aborted(execution, "before the tool ran")
         decision: Any = ALLOW
@@ -240,7 +241,7 @@ def _apply_edit(execution: ToolExecution, args: dict[str, Any]) -> ToolResult | 
     assert definition is not None  # admission resolved it before asking
     try:
         definition.validate_args(args)
-        arguments = json.dumps(args)
+        arguments = dumps_arguments(args)
     except (ValueError, TypeError) as exc:
         return error_result(
             INVALID_ARGS,

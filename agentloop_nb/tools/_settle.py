@@ -12,7 +12,7 @@ import inspect
 import logging
 from typing import Any
 
-from ..context import EVERY_NAME, Lazy
+from ..context import Lazy, listened
 from ._decisions import (
     BLOCKED,
     TOOL_ERROR,
@@ -35,7 +35,8 @@ _log = logging.getLogger("agentloop_nb.tools")
 def announce_settled(execution: ToolExecution, result: ToolResult) -> None:
     """Emit ``tools/settled{execution, result}`` (observe only; listener errors are contained)."""
     ctx = execution.ctx
-    if SETTLED in getattr(ctx, "listened", EVERY_NAME):  # else: not even the emit's call
+    # fast path (benchmarks/bench_ab.py, unobserved hooks): not even the emit's call
+    if SETTLED in listened(ctx):
         ctx.emit(SETTLED, Lazy(ToolSettledPayload, execution, result))
 
 
@@ -48,8 +49,9 @@ async def settle(execution: ToolExecution, result: ToolResult) -> ToolResult:
     anything but ``Accept``/``Block`` raises ``TypeError``.
     """
     ctx = execution.ctx
-    listened = getattr(ctx, "listened", EVERY_NAME)
-    if POST_EXECUTE in listened:  # unobserved (the usual case): Accept(), undispatched
+    names = listened(ctx)
+    # fast path (benchmarks/bench_ab.py, unobserved hooks): Accept(), undispatched
+    if POST_EXECUTE in names:
         # No signal: post-execute listeners see every result, aborted calls' included.
         decision = await ctx.waterfall(
             POST_EXECUTE, Lazy(PostExecutePayload, execution, result), accept
@@ -59,7 +61,7 @@ async def settle(execution: ToolExecution, result: ToolResult) -> ToolResult:
     finalize = execution.tool.finalize_content if execution.tool is not None else None
     if finalize is not None and not result.is_error:
         result = await _finalize(execution, finalize, result)
-    if RESULT in listened:
+    if RESULT in names:
         ctx.emit(RESULT, Lazy(ToolResultPayload, execution, result))
     return result
 

@@ -127,7 +127,7 @@ def _scalar(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, Mapping | list | tuple):
-        return json.dumps(value, ensure_ascii=False)
+        return json.dumps(value, ensure_ascii=False)  # for people: spaced, not the wire form
     return str(value)
 
 

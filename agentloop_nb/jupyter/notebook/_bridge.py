@@ -23,10 +23,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import orjson
 from pydantic import ValidationError
 
 from ..._disposer import Disposer
+from ..._json import dumps_bytes
 from ...errors import AgentloopError
 from ._messages import (
     COMM_TARGET,
@@ -133,8 +133,8 @@ def _kernel_id() -> str:
 
 def _size(data: Any) -> int:
     try:
-        return len(orjson.dumps(data))
-    except (TypeError, orjson.JSONEncodeError):
+        return len(dumps_bytes(data))
+    except (TypeError, ValueError):  # not JSON: never sendable
         return math.inf  # type: ignore[return-value]
 
 

@@ -150,6 +150,7 @@ def html_text(html: str) -> str:
 def _text(value: Any) -> str:
     if isinstance(value, list):
         return "".join(str(v) for v in value)
+    # text for people: anything str() can show, spaced (not the wire form)
     return value if isinstance(value, str) else json.dumps(value, default=str)
 
 
