@@ -490,6 +490,20 @@ def open_notebook(page: Page, lab: LabServer, notebook_path: str | Path) -> None
         dialog.locator(".jp-mod-accept").click()
 
 
+def wait_kernel_idle(page: Page, *, timeout: float = 60_000) -> None:
+    """Wait until the notebook on screen shows its kernel idle in its toolbar: started, and
+    this page connected to it.
+
+    Restarting (or running) a kernel that is still starting races in Jupyter Server's kernel
+    websocket: the page's socket is answered 500 and reconnects, and in that state a comm
+    reply from the page was seen to reach the kernel only 30 s later, or a Run All click was
+    dropped. Acting on an idle kernel is the path users take.
+    """
+    page.locator(
+        ".jp-NotebookPanel:visible .jp-Notebook-ExecutionIndicator[data-status='idle']"
+    ).first.wait_for(timeout=timeout)
+
+
 def run_all(
     page: Page,
     lab: LabServer,
@@ -508,6 +522,7 @@ def run_all(
     from playwright.sync_api import expect
 
     open_notebook(page, lab, notebook_path)
+    wait_kernel_idle(page)
     first_prompt = code_cells(page).first.locator(".jp-InputPrompt")
     per_attempt = timeout / attempts
     for _attempt in range(attempts):

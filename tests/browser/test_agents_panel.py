@@ -156,16 +156,23 @@ def _current_cells(page: Page) -> Locator:
     return page.locator(".jp-NotebookPanel:visible .jp-CodeCell")
 
 
-def _run_all_here(page: Page) -> None:
-    """Run all cells of the focused notebook, just opened on a fresh kernel (restarting a kernel
-    that is still starting races in Jupyter Server's websocket)."""
+def _run_all_here(page: Page, *, attempts: int = 3) -> None:
+    """Run all cells of the focused notebook, just opened on a fresh kernel: once its kernel
+    is idle (see :func:`harness.wait_kernel_idle`), Run ▸ Run All Cells. A click that left
+    every prompt blank (nothing queued, nothing ran) is tried again."""
     from playwright.sync_api import expect
 
-    _current_cells(page).first.click()
-    _menu_command(page, "Run", re.compile(r"^Run All Cells$"))
-    expect(_current_cells(page).first.locator(".jp-InputPrompt")).to_have_text(
-        "[1]:", timeout=60_000
-    )
+    harness.wait_kernel_idle(page)
+    first_prompt = _current_cells(page).first.locator(".jp-InputPrompt")
+    for _attempt in range(attempts):
+        _current_cells(page).first.click()
+        _menu_command(page, "Run", re.compile(r"^Run All Cells$"))
+        try:
+            expect(first_prompt).to_have_text(re.compile(r"^\[(\*|\d+)\]:$"), timeout=15_000)
+            break
+        except AssertionError:
+            page.keyboard.press("Escape")  # close a half-open menu before trying again
+    expect(first_prompt).to_have_text("[1]:", timeout=60_000)
     harness.wait_cells_done(page)
 
 
