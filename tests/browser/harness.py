@@ -491,8 +491,10 @@ def open_notebook(page: Page, lab: LabServer, notebook_path: str | Path) -> None
 
 
 def wait_kernel_idle(page: Page, *, timeout: float = 60_000) -> None:
-    """Wait until the notebook on screen shows its kernel idle in its toolbar: started, and
-    this page connected to it.
+    """Wait until the status bar shows the kernel of the notebook on screen as ``Idle``:
+    started, and this page connected to it (JupyterLab's display status reads
+    ``Initializing`` / ``Connecting`` / ``Starting`` until then; the toolbar's execution
+    indicator cannot tell, it reads idle before it has heard of a kernel).
 
     Restarting (or running) a kernel that is still starting races in Jupyter Server's kernel
     websocket: the page's socket is answered 500 and reconnects, and in that state a comm
@@ -500,7 +502,7 @@ def wait_kernel_idle(page: Page, *, timeout: float = 60_000) -> None:
     dropped. Acting on an idle kernel is the path users take.
     """
     page.locator(
-        ".jp-NotebookPanel:visible .jp-Notebook-ExecutionIndicator[data-status='idle']"
+        "#jp-main-statusbar .jp-StatusBar-TextItem", has_text=re.compile(r"\| Idle$")
     ).first.wait_for(timeout=timeout)
 
 
