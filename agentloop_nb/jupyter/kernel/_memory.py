@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ._autopsy import Autopsies, Autopsy, build_autopsy
-from ._describe import secret_values
+from ._describe import Describers, secret_values
 from ._provenance import Binding, Provenance, Watch
 from ._undo import DEFAULT_SIZE_LIMIT, NameOutcome, Snapshot, restore, snapshot_for
 
@@ -86,7 +86,8 @@ class KernelMemory:
 
     ``size_limit``: values estimated above it are not copied for undo (default 50 MB);
     ``max_runs``: runs remembered per agent; ``max_chars``: bound of an autopsy's text;
-    ``name_of(agent) -> str | None``: the name agents are shown by (default: their id)."""
+    ``name_of(agent) -> str | None``: the name agents are shown by (default: their id);
+    ``describers``: the registry an autopsy's locals are summarised with."""
 
     def __init__(
         self,
@@ -96,6 +97,7 @@ class KernelMemory:
         max_runs: int = MAX_RUNS,
         max_chars: int = 4000,
         name_of: Callable[[Any], str | None] | None = None,
+        describers: Describers | None = None,
     ) -> None:
         if not isinstance(size_limit, int) or size_limit < 0:
             raise ValueError(f"size_limit must be a number of bytes >= 0, got {size_limit!r}")
@@ -106,6 +108,7 @@ class KernelMemory:
         self.max_runs = max_runs
         self.max_chars = max_chars
         self.name_of = name_of
+        self.describers = describers
         self.autopsies = Autopsies()
         self.provenance = Provenance()
         self._journal: dict[str, deque[Snapshot]] = {}
@@ -163,6 +166,7 @@ class KernelMemory:
                         execution_count=count,
                         max_chars=self.max_chars,
                         name_of=self._cell_name,
+                        describers=self.describers,
                     )
                 )
         except Exception:  # never break the user's cell for bookkeeping
