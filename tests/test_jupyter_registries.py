@@ -4,6 +4,7 @@ watchers leaves none of them reachable."""
 
 from __future__ import annotations
 
+import asyncio
 import collections
 import gc
 import importlib
@@ -18,14 +19,19 @@ import pytest
 import agentloop_nb.jupyter
 from agentloop_nb import AgentOptions, App
 from agentloop_nb.context import Context
-from agentloop_nb.jupyter import SessionFeed, WidgetApproval, kernel_tools
+from agentloop_nb.jupyter import SessionFeed, Throttle, WidgetApproval, kernel_tools
 from agentloop_nb.jupyter._state import KernelState, attach, detach
 from agentloop_nb.jupyter.fold import Router, router
 from agentloop_nb.jupyter.view._childview import watch_children
 
-# The one module-level holder the notebook layer keeps on purpose, and why.
+# What the notebook layer keeps at module level on purpose, and why. Constant tables are
+# frozen (``MappingProxyType``) and pass on their own.
 ALLOWED = {
     ("agentloop_nb.jupyter._state", "_KERNEL"): "the holder of the loaded KernelState itself",
+    ("agentloop_nb.jupyter.view._throttle", "_PACERS"): (
+        "one render pacer per event loop, the resource it rations: keyed weakly by the loop "
+        "(dies with it), and it holds a view's throttle only while a render is queued"
+    ),
 }
 
 _MUTABLE = (
@@ -199,14 +205,33 @@ async def test_a_closed_kernel_state_leaves_its_app_feeds_and_describers_unreach
     app = App()
     state = KernelState(None, app, WidgetApproval())
     attach(state)
-    agent = app.agent_loop.create("a", AgentOptions(provider="offline", model="demo"))
-    state.bind("a", agent)
-    feed = state.feed(agent)
-    kernel_tools.describe(int, lambda n: "a number")
-    gone = [weakref.ref(o) for o in (state, app, feed, state.describers)]
-    assert detach() is state
+    try:
+        agent = app.agent_loop.create("a", AgentOptions(provider="offline", model="demo"))
+        state.bind("a", agent)
+        feed = state.feed(agent)
+        kernel_tools.describe(int, lambda n: "a number")
+        gone = [weakref.ref(o) for o in (state, app, feed, state.describers)]
+    finally:
+        assert detach() is state
     state.close()
     await app.aclose()
     del state, app, agent, feed
     gc.collect()
     assert [ref() for ref in gone] == [None] * len(gone)
+
+
+def test_an_event_loop_that_paced_renders_is_collected_once_closed() -> None:
+    # The render pacers are keyed weakly by their loop; a pacer holding its loop strongly kept
+    # every loop that ever rendered a view (and the renders still queued on it) alive.
+    async def render_once() -> None:
+        throttle = Throttle(lambda: None, interval=0)
+        throttle.poke()
+        await throttle.settled()
+
+    loop = asyncio.new_event_loop()
+    loop.run_until_complete(render_once())
+    loop.close()
+    gone = weakref.ref(loop)
+    del loop
+    gc.collect()
+    assert gone() is None
