@@ -375,8 +375,9 @@ class KernelTools:
     describer ``fn(obj, max_chars) -> str`` used by ``inspect_variable`` for instances of
     ``type`` (an object's own ``_repr_llm_()`` still wins).
 
-    ``describers()`` names the registry ``describe`` acts on without ``ctx=``: the notebook
-    layer's ``kernel_tools`` answers the loaded extension's (``KernelState.describers``)."""
+    ``KernelTools(describers)``: ``describers()`` answers the registry ``describe`` acts on
+    without ``ctx=`` (``None``: there is none). The notebook layer's ``kernel_tools`` is built
+    by the kernel state and answers the loaded extension's (``KernelState.describers``)."""
 
     def __init__(self, describers: Callable[[], Describers | None]) -> None:
         self._describers = describers
