@@ -22,6 +22,7 @@ from agentloop_nb.context import Context
 from agentloop_nb.jupyter import SessionFeed, Throttle, WidgetApproval, kernel_tools
 from agentloop_nb.jupyter._state import KernelState, attach, detach
 from agentloop_nb.jupyter.fold import Router, router
+from agentloop_nb.jupyter.fold._routes import Routers
 from agentloop_nb.jupyter.view._childview import watch_children
 
 # What the notebook layer keeps at module level on purpose, and why. Constant tables are
@@ -186,22 +187,31 @@ def test_a_router_on_a_disposed_context_refuses_instead_of_listening_to_nothing(
 # -- lifetime: an App closed with its feeds and watchers still open ----------------------------
 
 
-@pytest.mark.anyio
-async def test_an_app_closed_with_open_feeds_and_watchers_leaves_nothing_reachable() -> None:
+# Each App lives in a helper coroutine, as in a cell: a caller's frame may keep a snapshot of
+# its locals (pydantic's deferred model build reads the calling frame's namespace), which is
+# the test's own reference, not the package's.
+
+
+async def _app_closed_with_open_feeds() -> list[weakref.ref[Any]]:
     app = App()
     agent = app.agent_loop.create("a", AgentOptions(provider="offline", model="demo"))
     feed = SessionFeed(agent.session, agent.ctx)
-    unwatch = watch_children(app.ctx, str(agent.session.id), lambda session: None)
+    watch_children(app.ctx, str(agent.session.id), lambda session: None)
     routers = app.ctx.notebook_routers
+    assert isinstance(routers, Routers)
     gone = [weakref.ref(o) for o in (app, agent, feed, routers, agent.session)]
     await app.aclose()  # neither the feed nor the watch was closed
-    del app, agent, feed, routers, unwatch
+    return gone
+
+
+@pytest.mark.anyio
+async def test_an_app_closed_with_open_feeds_and_watchers_leaves_nothing_reachable() -> None:
+    gone = await _app_closed_with_open_feeds()
     gc.collect()
     assert [ref() for ref in gone] == [None] * len(gone)
 
 
-@pytest.mark.anyio
-async def test_a_closed_kernel_state_leaves_its_app_feeds_and_describers_unreachable() -> None:
+async def _kernel_state_closed() -> list[weakref.ref[Any]]:
     app = App()
     state = KernelState(None, app, WidgetApproval())
     attach(state)
@@ -210,12 +220,17 @@ async def test_a_closed_kernel_state_leaves_its_app_feeds_and_describers_unreach
         state.bind("a", agent)
         feed = state.feed(agent)
         kernel_tools.describe(int, lambda n: "a number")
-        gone = [weakref.ref(o) for o in (state, app, feed, state.describers)]
+        gone = [weakref.ref(o) for o in (state, app, agent, feed, state.describers)]
     finally:
         assert detach() is state
     state.close()
     await app.aclose()
-    del state, app, agent, feed
+    return gone
+
+
+@pytest.mark.anyio
+async def test_a_closed_kernel_state_leaves_its_app_feeds_and_describers_unreachable() -> None:
+    gone = await _kernel_state_closed()
     gc.collect()
     assert [ref() for ref in gone] == [None] * len(gone)
 
