@@ -10,8 +10,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from agentloop_nb.jupyter import kernel_tools
-from agentloop_nb.jupyter.kernel._describe import close_matches, describe, is_secret, short_summary
+from agentloop_nb import AgentOptions, App
+from agentloop_nb.jupyter import WidgetApproval, kernel_tools
+from agentloop_nb.jupyter._state import KernelState, attach, current, detach
+from agentloop_nb.jupyter.kernel import Describers, close_matches, describe, is_secret
+from agentloop_nb.jupyter.kernel._describe import short_summary
 from agentloop_nb.llm._chunks import GenerateOptions
 from agentloop_nb.llm.offline import OfflineModel
 from agentloop_nb.messages import TextBlock, ToolResultMessage, UserMessage
@@ -55,14 +58,14 @@ def test_repr_llm_wins_over_a_registered_describer_which_wins_over_builtins() ->
         def _repr_llm_(self) -> str:
             return "I describe myself"
 
-    undo = kernel_tools.describe(Plain, lambda obj, limit: "described by the user " * 500)
-    try:
-        assert describe(Talks(), 300) == "I describe myself"
-        described = describe(Plain(), 300)
-        assert described.startswith("described by the user") and len(described) <= 300
-    finally:
-        undo()
-    assert describe(Plain(), 300).startswith("type: ")
+    registry = Describers()
+    undo = registry.register(Plain, lambda obj, limit: "described by the user " * 500)
+    assert describe(Talks(), 300, registry) == "I describe myself"
+    described = describe(Plain(), 300, registry)
+    assert described.startswith("described by the user") and len(described) <= 300
+    assert describe(Plain(), 300).startswith("type: ")  # without the registry: built-ins
+    undo()
+    assert describe(Plain(), 300, registry).startswith("type: ")
 
 
 def test_a_failing_repr_llm_is_reported_not_raised() -> None:
@@ -73,9 +76,11 @@ def test_a_failing_repr_llm_is_reported_not_raised() -> None:
     assert describe(Broken(), 500) == "(_repr_llm_ failed: RuntimeError: nope)"
 
 
-def test_describe_refuses_a_non_class() -> None:
+def test_describe_refuses_a_non_class_before_looking_for_a_registry() -> None:
     with pytest.raises(TypeError, match="expected a class"):
         kernel_tools.describe("str", lambda o, n: "")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="must be callable"):
+        Describers().register(int, "not callable")  # type: ignore[arg-type]
 
 
 def test_secret_names_and_close_matches() -> None:
@@ -175,8 +180,6 @@ def test_approval_view_detail_is_the_highlighted_code_of_run_python_only() -> No
 
 
 def test_a_describer_may_take_the_object_alone_or_also_the_budget() -> None:
-    from agentloop_nb.jupyter.kernel._describe import register_describer
-
     class Point:
         pass
 
@@ -186,14 +189,80 @@ def test_a_describer_may_take_the_object_alone_or_also_the_budget() -> None:
     class Bad:
         pass
 
-    one = register_describer(Point, lambda p: "a point")
-    two = register_describer(Line, lambda obj, max_chars: "x" * max_chars)
+    registry = Describers()
+    one = registry.register(Point, lambda p: "a point")
+    two = registry.register(Line, lambda obj, max_chars: "x" * max_chars)
+    assert describe(Point(), 100, registry) == "a point"
+    assert describe(Line(), 5, registry) == "xxxxx"
+    with pytest.raises(TypeError, match=r"\(obj\) or \(obj, max_chars\)"):
+        registry.register(Bad, lambda: "no object")
+    one()
+    two()
+    assert describe(Point(), 100, registry) != "a point"  # unregistered
+    assert len(registry) == 0
+
+
+def test_the_most_specific_registered_class_describes_and_a_failing_describer_is_reported() -> None:
+    class Base:
+        pass
+
+    class Derived(Base):
+        pass
+
+    registry = Describers()
+    registry.register(Base, lambda obj: "a base")
+    registry.register(Derived, lambda obj: 1 / 0)
+    assert describe(Base(), 100, registry) == "a base"
+    assert describe(Derived(), 100, registry) == (
+        "(describer failed: ZeroDivisionError: division by zero)"
+    )
+
+
+@pytest.mark.anyio
+async def test_kernel_tools_describe_registers_in_the_loaded_kernel_state_and_leaves_with_it() -> (
+    None
+):
+    class Point:
+        pass
+
+    assert current() is None
+    with pytest.raises(RuntimeError, match="%load_ext agentloop_nb"):
+        kernel_tools.describe(Point, lambda p: "a point")
+    app = App()
+    state = KernelState(None, app, WidgetApproval())
+    attach(state)
     try:
-        assert describe(Point(), 100) == "a point"
-        assert describe(Line(), 5) == "xxxxx"
-        with pytest.raises(TypeError, match=r"\(obj\) or \(obj, max_chars\)"):
-            register_describer(Bad, lambda: "no object")
+        undo = kernel_tools.describe(Point, lambda p: "a point")
+        # The state's registry is the App's ``describers`` service: what the tools consult.
+        assert app.ctx.describers is state.describers
+        assert describe(Point(), 100, state.describers) == "a point"
+        undo()
+        assert describe(Point(), 100, state.describers) != "a point"
+        kernel_tools.describe(Point, lambda p: "a point")
     finally:
-        one()
-        two()
-    assert describe(Point(), 100) != "a point"  # unregistered
+        detach()
+        state.close()
+    # Unloaded: the registry went with the state (a next load starts with none).
+    with pytest.raises(AttributeError):
+        app.ctx.describers  # noqa: B018
+    with pytest.raises(RuntimeError, match="%load_ext agentloop_nb"):
+        kernel_tools.describe(Point, lambda p: "a point")
+    await app.aclose()
+
+
+@pytest.mark.anyio
+async def test_kernel_tools_describe_with_ctx_uses_that_apps_registry_without_the_extension() -> (
+    None
+):
+    class Point:
+        pass
+
+    app = App()
+    with pytest.raises(RuntimeError, match="provides no 'describers' service"):
+        kernel_tools.describe(Point, lambda p: "a point", ctx=app.ctx)
+    registry = Describers()
+    app.ctx.provide("describers", registry)
+    agent = app.agent_loop.create("a", AgentOptions(provider="offline", model="demo"))
+    kernel_tools.describe(Point, lambda p: "a point", ctx=agent.ctx)  # an agent sees the App's
+    assert describe(Point(), 100, registry) == "a point"
+    await app.aclose()

@@ -86,6 +86,56 @@ def test_list_and_inspect_variables_with_secrets_hidden_and_close_matches(tmp_pa
     assert lines[-1] == "NO LEAK"
 
 
+def test_a_registered_describer_summarises_for_inspect_read_error_and_with_until_reload(
+    tmp_path: Path,
+) -> None:
+    cells = execute(
+        tmp_path,
+        [
+            code_cell(SETUP),
+            code_cell(
+                """
+                class Point:
+                    def __init__(self, x):
+                        self.x = x
+                undo = J.kernel_tools.describe(Point, lambda p: f"a point at x={p.x}")
+                pt = Point(3)
+                %agent create a --kernel --provider quick --model m
+                """
+            ),
+            code_cell("def move(p):\n    return p.y\nmove(pt)", "raises-exception"),
+            code_cell(
+                """
+                for prompt in ["inspect pt", "use read_error {}"]:
+                    a.followup(prompt)
+                    await asyncio.wait_for(a.when_idle(), 20)
+                for r in results(a):
+                    print(json.dumps(r["content"]))
+                """
+            ),
+            code_cell("%%agent a --with pt\nvariables"),
+            code_cell(
+                """
+                await asyncio.wait_for(a.when_idle(), 20)
+                users = [e.data for e in a.session.events if e.type == "user/message"]
+                print(json.dumps(users[-1], default=str))
+                %reload_ext agentloop_nb
+                print("after reload:", len(J.app().ctx.describers))
+                """
+            ),
+        ],
+        CELL_TIMEOUT,
+    )
+    inspected, autopsy = (
+        __import__("json").loads(line) for line in stdout_of(cells[3]).splitlines()
+    )
+    assert inspected.startswith("pt = a point at x=3\n")  # the describer, not the built-in
+    assert "p = a point at x=3" in autopsy  # the failing frame's local, same registry
+    attached, reloaded = stdout_of(cells[5]).splitlines()
+    assert "pt = a point at x=3" in attached
+    assert reloaded == "after reload: 0"  # the registry went with the unloaded App
+
+
 def test_run_python_approved_creates_names_captures_output_and_a_plot(tmp_path: Path) -> None:
     out = run_cells(
         tmp_path,

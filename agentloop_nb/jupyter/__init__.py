@@ -17,8 +17,9 @@ Public surface:
 - ``run_sync(agent, prompt)`` — opt-in blocking helper (applies ``nest_asyncio`` lazily).
 - ``kernel_tools(agent, *, run="ask", max_chars=4000)`` — the agent's tools over this kernel:
   ``list_variables``, ``inspect_variable``, ``run_python``, ``notebook_history``;
-  ``kernel_tools.describe(type, fn)`` registers a summary for a type; ``read_error(cell)``
-  returns a failed cell's autopsy.
+  ``kernel_tools.describe(type, fn)`` registers a summary for a type in the loaded
+  extension's registry (``ctx.describers``; ``RuntimeError`` before ``%load_ext``);
+  ``read_error(cell)`` returns a failed cell's autopsy.
 - ``notebook_tools(agent, *, edit="ask", max_output_chars=4000)`` — the agent's tools over
   the notebook itself: ``list_cells``, ``read_cell``, ``insert_cell``, ``replace_cell``,
   ``delete_cell``, ``run_cell`` (edits asked for with a diff); ``NotebookFile(path)`` — the
@@ -33,9 +34,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ._extension import load_ipython_extension, unload_ipython_extension
-from ._state import app, configure, notebook, undo, view, wait_closed
+from ._state import app, configure, kernel_tools, notebook, undo, view, wait_closed
 from .fold import SessionFeed, Transcript
-from .kernel import kernel_tools, run_sync
+from .kernel import run_sync
 from .magics import plugin
 from .notebook import NotebookDocument, NotebookFile, notebook_tools
 from .view import (

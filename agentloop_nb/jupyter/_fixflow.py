@@ -27,7 +27,7 @@ from typing import Any
 
 from ..messages import TextBlock
 from ._state import KernelState, UserError
-from .kernel import kernel_tools
+from .kernel import add_kernel_tools
 from .notebook import FixAction, notebook_tools
 
 __all__ = [
@@ -126,7 +126,7 @@ def choose_agent(state: KernelState) -> tuple[Any, str, bool]:
     except Exception as exc:
         raise UserError(f"Fix with agent: could not create agent {name!r}: {exc}") from None
     state.bind(name, agent)
-    kernel_tools(agent, run="ask")
+    add_kernel_tools(agent, run="ask")
     notebook_tools(agent, edit="ask", shell=state.shell)
     return agent, name, True
 

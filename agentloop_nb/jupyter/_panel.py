@@ -35,7 +35,7 @@ from ..errors import AgentloopError
 from ..events import ASSISTANT_MESSAGE, BUDGET_REACHED, COMPACTION_SUMMARY, TURN_END, TURN_START
 from ..loop import AgentOptions
 from ..messages import TextBlock
-from .kernel import kernel_tools, mask, secret_values
+from .kernel import add_kernel_tools, mask, secret_values
 from .notebook import (
     CancelAction,
     CellRef,
@@ -290,7 +290,7 @@ class AgentsPanel:
             agent = host.app.agent_loop.create(name, options)
         except Exception as exc:
             raise PanelError(f"creating an agent failed: {exc}") from exc
-        kernel_tools(agent, run="ask")
+        add_kernel_tools(agent, run="ask")
         notebook_tools(agent, edit="ask")
         host.bind(name, agent)
         self.changed()

@@ -8,7 +8,10 @@ import it, and it imports none of them. It owns
   bindings, one shared feed and one cached ``AgentView`` per agent plus the views ``%%agent``
   cells showed, the approval service, the interrupt hook, the notebook provider, the kernel
   memory: autopsies, undo snapshots and provenance, provided as ``ctx.kernel_memory`` and
-  ``ctx.undo``; the Agents panel's roster and actions);
+  ``ctx.undo``; the describers registry, provided as ``ctx.describers``; the Agents panel's
+  roster and actions);
+- ``kernel_tools``: the kernel tools whose ``describe`` registers in the loaded state's
+  registry;
 - the holder of the current :class:`KernelState` (:func:`attach`, :func:`detach`,
   :func:`state`) and of Apps still closing after an unload (:func:`closing`,
   :func:`wait_closed`);
@@ -26,7 +29,14 @@ from ..errors import AgentloopError, InvalidValueError, UsageError
 from ..loop import AgentOptions
 from ._panel import AgentsPanel
 from .fold import SessionFeed
-from .kernel import DEFAULT_SIZE_LIMIT, InterruptHook, KernelMemory, UndoReport
+from .kernel import (
+    DEFAULT_SIZE_LIMIT,
+    Describers,
+    InterruptHook,
+    KernelMemory,
+    KernelTools,
+    UndoReport,
+)
 from .notebook import NotebookBridge, NotebookDocument, NotebookProvider
 from .view import DEFAULT_APPROVAL_TIMEOUT, AgentView, WidgetApproval
 
@@ -43,7 +53,9 @@ class UserError(AgentloopError):
 
 class KernelState:
     """Everything the extension owns in one kernel: the App, the NAME → agent bindings the
-    magics made, one cached :class:`AgentView` per agent, the approval service, the hook."""
+    magics made, one cached :class:`AgentView` per agent, the approval service, the hook, the
+    describers registry (``describers``, provided as ``ctx.describers`` until :meth:`close`).
+    Nothing it owns is reachable from a module once it is detached and closed."""
 
     def __init__(
         self,
@@ -72,14 +84,19 @@ class KernelState:
         if self.notebook is not None:
             self.notebooks.set_bridge(self.notebook)
         self._off_notebooks = app.ctx.provide("notebooks", self.notebooks)
+        # What ``kernel_tools.describe`` registers in, and ``inspect_variable``, autopsies and
+        # ``%%agent --with`` summarise with: this kernel's, dropped with it (no module global).
+        self.describers = Describers()
+        self._unprovide = [app.ctx.provide("describers", self.describers)]
         self.memory: KernelMemory | None = None
-        self._unprovide: list[Any] = []
         if shell is not None:
             limit = _KERNEL.settings.get("undo_size_limit", DEFAULT_SIZE_LIMIT)
-            self.memory = KernelMemory(shell, size_limit=limit, name_of=self.name_of)
+            self.memory = KernelMemory(
+                shell, size_limit=limit, name_of=self.name_of, describers=self.describers
+            )
             self.memory.install()
             # Services of the App: kernel tools find the memory, agent.undo() its undo.
-            self._unprovide = [
+            self._unprovide += [
                 app.ctx.provide("kernel_memory", self.memory),
                 app.ctx.provide("undo", self.memory),
             ]
@@ -320,6 +337,18 @@ def current() -> KernelState | None:
     return _KERNEL.current
 
 
+def _current_describers() -> Describers | None:
+    st = _KERNEL.current
+    return None if st is None else st.describers
+
+
+kernel_tools = KernelTools(describers=_current_describers)
+"""``kernel_tools(agent, *, run="ask", max_chars=4000)``: the kernel tools on ``agent``;
+``kernel_tools.describe(type, fn)`` registers a describer in the loaded extension's registry
+(``RuntimeError`` naming ``%load_ext agentloop_nb`` before it is loaded; ``ctx=`` names
+another context's ``describers`` service)."""
+
+
 def attach(st: KernelState) -> None:
     """Make ``st`` the kernel's state. Raises ``RuntimeError`` when one is attached already."""
     if _KERNEL.current is not None:
@@ -395,6 +424,7 @@ __all__ = [
     "current",
     "default_options",
     "detach",
+    "kernel_tools",
     "notebook",
     "state",
     "undo",

@@ -2,7 +2,8 @@
 
 No widgets here: this room turns a session log (plus ``tools/settled``) into what the views
 show — :class:`Transcript` (per-turn items, usage, errors), :class:`SessionFeed` (one fold
-shared by every view of a session) and the renderers. ``view`` and ``kernel`` build on it.
+shared by every view of a session), the renderers and :func:`router` (one listener per hook
+and dispatcher, held by the dispatching context). ``view`` and ``kernel`` build on it.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from ._code import code_html
 from ._feed import SETTLED, Observer, SessionFeed
 from ._item import CHUNK_TYPES, Item
 from ._render import end_label, item_html, item_text, pretty_args
+from ._routes import Router, router
 from ._style import STYLE
 from ._transcript import Transcript, content_text
 
@@ -20,6 +22,7 @@ __all__ = [
     "STYLE",
     "Item",
     "Observer",
+    "Router",
     "SessionFeed",
     "Transcript",
     "code_html",
@@ -28,4 +31,5 @@ __all__ = [
     "item_html",
     "item_text",
     "pretty_args",
+    "router",
 ]

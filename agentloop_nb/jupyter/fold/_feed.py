@@ -17,6 +17,7 @@ from typing import Any
 from ..._disposer import Disposer
 from ...errors import InvalidValueError
 from ...models import model_table
+from ._routes import router
 from ._transcript import Transcript
 
 SETTLED = "tools/settled"
@@ -30,47 +31,8 @@ no shown item)."""
 _NONE: frozenset[int] = frozenset()
 
 
-class _Router:
-    """One ``session/event`` listener per dispatching context, handing each event to the feeds
-    of its session only: with many agents shown, an event costs one dictionary lookup instead
-    of one call per feed in the kernel."""
-
-    def __init__(self, ctx: Any) -> None:
-        self.ctx = ctx
-        self.feeds: dict[int, list[SessionFeed]] = {}
-        self.off = ctx.on("session/event", self.route)
-
-    def route(self, payload: Any) -> None:
-        feeds = self.feeds.get(id(payload.session))
-        if feeds:
-            for feed in tuple(feeds):
-                feed.fold(payload.event)
-
-    def add(self, feed: SessionFeed) -> Disposer:
-        key = id(feed.session)
-        self.feeds.setdefault(key, []).append(feed)
-
-        def remove() -> None:
-            feeds = self.feeds.get(key, [])
-            if feed in feeds:
-                feeds.remove(feed)
-            if not feeds:
-                self.feeds.pop(key, None)
-            if not self.feeds:  # nobody left: stop listening
-                self.off()
-                _ROUTERS.pop(id(self.ctx), None)
-
-        return Disposer(remove)
-
-
-_ROUTERS: dict[int, _Router] = {}
-
-
-def _route(ctx: Any, feed: SessionFeed) -> Disposer:
-    router = _ROUTERS.get(id(ctx))
-    if router is None:
-        router = _ROUTERS[id(ctx)] = _Router(ctx)
-    return router.add(feed)
+def _session_of(payload: Any) -> Any:
+    return payload.session
 
 
 class SessionFeed:
@@ -95,7 +57,12 @@ class SessionFeed:
             raise InvalidValueError(
                 f"session {session.id!r} has no dispatcher to subscribe to; pass ctx="
             )
-        self._offs: list[Disposer] = [_route(dispatch, self), ctx.on(SETTLED, self._on_settled)]
+        # One ``session/event`` listener per dispatcher, shared by every feed (``_routes``).
+        routed = router(dispatch, "session/event", _session_of).add(session, self._on_event)
+        self._offs: list[Disposer] = [routed, ctx.on(SETTLED, self._on_settled)]
+
+    def _on_event(self, payload: Any) -> None:
+        self.fold(payload.event)
 
     def fold(self, event: Any) -> None:
         """Fold one logged event of this session and tell the observers."""

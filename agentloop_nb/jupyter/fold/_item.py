@@ -13,6 +13,7 @@ appended either way), so the per-token cost stays a list append.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from types import MappingProxyType
 from typing import Any
 
 from ...errors import InvalidValueError
@@ -28,17 +29,18 @@ from ...llm import (
 from ...messages import ReasoningBlock, TextBlock, ToolCallBlock
 
 # Logged chunk types a block is folded from (usage and finish describe the whole message).
-CHUNK_TYPES: dict[str, Callable[..., StreamChunk]] = {
-    "text-delta": TextDelta,
-    "reasoning-delta": ReasoningDelta,
-    "tool-call-delta": ToolCallDelta,
-    "block-start": BlockStart,
-    "block-end": BlockEnd,
-}
-_TEXT_DELTAS: dict[str, Callable[..., StreamChunk]] = {
-    "text-delta": TextDelta,
-    "reasoning-delta": ReasoningDelta,
-}
+CHUNK_TYPES: Mapping[str, Callable[..., StreamChunk]] = MappingProxyType(
+    {
+        "text-delta": TextDelta,
+        "reasoning-delta": ReasoningDelta,
+        "tool-call-delta": ToolCallDelta,
+        "block-start": BlockStart,
+        "block-end": BlockEnd,
+    }
+)
+_TEXT_DELTAS: Mapping[str, Callable[..., StreamChunk]] = MappingProxyType(
+    {"text-delta": TextDelta, "reasoning-delta": ReasoningDelta}
+)
 
 
 class Item:

@@ -25,6 +25,7 @@ the ``request/header`` in effect, each ``compaction/summary`` at its own model).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from types import MappingProxyType
 from typing import Any
 
 from ...llm import BlockAssembler
@@ -36,18 +37,18 @@ from ._render import item_html, item_text
 # Result codes of calls whose body never ran (refused before dispatch, or never dispatched),
 # with the state they are shown in. Their log times only measure the wait until the result was
 # committed in model order, so no duration is shown for them.
-_NOT_RUN_STATES = {
-    "UNKNOWN_TOOL": "invalid",
-    "INVALID_ARGS": "invalid",
-    "DENIED": "denied",
-    "ABORTED_BEFORE_DISPATCH": "aborted",
-}
+_NOT_RUN_STATES = MappingProxyType(
+    {
+        "UNKNOWN_TOOL": "invalid",
+        "INVALID_ARGS": "invalid",
+        "DENIED": "denied",
+        "ABORTED_BEFORE_DISPATCH": "aborted",
+    }
+)
 
-_DELTA_KINDS = {
-    "text-delta": "text",
-    "reasoning-delta": "reasoning",
-    "tool-call-delta": "tool-call",
-}
+_DELTA_KINDS = MappingProxyType(
+    {"text-delta": "text", "reasoning-delta": "reasoning", "tool-call-delta": "tool-call"}
+)
 
 
 class Transcript:
@@ -460,19 +461,21 @@ class Transcript:
         )
 
 
-_HANDLERS = {
-    "turn/start": Transcript._turn_start,
-    "turn/end": Transcript._turn_end,
-    "user/message": Transcript._user,
-    "assistant/message": Transcript._assistant,
-    "tool/call": Transcript._tool_call,
-    "tool/approval": Transcript._approval,
-    "tool/result": Transcript._tool_result,
-    "assistant/attempt": Transcript._attempt,
-    "llm/retry": Transcript._retry,
-    "request/header": Transcript._header,
-    "compaction/summary": Transcript._compaction,
-}
+_HANDLERS = MappingProxyType(
+    {
+        "turn/start": Transcript._turn_start,
+        "turn/end": Transcript._turn_end,
+        "user/message": Transcript._user,
+        "assistant/message": Transcript._assistant,
+        "tool/call": Transcript._tool_call,
+        "tool/approval": Transcript._approval,
+        "tool/result": Transcript._tool_result,
+        "assistant/attempt": Transcript._attempt,
+        "llm/retry": Transcript._retry,
+        "request/header": Transcript._header,
+        "compaction/summary": Transcript._compaction,
+    }
+)
 
 
 def content_text(content: Any, separator: str = "") -> str:

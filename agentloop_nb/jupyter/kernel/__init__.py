@@ -1,9 +1,11 @@
 """The kernel-facing tools: what an agent reads and runs in the user's namespace.
 
-``kernel_tools(agent)`` (``list_variables``, ``inspect_variable``, ``run_python``,
-``notebook_history``, ``read_error``), the bounded describers of live objects and the secrets
-rule, running model-written code like a cell, the interrupt hook, the opt-in blocking helper,
-and the kernel's memory (``KernelMemory``: error autopsies, undo snapshots of agents' runs —
+``KernelTools`` / ``add_kernel_tools(agent)`` (``list_variables``, ``inspect_variable``,
+``run_python``, ``notebook_history``, ``read_error``), the bounded summaries of live objects
+and their ``Describers`` registry (an object: the kernel state owns one and provides it as
+``ctx.describers``; the state builds the public ``kernel_tools`` over it), the secrets rule,
+running model-written code like a cell, the interrupt hook, the opt-in blocking helper, and
+the kernel's memory (``KernelMemory``: error autopsies, undo snapshots of agents' runs —
 ``snapshot_for`` / ``restore`` for any tool that runs code — and the provenance of names).
 This room imports ``fold`` only (never ``view``: the approval view shows ``run_python``'s code
 and its Undo button through callables the kernel tools register on the approval service).
@@ -13,13 +15,30 @@ from __future__ import annotations
 
 from ._autopsy import Autopsy, build_autopsy
 from ._bindings import Bindings, analyse
-from ._describe import MASK, close_matches, describe, is_secret, mask, secret_values
+from ._describe import (
+    MASK,
+    Describer,
+    Describers,
+    close_matches,
+    describe,
+    is_secret,
+    mask,
+    secret_values,
+)
 from ._interrupt import InterruptHook
 from ._memory import AgentRun, KernelMemory, UndoReport
 from ._provenance import Binding
 from ._run_code import RunOutcome, run_code
 from ._sync import run_eagerly, run_sync
-from ._tools import code_html, kernel_tools, memory_of, undo_action, user_variables
+from ._tools import (
+    KernelTools,
+    add_kernel_tools,
+    code_html,
+    describers_of,
+    memory_of,
+    undo_action,
+    user_variables,
+)
 from ._undo import DEFAULT_SIZE_LIMIT, NameOutcome, Snapshot, estimate_size, restore, snapshot_for
 
 __all__ = [
@@ -29,20 +48,24 @@ __all__ = [
     "Autopsy",
     "Binding",
     "Bindings",
+    "Describer",
+    "Describers",
     "InterruptHook",
     "KernelMemory",
+    "KernelTools",
     "NameOutcome",
     "RunOutcome",
     "Snapshot",
     "UndoReport",
+    "add_kernel_tools",
     "analyse",
     "build_autopsy",
     "close_matches",
     "code_html",
     "describe",
+    "describers_of",
     "estimate_size",
     "is_secret",
-    "kernel_tools",
     "mask",
     "memory_of",
     "restore",

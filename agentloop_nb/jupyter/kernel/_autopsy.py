@@ -38,7 +38,7 @@ from types import FrameType, ModuleType, TracebackType
 from typing import Any
 
 from ...errors import NotFoundError
-from ._describe import describe, is_secret, mask, secret_values, truncate
+from ._describe import Describers, describe, is_secret, mask, secret_values, truncate
 
 __all__ = ["Autopsies", "Autopsy", "FrameLocals", "Missing", "build_autopsy"]
 
@@ -220,14 +220,19 @@ def _names_in(line: str) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def _summary(name: str, value: Any, budget: int) -> str:
+def _summary(name: str, value: Any, budget: int, describers: Describers | None) -> str:
     if is_secret(name):
         return f"{type(value).__name__} (secret: value hidden)"
-    return describe(value, budget).replace("\n", "\n      ")
+    return describe(value, budget, describers).replace("\n", "\n      ")
 
 
 def _frame_locals(
-    frame: FrameType, lineno: int, where: str, source: str | None, max_chars: int
+    frame: FrameType,
+    lineno: int,
+    where: str,
+    source: str | None,
+    max_chars: int,
+    describers: Describers | None,
 ) -> FrameLocals:
     line = _source_line(frame, lineno, source)
     f_locals = frame.f_locals
@@ -240,7 +245,7 @@ def _frame_locals(
     else:
         picked = list(islice(f_locals.items(), MAX_LOCALS))
     per = max(60, min(400, max_chars // (4 * max(1, len(picked)))))
-    return FrameLocals(where, line, tuple((n, _summary(n, v, per)) for n, v in picked))
+    return FrameLocals(where, line, tuple((n, _summary(n, v, per, describers)) for n, v in picked))
 
 
 def _closest(name: str, pool: Iterable[str]) -> list[str]:
@@ -361,10 +366,12 @@ def build_autopsy(
     execution_count: int | None = None,
     max_chars: int = 4000,
     name_of: Callable[[str], str | None] = lambda _filename: None,
+    describers: Describers | None = None,
 ) -> Autopsy:
     """The autopsy of ``exc`` raised by a cell whose source is ``source`` and namespace
-    ``ns``. ``name_of(filename)`` may name a cell's code file (``Cell In[3]``). Never raises
-    for a broken object in a frame (its summary says what failed)."""
+    ``ns``. ``name_of(filename)`` may name a cell's code file (``Cell In[3]``); ``describers``
+    summarise the frames' locals of the types registered in it. Never raises for a broken
+    object in a frame (its summary says what failed)."""
     frames = _frames(exc.__traceback__)
     user = [(f, ln) for f, ln in frames if not is_library(f.f_code.co_filename)]
     inner_user = user[-MAX_USER_FRAMES:]
@@ -377,7 +384,7 @@ def build_autopsy(
     for frame, lineno in inner_user:
         filename = frame.f_code.co_filename
         where = f"{name_of(filename) or filename}, line {lineno}, in {frame.f_code.co_name}"
-        summaries.append(_frame_locals(frame, lineno, where, source, max_chars))
+        summaries.append(_frame_locals(frame, lineno, where, source, max_chars, describers))
     try:
         missing = _missing(exc, frames, user, ns, source)
     except Exception:  # a broken object's dir() or keys(): no suggestion, still an autopsy

@@ -21,7 +21,7 @@ not parse (syntax error) binds nothing.
 from __future__ import annotations
 
 import ast
-from collections import OrderedDict
+import functools
 from dataclasses import dataclass, field
 
 __all__ = ["Bindings", "analyse"]
@@ -244,17 +244,11 @@ class _Walker(ast.NodeVisitor):
         self.generic_visit(node)
 
 
-_cache: OrderedDict[str, Bindings] = OrderedDict()
-
-
+@functools.lru_cache(maxsize=_CACHE_SIZE)
 def analyse(code: str) -> Bindings:
     """The names ``code`` may bind, delete or change in place (see the module docstring).
     Never raises: code that does not parse binds nothing. Recent answers are cached (a cell
-    re-run costs a dictionary lookup)."""
-    hit = _cache.get(code)
-    if hit is not None:
-        _cache.move_to_end(code)
-        return hit
+    re-run costs a dictionary lookup; a pure function's memo, not a registry)."""
     try:
         tree = ast.parse(code)
     except (SyntaxError, ValueError):
@@ -271,7 +265,4 @@ def analyse(code: str) -> Bindings:
             lines=tuple(code.splitlines()),
             ends=walker.ends,
         )
-    _cache[code] = found
-    if len(_cache) > _CACHE_SIZE:
-        _cache.popitem(last=False)
     return found

@@ -6,9 +6,10 @@ imported here (a value is recognised by its class's module and name), a DataFram
 runs on a bounded row sample, an array's statistics on a bounded slice, and container reprs are
 built from a bounded prefix (``reprlib``) instead of ``repr`` over everything.
 
-Precedence: an object's own ``_repr_llm_()`` wins, then a describer registered with
-:func:`register_describer` for its type (most specific class first), then the built-in
-summaries. Secrets (names containing KEY, TOKEN, SECRET or PASSWORD) are the caller's rule:
+Precedence: an object's own ``_repr_llm_()`` wins, then a describer registered in the
+:class:`Describers` registry handed in for its type (most specific class first), then the
+built-in summaries. The registry is an object, not a module global: the loaded extension's
+``KernelState`` owns one and provides it to its App as ``ctx.describers``. Secrets (names containing KEY, TOKEN, SECRET or PASSWORD) are the caller's rule:
 :func:`is_secret` says which names they are.
 """
 
@@ -29,11 +30,11 @@ __all__ = [
     "MASK",
     "SAMPLE_ROWS",
     "Describer",
+    "Describers",
     "close_matches",
     "describe",
     "is_secret",
     "mask",
-    "register_describer",
     "secret_values",
     "short_summary",
     "truncate",
@@ -48,7 +49,6 @@ SAMPLE_ROWS = 100_000
 SAMPLE_ELEMENTS = 1_000_000
 
 _SECRET_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD")
-_describers: dict[type, Describer] = {}
 
 
 @functools.lru_cache(maxsize=65_536)
@@ -93,25 +93,56 @@ def truncate(text: str, max_chars: int) -> str:
     return (text[:keep] + note)[:max_chars]
 
 
-def register_describer(cls: type, fn: Callable[..., Any]) -> Disposer:
-    """Describe instances of ``cls`` (and subclasses) with ``fn(obj, max_chars)`` or
-    ``fn(obj)`` (the result is cut to ``max_chars`` either way); the disposer unregisters it
-    (a later registration for the same type replaces this one).
+class Describers:
+    """A registry of describers by type: what :func:`describe` consults after an object's own
+    ``_repr_llm_()``. One per loaded extension (``KernelState.describers``, provided to its App
+    as ``ctx.describers``); make your own for an App without the extension and provide it as
+    ``app.ctx.provide("describers", Describers())``."""
 
-    Raises ``TypeError`` when ``cls`` is not a class, ``fn`` is not callable or takes neither
-    one nor two positional arguments."""
-    if not isinstance(cls, type):
-        raise InvalidTypeError(f"describe(type, fn): expected a class, got {cls!r}")
-    if not callable(fn):
-        raise InvalidTypeError(f"describe(type, fn): fn must be callable, got {fn!r}")
-    described = _two_arguments(fn)
-    _describers[cls] = described
+    def __init__(self) -> None:
+        self._by_type: dict[type, Describer] = {}
 
-    def remove() -> None:
-        if _describers.get(cls) is described:
-            del _describers[cls]
+    def register(self, cls: type, fn: Callable[..., Any]) -> Disposer:
+        """Describe instances of ``cls`` (and subclasses) with ``fn(obj, max_chars)`` or
+        ``fn(obj)`` (the result is cut to ``max_chars`` either way); the disposer unregisters
+        it (a later registration for the same type replaces this one).
 
-    return Disposer(remove)
+        Raises ``TypeError`` when ``cls`` is not a class, ``fn`` is not callable or takes
+        neither one nor two positional arguments."""
+        described = self.check(cls, fn)
+        self._by_type[cls] = described
+
+        def remove() -> None:
+            if self._by_type.get(cls) is described:
+                del self._by_type[cls]
+
+        return Disposer(remove)
+
+    @staticmethod
+    def check(cls: type, fn: Callable[..., Any]) -> Describer:
+        """``fn`` as ``fn(obj, max_chars)``, after the checks :meth:`register` makes (raising
+        the same ``TypeError``)."""
+        if not isinstance(cls, type):
+            raise InvalidTypeError(f"describe(type, fn): expected a class, got {cls!r}")
+        if not callable(fn):
+            raise InvalidTypeError(f"describe(type, fn): fn must be callable, got {fn!r}")
+        return _two_arguments(fn)
+
+    def find(self, cls: type) -> Describer | None:
+        """The describer of ``cls``: the one registered for the most specific class of its
+        MRO, or ``None``."""
+        for base in cls.__mro__:
+            fn = self._by_type.get(base)
+            if fn is not None:
+                return fn
+        return None
+
+    def __len__(self) -> int:
+        return len(self._by_type)
+
+    def __repr__(self) -> str:
+        names = ", ".join(sorted(t.__qualname__ for t in self._by_type)) or "none"
+        return f"<Describers: {names}>"
 
 
 def close_matches(name: str, names: Iterable[str]) -> list[str]:
@@ -177,18 +208,17 @@ def _two_arguments(fn: Callable[..., Any]) -> Describer:
     )
 
 
-def describe(obj: Any, max_chars: int) -> str:
+def describe(obj: Any, max_chars: int, describers: Describers | None = None) -> str:
     """A type-aware summary of ``obj`` within ``max_chars`` characters (see the module
-    docstring for the precedence). A failing ``_repr_llm_`` or describer is reported in the
-    summary, never raised."""
+    docstring for the precedence; without ``describers`` only ``_repr_llm_`` and the
+    built-ins). A failing ``_repr_llm_`` or describer is reported in the summary, never
+    raised."""
     own = getattr(type(obj), "_repr_llm_", None)
     if callable(own):
         return truncate(_safe(lambda: str(own(obj)), "_repr_llm_"), max_chars)
-    for cls in type(obj).__mro__:
-        fn = _describers.get(cls)
-        if fn is not None:
-            described = _safe(lambda f=fn: str(f(obj, max_chars)), "describer")  # type: ignore[misc]
-            return truncate(described, max_chars)
+    fn = describers.find(type(obj)) if describers is not None else None
+    if fn is not None:
+        return truncate(_safe(lambda: str(fn(obj, max_chars)), "describer"), max_chars)
     return truncate(_builtin(obj, max_chars), max_chars)
 
 

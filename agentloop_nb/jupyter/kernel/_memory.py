@@ -28,7 +28,7 @@ from typing import Any
 
 from ...errors import InvalidValueError
 from ._autopsy import Autopsies, Autopsy, build_autopsy
-from ._describe import secret_values
+from ._describe import Describers, secret_values
 from ._provenance import Binding, Provenance, Watch
 from ._undo import DEFAULT_SIZE_LIMIT, NameOutcome, Snapshot, restore, snapshot_for
 
@@ -87,7 +87,8 @@ class KernelMemory:
 
     ``size_limit``: values estimated above it are not copied for undo (default 50 MB);
     ``max_runs``: runs remembered per agent; ``max_chars``: bound of an autopsy's text;
-    ``name_of(agent) -> str | None``: the name agents are shown by (default: their id)."""
+    ``name_of(agent) -> str | None``: the name agents are shown by (default: their id);
+    ``describers``: the registry an autopsy's locals are summarised with."""
 
     def __init__(
         self,
@@ -97,6 +98,7 @@ class KernelMemory:
         max_runs: int = MAX_RUNS,
         max_chars: int = 4000,
         name_of: Callable[[Any], str | None] | None = None,
+        describers: Describers | None = None,
     ) -> None:
         if not isinstance(size_limit, int) or size_limit < 0:
             raise InvalidValueError(
@@ -109,6 +111,7 @@ class KernelMemory:
         self.max_runs = max_runs
         self.max_chars = max_chars
         self.name_of = name_of
+        self.describers = describers
         self.autopsies = Autopsies()
         self.provenance = Provenance()
         self._journal: dict[str, deque[Snapshot]] = {}
@@ -166,6 +169,7 @@ class KernelMemory:
                         execution_count=count,
                         max_chars=self.max_chars,
                         name_of=self._cell_name,
+                        describers=self.describers,
                     )
                 )
         except Exception:  # never break the user's cell for bookkeeping

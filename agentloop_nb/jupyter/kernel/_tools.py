@@ -34,11 +34,11 @@ from ...tools import TOOL_ERROR, Ask, Tool, ToolExecution, ToolResult, error_res
 from ..fold import code_html as fold_code_html
 from ._describe import (
     Describer,
+    Describers,
     close_matches,
     describe,
     is_secret,
     mask,
-    register_describer,
     secret_values,
     short_summary,
     truncate,
@@ -48,8 +48,9 @@ from ._run_code import RunOutcome, run_code
 
 __all__ = [
     "KernelTools",
+    "add_kernel_tools",
     "code_html",
-    "kernel_tools",
+    "describers_of",
     "mask",
     "memory_of",
     "secret_values",
@@ -135,14 +136,28 @@ def memory_of(agent: Any) -> KernelMemory | None:
     return memory if isinstance(memory, KernelMemory) else None
 
 
+def describers_of(ctx: Any) -> Describers | None:
+    """The describers registry ``ctx`` sees (``ctx.describers``), or ``None`` without one."""
+    try:
+        found = ctx.describers
+    except AttributeError:
+        return None
+    return found if isinstance(found, Describers) else None
+
+
 class _Tools:
     """The tool bodies over one shell, bounded by ``max_chars``; ``memory`` (undo snapshots,
-    provenance, autopsies) when the extension provides one."""
+    provenance, autopsies) when the extension provides one; ``ctx``: the context whose
+    ``describers`` service ``inspect_variable`` consults (asked at each call, so a registry
+    provided later counts)."""
 
-    def __init__(self, shell: Any, max_chars: int, memory: KernelMemory | None = None) -> None:
+    def __init__(
+        self, shell: Any, max_chars: int, memory: KernelMemory | None = None, ctx: Any = None
+    ) -> None:
         self.shell = shell
         self.max_chars = max_chars
         self.memory = memory
+        self.ctx = ctx
 
     def list_variables(self) -> str:
         """List the variables of the user's notebook namespace: one line per name with its
@@ -175,7 +190,8 @@ class _Tools:
             near = close_matches(name, ns)
             hint = f"; did you mean: {', '.join(near)}?" if near else ""
             return error_result(TOOL_ERROR, f"no variable named {name!r}{hint}")
-        text = f"{name} = " + describe(ns[name], self.max_chars)
+        describers = describers_of(self.ctx) if self.ctx is not None else None
+        text = f"{name} = " + describe(ns[name], self.max_chars, describers)
         origin = self.memory.origin(name) if self.memory is not None else None
         if origin:  # the end of the text: the summary is cut first when over budget
             tail = f"\norigin: {origin}"
@@ -324,46 +340,76 @@ async def _ask_for_code(payload: ToolExecution, next_: Callable[[], Awaitable[An
     return await next_()
 
 
+def add_kernel_tools(agent: Any, *, run: RunMode = "ask", max_chars: int = 4000) -> Disposer:
+    """Register the kernel tools on ``agent``'s scope (what ``kernel_tools(agent)`` does);
+    calling again replaces them.
+
+    Raises ``ValueError`` for an unknown ``run`` mode or a ``max_chars`` below 200, and
+    ``RuntimeError`` outside an IPython kernel."""
+    if run not in _RUN_MODES:
+        raise InvalidValueError(f"run must be one of {', '.join(_RUN_MODES)}; got {run!r}")
+    if not isinstance(max_chars, int) or max_chars < 200:
+        raise InvalidValueError(f"max_chars must be an integer >= 200, got {max_chars!r}")
+    memory = memory_of(agent)
+    bodies = _Tools(_shell(), max_chars, memory, agent.ctx)
+
+    def apply(ctx: Any, _config: Any) -> None:
+        for definition in _definitions(bodies, run):
+            ctx.tools.register(definition)
+        approval = getattr(ctx, "approval", None)
+        if run == "ask":
+            ctx.on("tools/pre-execute", _ask_for_code)
+            register = getattr(approval, "register_detail", None)
+            if register is not None:  # a widget approval shows the code it asks about
+                ctx.effect(lambda: register("run_python", approval_detail_html))
+        add_action = getattr(approval, "register_action", None)
+        if run != "never" and memory is not None and add_action is not None:
+            ctx.effect(lambda: add_action("run_python", "Undo", *undo_action(memory)))
+
+    fiber = agent.ctx.plugin(apply, name=_PLUGIN_NAME)
+    return Disposer(fiber.dispose)
+
+
 class KernelTools:
     """``kernel_tools(agent, *, run="ask", max_chars=4000) -> Disposer`` (the module
     docstring says what it registers); ``kernel_tools.describe(type, fn)`` registers a
     describer ``fn(obj, max_chars) -> str`` used by ``inspect_variable`` for instances of
-    ``type`` (an object's own ``_repr_llm_()`` still wins)."""
+    ``type`` (an object's own ``_repr_llm_()`` still wins).
+
+    ``KernelTools(describers)``: ``describers()`` answers the registry ``describe`` acts on
+    without ``ctx=`` (``None``: there is none). The notebook layer's ``kernel_tools`` is built
+    by the kernel state and answers the loaded extension's (``KernelState.describers``)."""
+
+    def __init__(self, describers: Callable[[], Describers | None]) -> None:
+        self._describers = describers
 
     def __call__(self, agent: Any, *, run: RunMode = "ask", max_chars: int = 4000) -> Disposer:
         """Register the kernel tools on ``agent``'s scope; calling again replaces them.
 
         Raises ``ValueError`` for an unknown ``run`` mode or a ``max_chars`` below 200, and
         ``RuntimeError`` outside an IPython kernel."""
-        if run not in _RUN_MODES:
-            raise InvalidValueError(f"run must be one of {', '.join(_RUN_MODES)}; got {run!r}")
-        if not isinstance(max_chars, int) or max_chars < 200:
-            raise InvalidValueError(f"max_chars must be an integer >= 200, got {max_chars!r}")
-        memory = memory_of(agent)
-        bodies = _Tools(_shell(), max_chars, memory)
+        return add_kernel_tools(agent, run=run, max_chars=max_chars)
 
-        def apply(ctx: Any, _config: Any) -> None:
-            for definition in _definitions(bodies, run):
-                ctx.tools.register(definition)
-            approval = getattr(ctx, "approval", None)
-            if run == "ask":
-                ctx.on("tools/pre-execute", _ask_for_code)
-                register = getattr(approval, "register_detail", None)
-                if register is not None:  # a widget approval shows the code it asks about
-                    ctx.effect(lambda: register("run_python", approval_detail_html))
-            add_action = getattr(approval, "register_action", None)
-            if run != "never" and memory is not None and add_action is not None:
-                ctx.effect(lambda: add_action("run_python", "Undo", *undo_action(memory)))
-
-        fiber = agent.ctx.plugin(apply, name=_PLUGIN_NAME)
-        return Disposer(fiber.dispose)
-
-    @staticmethod
-    def describe(cls: type, fn: Describer) -> Disposer:
+    def describe(self, cls: type, fn: Describer, *, ctx: Any = None) -> Disposer:
         """Describe instances of ``cls`` with ``fn(obj, max_chars) -> str`` (bounded by
-        ``max_chars`` whatever it returns). Raises ``TypeError`` for a non-class or a
-        non-callable."""
-        return register_describer(cls, fn)
+        ``max_chars`` whatever it returns), in the loaded extension's registry, or with
+        ``ctx=`` in the ``describers`` service that context sees (for an App without the
+        extension: ``app.ctx.provide("describers", Describers())`` first). The disposer
+        unregisters it; an ``%unload_ext`` / ``%reload_ext`` drops the registry with the
+        extension's App.
 
-
-kernel_tools = KernelTools()
+        Raises ``TypeError`` for a non-class or a non-callable, ``RuntimeError`` when there is
+        no registry (naming ``%load_ext agentloop_nb``)."""
+        Describers.check(cls, fn)
+        registry = describers_of(ctx) if ctx is not None else self._describers()
+        if registry is None:
+            where = (
+                f"{ctx!r} provides no 'describers' service"
+                if ctx is not None
+                else "agentloop_nb is not loaded in this kernel"
+            )
+            raise UsageError(
+                f"kernel_tools.describe: {where}; run %load_ext agentloop_nb first (its App "
+                "holds the registry), or provide one: app.ctx.provide('describers', Describers())"
+            )
+        return registry.register(cls, fn)

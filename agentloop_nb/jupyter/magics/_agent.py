@@ -350,7 +350,9 @@ class AgentMagics(Magics):
         prompt = cell.strip()
         own = []
         if prompt:
-            content = prompt_with(self.shell, attach, prompt) if attach else prompt
+            content = (
+                prompt_with(self.shell, attach, prompt, self.state.describers) if attach else prompt
+            )
             own.append(str(agent.followup(content).id))  # first: the view shows it running
         display(self.state.cell_view(agent, own))
 

@@ -18,7 +18,14 @@ from typing import Any
 
 from ...messages import TextBlock
 from .._state import UserError
-from ..kernel import close_matches, describe, is_secret, kernel_tools, user_variables
+from ..kernel import (
+    Describers,
+    add_kernel_tools,
+    close_matches,
+    describe,
+    is_secret,
+    user_variables,
+)
 from . import _notebook
 
 __all__ = [
@@ -65,7 +72,7 @@ def after_create(agent: Any, args: argparse.Namespace) -> str:
     them)."""
     if not getattr(args, "kernel", False):
         return ""
-    kernel_tools(agent, run=args.run)
+    add_kernel_tools(agent, run=args.run)
     return f" with kernel tools (run_python: {args.run})" + _notebook.after_create(agent, args)
 
 
@@ -129,9 +136,12 @@ def split_cell_line(line: str) -> tuple[str, list[str]]:
     return name, names
 
 
-def prompt_with(shell: Any, names: list[str], prompt: str) -> list[TextBlock]:
-    """One text block per variable (its summary), then the prompt. Raises :class:`UserError`
-    for an unknown variable (listing close matches) or a secret one."""
+def prompt_with(
+    shell: Any, names: list[str], prompt: str, describers: Describers | None = None
+) -> list[TextBlock]:
+    """One text block per variable (its summary, with ``describers``), then the prompt.
+    Raises :class:`UserError` for an unknown variable (listing close matches) or a secret
+    one."""
     ns = user_variables(shell)
     blocks = []
     for name in names:
@@ -141,6 +151,6 @@ def prompt_with(shell: Any, names: list[str], prompt: str) -> list[TextBlock]:
             near = close_matches(name, ns)
             hint = f" (did you mean: {', '.join(near)}?)" if near else ""
             raise UserError(f"%%agent --with: no variable named {name!r}{hint}")
-        blocks.append(TextBlock(text=f"{name} = {describe(ns[name], WITH_MAX_CHARS)}"))
+        blocks.append(TextBlock(text=f"{name} = {describe(ns[name], WITH_MAX_CHARS, describers)}"))
     blocks.append(TextBlock(text=prompt))
     return blocks

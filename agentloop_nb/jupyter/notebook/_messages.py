@@ -9,6 +9,8 @@ ignored (a newer front end may send more); missing or mistyped fields fail valid
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
@@ -154,13 +156,15 @@ class EmptyResult(_Message):
     pass
 
 
-RESULTS: dict[str, type[_Message]] = {
-    "snapshot": SnapshotResult,
-    "insert": CellResult,
-    "replace": CellResult,
-    "delete": EmptyResult,
-    "run": RunResult,
-}
+RESULTS: Mapping[str, type[_Message]] = MappingProxyType(
+    {
+        "snapshot": SnapshotResult,
+        "insert": CellResult,
+        "replace": CellResult,
+        "delete": EmptyResult,
+        "run": RunResult,
+    }
+)
 
 __all__ = [
     "COMM_TARGET",

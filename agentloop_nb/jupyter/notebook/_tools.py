@@ -33,6 +33,7 @@ import difflib
 import json
 from collections.abc import Awaitable, Callable, Mapping
 from html import escape
+from types import MappingProxyType
 from typing import Any, Literal
 
 from ..._disposer import Disposer
@@ -409,11 +410,13 @@ _DIFF_STYLE = (
 )
 # Translucent backgrounds: readable on light and dark themes alike (the text keeps the theme's
 # own colour).
-_LINE_STYLE = {
-    "+": "background:rgba(46,160,67,0.22)",
-    "-": "background:rgba(248,81,73,0.22)",
-    "@": "opacity:0.7",
-}
+_LINE_STYLE = MappingProxyType(
+    {
+        "+": "background:rgba(46,160,67,0.22)",
+        "-": "background:rgba(248,81,73,0.22)",
+        "@": "opacity:0.7",
+    }
+)
 
 
 def diff_html(old: str, new: str, title: str) -> str:

@@ -29,7 +29,7 @@ import ipywidgets as widgets
 
 from ..._disposer import Disposer
 from ...errors import NotFoundError
-from ..fold import Item
+from ..fold import Item, router
 
 __all__ = [
     "CHILD_TOOL",
@@ -96,55 +96,32 @@ def find_child(store: Any, root: Any, parent_session_id: str, call_id: str, sess
     return session
 
 
-class _Births:
-    """One ``session/created`` listener per dispatcher, handing each new child session to the
-    callbacks waiting for its parent (an event costs one dictionary lookup however many views
-    are open)."""
-
-    def __init__(self, dispatch: Any) -> None:
-        self.dispatch = dispatch
-        self.waiting: dict[str, list[ChildCallback]] = {}
-        self.off = dispatch.on(_CREATED, self.route)
-
-    def route(self, payload: Any) -> None:
-        # ``session/created`` is emitted strictly (a raising listener vetoes the creation):
-        # a view must never stop a sub-agent from starting.
-        try:
-            meta = payload.session.header.meta
-            parent = meta.get("parent_session_id") if isinstance(meta, Mapping) else None
-            callbacks = self.waiting.get(parent) if isinstance(parent, str) else None
-            for callback in tuple(callbacks or ()):
-                callback(payload.session)
-        except Exception:
-            _log.exception("agentloop_nb view: a sub-agent view failed to follow its child")
-
-    def add(self, parent_session_id: str, callback: ChildCallback) -> Disposer:
-        self.waiting.setdefault(parent_session_id, []).append(callback)
-
-        def remove() -> None:
-            callbacks = self.waiting.get(parent_session_id, [])
-            if callback in callbacks:
-                callbacks.remove(callback)
-            if not callbacks:
-                self.waiting.pop(parent_session_id, None)
-            if not self.waiting:  # nobody left: stop listening
-                self.off()
-                _BIRTHS.pop(id(self.dispatch), None)
-
-        return Disposer(remove)
-
-
-_BIRTHS: dict[int, _Births] = {}
+def _parent_of(payload: Any) -> str | None:
+    """The ``parent_session_id`` a new session's header names (``None`` for none). Never
+    raises: ``session/created`` is emitted strictly, so a raising listener would veto it."""
+    try:
+        meta = payload.session.header.meta
+        parent = meta.get("parent_session_id") if isinstance(meta, Mapping) else None
+    except Exception:
+        return None
+    return parent if isinstance(parent, str) else None
 
 
 def watch_children(dispatch: Any, parent_session_id: str, callback: ChildCallback) -> Disposer:
     """Call ``callback(session)`` for each session created through ``dispatch`` whose header
     names ``parent_session_id`` as its parent; the returned ``Disposer`` stops. The callback
-    runs inside the creation: it must be quick, and what it raises is logged, never raised."""
-    births = _BIRTHS.get(id(dispatch))
-    if births is None:
-        births = _BIRTHS[id(dispatch)] = _Births(dispatch)
-    return births.add(parent_session_id, callback)
+    runs inside the creation: it must be quick, and what it raises is logged, never raised.
+    One ``session/created`` listener per dispatcher serves every view (``fold.router``)."""
+
+    def born(payload: Any) -> None:
+        # ``session/created`` is emitted strictly (a raising listener vetoes the creation):
+        # a view must never stop a sub-agent from starting.
+        try:
+            callback(payload.session)
+        except Exception:
+            _log.exception("agentloop_nb view: a sub-agent view failed to follow its child")
+
+    return router(dispatch, _CREATED, _parent_of).add(parent_session_id, born)
 
 
 class ChildSection(widgets.VBox):

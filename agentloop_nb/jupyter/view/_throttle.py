@@ -66,7 +66,9 @@ class Pacer:
     __slots__ = ("_filled", "_handle", "_loop", "_next", "_queue", "_tokens", "slots")
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self._loop = loop
+        # Weak: ``_PACERS`` is keyed weakly by the loop, and a value holding its key strongly
+        # would keep the loop (and every throttle still queued) alive for good.
+        self._loop = weakref.ref(loop)
         self._queue: deque[Throttle] = deque()
         self._handle: asyncio.Handle | None = None
         self._next = -float("inf")  # monotonic time the next slot may start
@@ -88,12 +90,13 @@ class Pacer:
 
     def add(self, throttle: Throttle) -> None:
         self._queue.append(throttle)
-        if self._handle is None and not self._loop.is_closed():
+        loop = self._loop()
+        if self._handle is None and loop is not None and not loop.is_closed():
             delay = self._next - time.monotonic()
             if delay > 0:
-                self._handle = self._loop.call_later(delay, self._slot)
+                self._handle = loop.call_later(delay, self._slot)
             else:
-                self._handle = self._loop.call_soon(self._slot)
+                self._handle = loop.call_soon(self._slot)
 
     def discard(self, throttle: Throttle) -> None:
         if throttle in self._queue:
@@ -116,9 +119,10 @@ class Pacer:
                     break
             took = time.perf_counter() - start
             self._next = time.monotonic() + REST * took
-        if queue:
+        loop = self._loop()
+        if queue and loop is not None:
             wait = max(self._next - time.monotonic(), (1 - self._tokens) / RATE, 0.0)
-            self._handle = self._loop.call_later(wait, self._slot)
+            self._handle = loop.call_later(wait, self._slot)
 
 
 _PACERS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Pacer] = weakref.WeakKeyDictionary()
