@@ -15,7 +15,14 @@ from typing import TYPE_CHECKING, Any
 from .agents import AgentHandle, AgentRegistry
 from .app import App, AppConfig
 from .context import Context, Fiber, InactiveContextError
-from .errors import AgentloopError
+from .errors import (
+    AgentloopError,
+    InvalidTypeError,
+    InvalidValueError,
+    MissingDependencyError,
+    NotFoundError,
+    UsageError,
+)
 from .hooks import Enter, Reject, RequestConfig, Retry
 from .llm import (
     GenerateOptions,
@@ -118,11 +125,15 @@ __all__ = [
     "GenerateOptions",
     "ImageBlock",
     "InactiveContextError",
+    "InvalidTypeError",
+    "InvalidValueError",
     "InvariantError",
     "JsonlPersistence",
     "LlmError",
     "LlmRuntime",
     "Message",
+    "MissingDependencyError",
+    "NotFoundError",
     "PreparedCall",
     "ReasoningBlock",
     "Reject",
@@ -143,6 +154,7 @@ __all__ = [
     "ToolResultMessage",
     "ToolRuntime",
     "Usage",
+    "UsageError",
     "UsageTotals",
     "UserMessage",
     "__version__",

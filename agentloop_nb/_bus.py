@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict
 
 from ._disposer import Disposer
 from ._fiber import Fiber, close_unstarted, is_awaitable
+from .errors import InvalidTypeError, UsageError
 from .signals import AbortError, AbortScope, AbortSignal
 
 _log = logging.getLogger("agentloop_nb.context")
@@ -241,7 +242,7 @@ class Bus:
             if result is not None:
                 if is_awaitable(result):
                     close_unstarted((result,))
-                    raise TypeError(
+                    raise InvalidTypeError(
                         f"listener {lst.handler!r} of {name!r} is async, but 'bail' is a "
                         "synchronous dispatch; register a sync handler or use 'serial'"
                     )
@@ -280,7 +281,7 @@ class Bus:
             self.report(
                 name,
                 lst.handler,
-                RuntimeError(
+                UsageError(
                     f"async listener of {name!r} was emitted without a running event loop; "
                     "emit from the loop or register a sync handler"
                 ),

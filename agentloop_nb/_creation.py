@@ -16,6 +16,8 @@ from typing import TypeVar
 
 from pydantic import BaseModel, ConfigDict, PositiveInt
 
+from .errors import InvalidTypeError
+
 T = TypeVar("T")
 
 #: The keywords each kind of door accepts (the error for an unknown one lists them).
@@ -45,7 +47,7 @@ def alias(door: str, name: str, value: T | None, old_name: str, old_value: T | N
     if old_value is None:
         return value
     if value is not None:
-        raise TypeError(
+        raise InvalidTypeError(
             f"{door}() got both {name}= and {old_name}=, which are one parameter under two "
             f"names; pass {name}= only"
         )
@@ -64,7 +66,7 @@ def reject_unknown(door: str, unknown: Mapping[str, object], accepted: Iterable[
         n for n in names if len(bad) > 1 and n.startswith(bad)
     ]
     hint = f" (did you mean {close[0]}=?)" if close else ""
-    raise TypeError(
+    raise InvalidTypeError(
         f"{door}() got an unexpected keyword argument {bad!r}{hint}; it accepts "
         + ", ".join(f"{n}=" for n in names)
     )

@@ -8,6 +8,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from .errors import InvalidTypeError
+
 
 class Decision(BaseModel):
     # defer_build: validators are built on first use, not at import (start-up cost)
@@ -17,12 +19,14 @@ class Decision(BaseModel):
         if args:
             names = [n for n in type(self).model_fields if n != "kind"]
             if len(args) > len(names):
-                raise TypeError(
+                raise InvalidTypeError(
                     f"{type(self).__name__}() takes at most {len(names)} positional "
                     f"argument(s) ({', '.join(names) or 'none'}), got {len(args)}"
                 )
             for name, value in zip(names, args, strict=False):
                 if name in kwargs:
-                    raise TypeError(f"{type(self).__name__}() got multiple values for {name!r}")
+                    raise InvalidTypeError(
+                        f"{type(self).__name__}() got multiple values for {name!r}"
+                    )
                 kwargs[name] = value
         super().__init__(**kwargs)

@@ -13,7 +13,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from ._fiber import Fiber, close_unstarted, is_awaitable
-from .errors import AgentloopError
+from .errors import AgentloopError, InvalidTypeError
 
 
 class PluginError(RuntimeError, AgentloopError):
@@ -92,7 +92,7 @@ def run_apply(plugin: Any, ctx: Any, config: Any, label: str) -> None:
             result = plugin(ctx, config)
             if result is not None and is_awaitable(result):
                 close_unstarted((result,))
-                raise TypeError(
+                raise InvalidTypeError(
                     f"plugin {label!r} returned an awaitable: apply must be synchronous "
                     "(start async work with ctx.effect or a task owned by a service)"
                 )

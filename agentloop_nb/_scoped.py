@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterator
 from typing import Any, ClassVar, Generic, Self, TypeVar
 
 from ._disposer import Disposer
+from .errors import InvalidValueError
 
 T = TypeVar("T")
 S = TypeVar("S")
@@ -66,7 +67,7 @@ class ScopedRegistry(Generic[T]):
         for a taken name when the registry is ``unique``."""
         if self.unique and self.taken(name, agent):
             where = "" if agent is None else f" for agent {getattr(agent, 'id', agent)!r}"
-            raise ValueError(
+            raise InvalidValueError(
                 f"{self.kind} {name!r} is already registered{where}; dispose the existing "
                 "registration first"
             )

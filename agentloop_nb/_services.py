@@ -13,6 +13,8 @@ import keyword
 from collections.abc import Callable
 from typing import Any
 
+from .errors import InvalidValueError
+
 MISSING: Any = object()
 
 
@@ -50,11 +52,11 @@ def check_name(name: str, reserved: Callable[[str], bool]) -> None:
     """Raise ``ValueError`` unless ``name`` can be a service attribute (``reserved(name)`` says
     whether the context class already uses it)."""
     if not name.isidentifier() or keyword.iskeyword(name) or name.startswith("_"):
-        raise ValueError(
+        raise InvalidValueError(
             f"service name {name!r} must be a public Python identifier (no leading '_')"
         )
     if reserved(name):
-        raise ValueError(f"service name {name!r} would be shadowed by Context.{name}")
+        raise InvalidValueError(f"service name {name!r} would be shadowed by Context.{name}")
 
 
 def publish(layer: Layer, gen: Generation, name: str, service: Any) -> Callable[[], None]:
@@ -62,7 +64,7 @@ def publish(layer: Layer, gen: Generation, name: str, service: Any) -> Callable[
     already has a provider of ``name`` (a child layer may shadow it instead)."""
     services = layer.services
     if name in services:
-        raise ValueError(
+        raise InvalidValueError(
             f"service {name!r} is already provided here; dispose the existing provider "
             "(or its plugin) first, or provide it on a child context to shadow it"
         )

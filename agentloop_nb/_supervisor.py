@@ -11,6 +11,8 @@ import logging
 from collections.abc import Coroutine
 from typing import Any
 
+from .errors import UsageError
+
 _log = logging.getLogger("agentloop_nb")
 
 
@@ -19,7 +21,7 @@ def require_running_loop(what: str) -> asyncio.AbstractEventLoop:
     try:
         return asyncio.get_running_loop()
     except RuntimeError:
-        raise RuntimeError(
+        raise UsageError(
             f"{what} needs a running asyncio event loop: call it from async code "
             "(inside `asyncio.run(main())`) or from a Jupyter cell, whose kernel runs one"
         ) from None

@@ -34,6 +34,7 @@ from ._creation import (
 )
 from ._disposer import Disposer
 from ._scoped import BoundView
+from .errors import InvalidTypeError, InvalidValueError, UsageError
 
 if TYPE_CHECKING:
     from .context import Context
@@ -127,7 +128,7 @@ class AgentRegistry:
         """Make ``factory`` the one ``create``/``resume`` use. The latest one set wins; its
         disposer removes exactly that factory (revealing the previous one, if any)."""
         if not callable(getattr(factory, "create", None)):
-            raise TypeError(
+            raise InvalidTypeError(
                 f"{factory!r} is not an agent factory: it needs async create(**kw) and "
                 "resume(**kw) methods"
             )
@@ -148,7 +149,7 @@ class AgentRegistry:
 
     def _require_factory(self, action: str) -> AgentFactory:
         if not self._factories:
-            raise RuntimeError(
+            raise UsageError(
                 f"cannot {action} an agent: no agent factory is set; ctx.agents needs the agent "
                 "loop (build the context with App(), or call ctx.agents.set_factory(...))"
             )
@@ -235,7 +236,7 @@ class AgentRegistry:
         factory = self._require_factory("fork")
         fork = getattr(factory, "fork", None)
         if not callable(fork):
-            raise RuntimeError(f"cannot fork an agent: the agent factory {factory!r} has no fork")
+            raise UsageError(f"cannot fork an agent: the agent factory {factory!r} has no fork")
         return await _call(
             fork,
             source_session_id,
@@ -254,7 +255,7 @@ class AgentRegistry:
         stale disposer never removes a later agent that reused the id."""
         agent_id = agent.id
         if agent_id in self._agents:
-            raise ValueError(
+            raise InvalidValueError(
                 f"agent {agent_id!r} already exists; dispose it first or choose another id"
             )
         agents = self._agents
@@ -353,7 +354,7 @@ async def _call(method: Callable[..., Any], *args: Any, **kwargs: Any) -> AgentH
 
 def _require_id(door: str, session_id: str | None) -> str:
     if session_id is None:
-        raise TypeError(f"{door}() needs session_id= (the id of the session to {door})")
+        raise InvalidTypeError(f"{door}() needs session_id= (the id of the session to {door})")
     return session_id
 
 

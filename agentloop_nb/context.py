@@ -62,6 +62,7 @@ from ._plugins import (
     validate_config,
 )
 from ._services import MISSING, Generation, Layer, Resolver, check_name, publish
+from .errors import InvalidTypeError
 from .signals import AbortError
 
 if TYPE_CHECKING:
@@ -298,7 +299,7 @@ class Context:
             return Disposer()
         if is_awaitable(teardown) or not callable(teardown):
             close_unstarted((teardown,))
-            raise TypeError(
+            raise InvalidTypeError(
                 f"effect setup {setup!r} must synchronously return a teardown callable or "
                 f"None, got {type(teardown).__name__}"
             )
@@ -325,7 +326,7 @@ class Context:
         """
         self.fiber.check_active("apply a plugin")
         if not callable(plugin):
-            raise TypeError(f"a plugin must be a function or a class, got {plugin!r}")
+            raise InvalidTypeError(f"a plugin must be a function or a class, got {plugin!r}")
         name, label = plugin_name(plugin, name)
         config = validate_config(plugin, config)
         layer = self._layer

@@ -22,6 +22,8 @@ from dataclasses import dataclass, fields, replace
 from types import MappingProxyType
 from typing import Any
 
+from .errors import InvalidValueError
+
 __all__ = [
     "DEFAULT_TABLE",
     "KNOWN_MODELS",
@@ -52,7 +54,9 @@ class ModelInfo:
         names = {f.name for f in fields(cls)}
         unknown = set(entry) - names
         if unknown:
-            raise ValueError(f"unknown model table key(s) {sorted(unknown)}: use {sorted(names)}")
+            raise InvalidValueError(
+                f"unknown model table key(s) {sorted(unknown)}: use {sorted(names)}"
+            )
         values: dict[str, Any] = {}
         for key, value in entry.items():
             values[key] = _checked(key, value)
@@ -63,10 +67,12 @@ def _checked(key: str, value: Any) -> int | float | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
-        raise ValueError(f"model table {key!r} must be a number >= 0, got {value!r}")
+        raise InvalidValueError(f"model table {key!r} must be a number >= 0, got {value!r}")
     if key == "context_window":
         if not isinstance(value, int) or value == 0:
-            raise ValueError(f"model table 'context_window' must be a positive int, got {value!r}")
+            raise InvalidValueError(
+                f"model table 'context_window' must be a positive int, got {value!r}"
+            )
         return value
     return float(value)
 
@@ -121,13 +127,17 @@ class ModelTable:
         configured: set[str] = set()  # overrides that name a context window
         for prefix, entry in (overrides or {}).items():
             if not isinstance(prefix, str) or not prefix:
-                raise ValueError(f"model table prefix must be a non-empty str, got {prefix!r}")
+                raise InvalidValueError(
+                    f"model table prefix must be a non-empty str, got {prefix!r}"
+                )
             if isinstance(entry, ModelInfo):
                 entries[prefix] = entry
             elif isinstance(entry, Mapping):
                 entries[prefix] = ModelInfo.from_mapping(entry, _longest(entries, prefix))
             else:
-                raise ValueError(f"model table entry {prefix!r} must be a mapping, got {entry!r}")
+                raise InvalidValueError(
+                    f"model table entry {prefix!r} must be a mapping, got {entry!r}"
+                )
             if entries[prefix].context_window is not None and (
                 isinstance(entry, ModelInfo) or "context_window" in entry
             ):

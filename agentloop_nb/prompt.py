@@ -27,7 +27,7 @@ from ._bus import Lazy, listened
 from ._disposer import Disposer
 from ._prompt_types import Assembly, Section, SectionSource, VariableSource
 from ._scoped import BoundView, ScopedRegistry
-from .errors import AgentloopError
+from .errors import AgentloopError, InvalidTypeError, InvalidValueError
 
 if TYPE_CHECKING:
     from .signals import AbortSignal
@@ -101,24 +101,26 @@ class SystemPrompt:
 
     def _add_section(self, name: str, source: SectionSource, order: int, agent: Any) -> Disposer:
         if not isinstance(name, str) or not name:
-            raise ValueError(f"a system-prompt section needs a non-empty name, got {name!r}")
+            raise InvalidValueError(f"a system-prompt section needs a non-empty name, got {name!r}")
         if not isinstance(source, str) and not callable(source):
-            raise TypeError(
+            raise InvalidTypeError(
                 f"section {name!r}: expected text or a function of the agent, "
                 f"got {type(source).__name__}"
             )
         if type(order) is not int:
-            raise TypeError(f"section {name!r}: order must be an int, got {order!r}")
+            raise InvalidTypeError(f"section {name!r}: order must be an int, got {order!r}")
         return self._sections.add(name, _SectionSpec(source, order), agent)
 
     def _add_variable(self, name: str, fn: VariableSource, agent: Any) -> Disposer:
         if not isinstance(name, str) or not _VARIABLE.fullmatch("{{" + name + "}}"):
-            raise ValueError(
+            raise InvalidValueError(
                 f"invalid system-prompt variable name {name!r}: use letters, digits, '_', "
                 "'.', ':' or '-', starting with a letter or '_'"
             )
         if not callable(fn):
-            raise TypeError(f"variable {name!r}: expected a function of the agent, got {fn!r}")
+            raise InvalidTypeError(
+                f"variable {name!r}: expected a function of the agent, got {fn!r}"
+            )
         return self._variables.add(name, fn, agent)
 
     # -- assembly --------------------------------------------------------------------------
@@ -133,7 +135,7 @@ class SystemPrompt:
             if text is None:
                 continue
             if not isinstance(text, str):
-                raise TypeError(
+                raise InvalidTypeError(
                     f"system-prompt section {name!r} returned {type(text).__name__}; "
                     "a section function must return str or None"
                 )
@@ -143,7 +145,7 @@ class SystemPrompt:
         for name, fn in self._variables.visible(agent):
             value = fn(agent)
             if value is not None and not isinstance(value, str):
-                raise TypeError(
+                raise InvalidTypeError(
                     f"system-prompt variable {name!r} returned {type(value).__name__}; "
                     "a variable function must return str or None"
                 )
@@ -187,7 +189,7 @@ class SystemPrompt:
             signal=signal,
         )
         if not isinstance(result, Assembly):
-            raise TypeError(
+            raise InvalidTypeError(
                 f"a 'system-prompt/assemble' listener returned {type(result).__name__}; "
                 "return an Assembly (e.g. payload.assembly.replace(...) or await next())"
             )
@@ -230,7 +232,7 @@ def _substituter(
                 "lambda agent: ...)"
             ) from None
         if value is None:
-            raise ValueError(
+            raise InvalidValueError(
                 f"system-prompt section {section!r} uses {{{{{name}}}}}, but variable {name!r} "
                 "has no value for this agent (its function returned None); make it return a "
                 "string or remove the placeholder"

@@ -42,7 +42,7 @@ import anyio
 
 from ._disposer import Disposer
 from ._fiber import close_unstarted
-from .errors import AgentloopError
+from .errors import AgentloopError, UsageError
 
 T = TypeVar("T")
 
@@ -207,7 +207,7 @@ class AbortScope:
         if signal._aborted:
             raise AbortError(signal._reason)
         if self._cancel is not None:
-            raise RuntimeError("an AbortScope can be entered only once")
+            raise UsageError("an AbortScope can be entered only once")
         cancel = self._cancel = anyio.CancelScope()
         cancel.__enter__()
         # One bound callable, appended and removed directly: the scope runs around hot awaits.

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any, TypeAlias
 
 from ._json import dumps_arguments
+from .errors import InvalidValueError
 from .llm import (
     CHUNK_ADAPTER,
     Aborted,
@@ -310,7 +311,7 @@ class ReplayModel:
 
 def _load_jsonl(path: Path) -> tuple[Any, list[Any]]:
     if path.suffix != ".jsonl":
-        raise ValueError(f"ReplayModel.from_session: {path} is not a session .jsonl file")
+        raise InvalidValueError(f"ReplayModel.from_session: {path} is not a session .jsonl file")
     return JsonlPersistence(path.parent).load(path.name[: -len(".jsonl")])
 
 

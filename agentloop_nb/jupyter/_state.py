@@ -22,7 +22,7 @@ import os
 from typing import Any
 
 from ..app import App
-from ..errors import AgentloopError
+from ..errors import AgentloopError, InvalidValueError, UsageError
 from ..loop import AgentOptions
 from ._panel import AgentsPanel
 from .fold import SessionFeed
@@ -274,9 +274,11 @@ def configure(
     apply it now). Raises ``ValueError`` for a negative or non-integer limit, or a
     ``default_model`` without a ``default_provider``."""
     if not isinstance(undo_size_limit, int) or undo_size_limit < 0:
-        raise ValueError(f"undo_size_limit must be a number of bytes >= 0, got {undo_size_limit!r}")
+        raise InvalidValueError(
+            f"undo_size_limit must be a number of bytes >= 0, got {undo_size_limit!r}"
+        )
     if default_model is not None and default_provider is None:
-        raise ValueError("configure(default_model=...) needs default_provider= too")
+        raise InvalidValueError("configure(default_model=...) needs default_provider= too")
     _KERNEL.settings = {
         **app_kwargs,
         "approval_timeout": approval_timeout,
@@ -321,7 +323,7 @@ def current() -> KernelState | None:
 def attach(st: KernelState) -> None:
     """Make ``st`` the kernel's state. Raises ``RuntimeError`` when one is attached already."""
     if _KERNEL.current is not None:
-        raise RuntimeError("agentloop_nb is already loaded in this kernel")
+        raise UsageError("agentloop_nb is already loaded in this kernel")
     _KERNEL.current = st
 
 
@@ -335,7 +337,7 @@ def state() -> KernelState:
     """The loaded state. Raises ``RuntimeError`` until ``%load_ext agentloop_nb``."""
     st = _KERNEL.current
     if st is None:
-        raise RuntimeError(
+        raise UsageError(
             "agentloop_nb is not loaded in this kernel: run %load_ext agentloop_nb first"
         )
     return st

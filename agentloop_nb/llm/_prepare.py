@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, NonNegativeInt
 
+from ..errors import InvalidTypeError
+
 if TYPE_CHECKING:
     from ._chunks import ErrorFinish
 
@@ -77,7 +79,9 @@ def as_retry_policy(
         return value
     if isinstance(value, Mapping):
         return RetryPolicy.model_validate(dict(value))
-    raise TypeError(f"{label}: expected a RetryPolicy or a mapping, got {type(value).__name__}")
+    raise InvalidTypeError(
+        f"{label}: expected a RetryPolicy or a mapping, got {type(value).__name__}"
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,7 +129,7 @@ def restrict_defaults(adapter: Any, config: BaseModel, proposed: Any) -> dict[st
     if proposed is None:
         return {}
     if not isinstance(proposed, Mapping):
-        raise TypeError(
+        raise InvalidTypeError(
             f"{type(adapter).__name__}.defaults() returned {type(proposed).__name__}; "
             "return a dict of config field names to default values"
         )
@@ -134,7 +138,7 @@ def restrict_defaults(adapter: Any, config: BaseModel, proposed: Any) -> dict[st
     for key, value in proposed.items():
         if key not in fields:
             unknown = sorted(str(k) for k in proposed if k not in fields)
-            raise TypeError(
+            raise InvalidTypeError(
                 f"{type(adapter).__name__}.defaults() names unknown config field(s) {unknown}; "
                 f"known: {sorted(fields)}"
             )

@@ -30,6 +30,7 @@ from .._fiber import is_awaitable
 from .._hook_names import LLM_STREAM
 from .._scoped import BoundView
 from ..context import Lazy, listened
+from ..errors import InvalidTypeError
 from ..signals import AbortError
 from ._abort_watch import AbortWatch
 from ._chunks import Aborted, ErrorFinish, Finish, GenerateOptions, StreamChunk
@@ -294,7 +295,7 @@ class LlmRuntime:
             providers = [providers]
         names = list(providers)
         if not hasattr(adapter, "stream"):
-            raise TypeError(
+            raise InvalidTypeError(
                 f"adapter for {names} has no stream(options) method; an adapter is any object "
                 "whose stream(options) returns an async iterator of StreamChunks"
             )

@@ -74,6 +74,7 @@ from typing import Any
 import anyio
 
 from .._json import dumps_arguments
+from ..errors import InvalidValueError
 from ..messages import TextBlock, ToolResultMessage, UserMessage
 from ._chunks import (
     Aborted,
@@ -163,7 +164,7 @@ def evaluate(expression: str) -> float | int:
             return ev(node.body)
         if isinstance(node, ast.Constant) and isinstance(node.value, int | float):
             if isinstance(node.value, bool):
-                raise ValueError(f"not plain arithmetic: {expression!r}")
+                raise InvalidValueError(f"not plain arithmetic: {expression!r}")
             return node.value
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub | ast.UAdd):
             value = ev(node.operand)
@@ -171,17 +172,17 @@ def evaluate(expression: str) -> float | int:
         if isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:
             left, right = ev(node.left), ev(node.right)
             if isinstance(node.op, ast.Pow) and abs(right) > 100:
-                raise ValueError("exponent too large")
+                raise InvalidValueError("exponent too large")
             try:
                 return _BINOPS[type(node.op)](left, right)
             except ZeroDivisionError:
-                raise ValueError("division by zero") from None
-        raise ValueError(f"not plain arithmetic: {expression!r}")
+                raise InvalidValueError("division by zero") from None
+        raise InvalidValueError(f"not plain arithmetic: {expression!r}")
 
     try:
         tree = ast.parse(expression.strip(), mode="eval")
     except SyntaxError:
-        raise ValueError(f"not plain arithmetic: {expression!r}") from None
+        raise InvalidValueError(f"not plain arithmetic: {expression!r}") from None
     return ev(tree)
 
 
@@ -214,7 +215,7 @@ class OfflineModel:
 
     def __init__(self, *, token_delay: float = 0.02) -> None:
         if token_delay < 0:
-            raise ValueError(f"token_delay must be >= 0 seconds, got {token_delay!r}")
+            raise InvalidValueError(f"token_delay must be >= 0 seconds, got {token_delay!r}")
         self.token_delay = token_delay
 
     def __repr__(self) -> str:

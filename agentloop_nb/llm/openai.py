@@ -58,6 +58,7 @@ from collections.abc import Coroutine, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .._json import dumps_arguments
+from ..errors import InvalidValueError
 from ..messages import (
     AssistantMessage,
     ContentBlock,
@@ -131,7 +132,7 @@ class OpenAIAdapter(SseAdapter):
             or not isinstance(context_window, int)
             or context_window <= 0
         ):
-            raise ValueError(
+            raise InvalidValueError(
                 f"provider {name!r}: context_window must be a positive number of tokens "
                 f"(e.g. 4096, what llama-server -c was given), got {context_window!r}"
             )

@@ -39,6 +39,7 @@ import inspect
 from collections.abc import Mapping
 from typing import Any
 
+from ..errors import InvalidValueError
 from ._http import is_loopback_url, safe_url
 from .anthropic import AnthropicAdapter
 from .offline import OfflineModel
@@ -99,13 +100,13 @@ def _check_string_options(name: str, opts: Mapping[str, Any]) -> None:
     for field in _STRING_OPTIONS:
         value = opts.get(field)
         if value is not None and not isinstance(value, str):
-            raise ValueError(
+            raise InvalidValueError(
                 f"providers[{name!r}].{field} must be a string, got {type(value).__name__}"
             )
     for field in ("base_url", "default_base_url"):
         value = opts.get(field)
         if value and not value.lower().startswith(("http://", "https://")):
-            raise ValueError(
+            raise InvalidValueError(
                 f"providers[{name!r}].{field} must be an http:// or https:// URL "
                 f"(e.g. 'http://127.0.0.1:8080/v1'), got {safe_url(value)!r}"
             )
@@ -118,19 +119,19 @@ def build_adapter(name: str, options: Mapping[str, Any] | None = None) -> Any:
     preset_kind, defaults = PRESETS.get(name, (None, {}))
     kind = kind or preset_kind
     if kind is None:
-        raise ValueError(
+        raise InvalidValueError(
             f"unknown provider {name!r}: use one of {sorted(PRESETS)}, or give it a type, e.g. "
             f"providers={{{name!r}: {{'type': 'openai', 'base_url': ...}}}}"
         )
     if kind not in _KINDS:
-        raise ValueError(
+        raise InvalidValueError(
             f"provider {name!r}: unknown type {kind!r}; expected one of {sorted(_KINDS)}"
         )
     cls = _KINDS[kind]
     accepted = _accepted(cls)
     unknown = sorted(set(opts) - set(accepted))
     if unknown:
-        raise ValueError(
+        raise InvalidValueError(
             f"provider {name!r} ({cls.__name__}) does not take option(s) {unknown}; "
             f"accepted: {accepted}"
         )
@@ -148,7 +149,7 @@ def build_adapters(config: Mapping[str, Mapping[str, Any]] | None = None) -> dic
     config = dict(config or {})
     for name, options in config.items():
         if options is not None and not isinstance(options, Mapping):
-            raise ValueError(
+            raise InvalidValueError(
                 f"providers[{name!r}] must be a mapping of adapter options, got {type(options).__name__}"
             )
     names = list(PRESETS) + [n for n in config if n not in PRESETS]

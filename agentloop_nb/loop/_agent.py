@@ -10,7 +10,7 @@ import anyio
 
 from .._creation import AgentOptions
 from .._supervisor import require_running_loop
-from ..errors import AgentloopError
+from ..errors import AgentloopError, InvalidTypeError, InvalidValueError, UsageError
 from ..events import ASSISTANT_MESSAGE
 from ..messages import AssistantMessage
 from ..models import model_table
@@ -29,14 +29,14 @@ def normalize_cause(cause: Any) -> dict[str, Any]:
     """A cancel cause as logged data. Raises ``ValueError`` / ``TypeError`` for a bad cause."""
     if isinstance(cause, str):
         if cause not in ("user", "parent", "disposed"):
-            raise ValueError(
+            raise InvalidValueError(
                 f"unknown cancel cause {cause!r}: use 'user', 'parent', 'disposed' "
                 "or {'kind': 'hook', 'reason': ...}"
             )
         return {"kind": cause}
     if isinstance(cause, dict) and isinstance(cause.get("kind"), str):
         return dict(cause)
-    raise TypeError(f"cancel cause must be a str or a dict with a 'kind', got {cause!r}")
+    raise InvalidTypeError(f"cancel cause must be a str or a dict with a 'kind', got {cause!r}")
 
 
 class AgentTurnError(AgentloopError):
@@ -124,10 +124,12 @@ class Agent:
         ``ValueError`` for an unknown target, ``RuntimeError`` after disposal or, for a waking
         send while idle, without a running event loop."""
         if target not in ("next-turn", "next-step"):
-            raise ValueError(f"unknown send target {target!r}: use 'next-turn' or 'next-step'")
+            raise InvalidValueError(
+                f"unknown send target {target!r}: use 'next-turn' or 'next-step'"
+            )
         state = self._state
         if state.disposed:
-            raise RuntimeError(f"agent {self.id!r} is disposed; create or resume a new agent")
+            raise UsageError(f"agent {self.id!r} is disposed; create or resume a new agent")
         message = make_user_message(content, source)
         if wakeup and state.task is None:
             require_running_loop("Agent.send")
@@ -211,7 +213,7 @@ class Agent:
         try:
             service = self.ctx.undo
         except AttributeError:
-            raise RuntimeError(
+            raise UsageError(
                 "agent.undo() needs an 'undo' service and none is provided: load the notebook "
                 "extension (%load_ext agentloop_nb), whose kernel tools' runs it can undo"
             ) from None

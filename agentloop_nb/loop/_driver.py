@@ -33,6 +33,7 @@ from .._hook_names import (
 )
 from ..agents import AgentRegistry
 from ..context import Lazy, listened
+from ..errors import InvalidTypeError
 from ..events import ASSISTANT_MESSAGE, STEP_END, STEP_START, TURN_END, TURN_START, USER_MESSAGE
 from ..hooks import (
     ClaimedPayload,
@@ -316,7 +317,7 @@ async def _pre_step(
     if isinstance(decision, Reject):
         return decision
     if not isinstance(decision, Enter):
-        raise TypeError(
+        raise InvalidTypeError(
             f"an agent/pre-step listener returned {decision!r}; return Enter(messages) or Reject()"
         )
     return decision.messages

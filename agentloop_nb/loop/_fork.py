@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 from uuid import uuid4
 
+from ..errors import InvalidValueError
 from ..events import ASSISTANT_MESSAGE, TOOL_RESULT
 from ..session import SURFACE_TYPES, SessionEvent, SessionHeader
 
@@ -58,7 +59,9 @@ def plan_fork(
         at_seq = len(events) - 1
     elif type(at_seq) is not int or not 0 <= at_seq < len(events):
         span = f"events 0..{len(events) - 1}" if events else "no events"
-        raise ValueError(f"cannot fork session {source_id!r} at seq {at_seq!r}: it has {span}")
+        raise InvalidValueError(
+            f"cannot fork session {source_id!r} at seq {at_seq!r}: it has {span}"
+        )
     kept = _cut(events[: at_seq + 1])
     meta: dict[str, Any] = {
         "cwd": header.cwd,

@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 from uuid import uuid4
 
+from ..errors import InvalidTypeError, NotFoundError
 from ..events import AGENT_INBOX_SPLICED
 from ..messages import CONTENT_ADAPTER, TextBlock, UserMessage
 
@@ -44,7 +45,7 @@ def make_user_message(content: Any, source: Any) -> UserMessage:
         try:
             blocks = CONTENT_ADAPTER.validate_python(tuple(content))
         except Exception as exc:
-            raise TypeError(
+            raise InvalidTypeError(
                 "message content must be a str, a list of content blocks "
                 f"(TextBlock, ImageBlock, ...) or a UserMessage; got {type(content).__name__}: {exc}"
             ) from None
@@ -57,14 +58,14 @@ def _source(source: Any) -> dict[str, Any]:
     if isinstance(source, str):
         return {"kind": source}
     if not isinstance(source, dict) or not isinstance(source.get("kind"), str):
-        raise TypeError(
+        raise InvalidTypeError(
             f"message source must be a str or a dict with a 'kind' string, got {source!r}"
         )
     # the standard library: allow_nan=False refuses NaN (orjson would write null)
     try:  # snapshot and check it is JSON once, here, not at log time
         return dict(json.loads(json.dumps(source, allow_nan=False)))
     except (TypeError, ValueError) as exc:
-        raise TypeError(f"message source must be JSON data: {exc}") from None
+        raise InvalidTypeError(f"message source must be JSON data: {exc}") from None
 
 
 class Inbox:
@@ -100,7 +101,7 @@ class Inbox:
             for i, m in enumerate(self._lists[target]):
                 if m.id == message_id:
                     return target, i
-        raise KeyError(
+        raise NotFoundError(
             f"no pending message with id {message_id!r} in agent {self._owner!r}'s inbox "
             "(it may already have been claimed by a turn)"
         )

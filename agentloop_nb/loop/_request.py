@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from .._hook_names import AGENT_REQUEST, AGENT_REQUEST_ERROR
 from ..context import Lazy, listened
+from ..errors import InvalidTypeError
 from ..events import ASSISTANT_ATTEMPT, ASSISTANT_CHUNK, REQUEST_HEADER
 from ..hooks import RequestConfig, RequestErrorPayload, RequestPayload, Retry
 from ..llm import BlockAssembler, GenerateOptions, LlmError, PreparedCall, RequestFacts
@@ -237,7 +238,7 @@ class RequestPath:
                 signal=signal,
             )
             if not isinstance(config, RequestConfig):
-                raise TypeError(
+                raise InvalidTypeError(
                     f"an agent/request listener returned {config!r}; return a RequestConfig "
                     "(e.g. payload.config.model_copy(update={...}))"
                 )

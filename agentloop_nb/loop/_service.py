@@ -29,6 +29,7 @@ from .._creation import (
 from .._hook_names import AGENT_CREATED, AGENT_DISPOSED, AGENT_SESSION_START
 from .._scoped import BoundView
 from ..agents import AgentHandle, Setup, scope_owned
+from ..errors import InvalidTypeError, UsageError
 from ..events import TURN_START
 from ..hooks import AgentPayload, SessionStartPayload
 from ..session import PersistenceError, repair
@@ -170,7 +171,7 @@ class AgentLoop:
         options = alias("resume", "options", options, "agent_options", agent_options)
         sid = alias("resume", "session_id", session_id, "resume_session_id", resume_session_id)
         if sid is None:
-            raise TypeError("resume() needs session_id= (the id of the persisted session)")
+            raise InvalidTypeError("resume() needs session_id= (the id of the persisted session)")
         self._require_open()
         _check(signal)
         creation = self._load(sid, options)
@@ -227,7 +228,7 @@ class AgentLoop:
 
     def _require_open(self) -> None:
         if self._closed:
-            raise RuntimeError("the agent loop is closed (its App was closed); build a new App")
+            raise UsageError("the agent loop is closed (its App was closed); build a new App")
 
     def _create_now(
         self,
@@ -339,7 +340,7 @@ class AgentLoop:
         try:
             return self.ctx.session_persistence
         except AttributeError:
-            raise RuntimeError(
+            raise UsageError(
                 "cannot resume: session persistence is not configured "
                 "(use App(persistence_root=...) or App(persistence=JsonlPersistence(root)))"
             ) from None

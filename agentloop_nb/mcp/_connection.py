@@ -25,7 +25,7 @@ from typing import IO, Any
 import anyio
 
 from .._disposer import Disposer
-from ..errors import AgentloopError
+from ..errors import AgentloopError, MissingDependencyError
 from ..tools import TOOL_ERROR, Tool, ToolExecution, ToolResult, error_result
 from ._results import to_tool_result
 from ._server import MCPServer
@@ -57,7 +57,7 @@ def require_sdk() -> Any:
         import mcp
         import mcp.client.streamable_http
     except ImportError as exc:
-        raise ImportError(
+        raise MissingDependencyError(
             "MCP servers need the official 'mcp' SDK: pip install 'agentloop_nb[mcp]'"
         ) from exc
     return mcp

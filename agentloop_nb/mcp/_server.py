@@ -7,6 +7,8 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ..errors import InvalidValueError
+
 __all__ = ["MCPServer"]
 
 # The server name prefixes tool names (``f"{server}__{tool}"``), which providers restrict.
@@ -50,28 +52,32 @@ class MCPServer:
         startup_timeout: float = 30.0,
     ) -> None:
         if not isinstance(name, str) or not _NAME_RE.match(name):
-            raise ValueError(
+            raise InvalidValueError(
                 f"invalid MCP server name {name!r}: use 1-40 letters, digits, '_' or '-' "
                 "(it prefixes the tool names)"
             )
         if (command is None) == (url is None):
-            raise ValueError(f"MCP server {name!r}: give exactly one of command=[...] or url=...")
+            raise InvalidValueError(
+                f"MCP server {name!r}: give exactly one of command=[...] or url=..."
+            )
         if command is not None:
             if (
                 isinstance(command, str)
                 or not command
                 or not all(isinstance(part, str) for part in command)
             ):
-                raise ValueError(
+                raise InvalidValueError(
                     f"MCP server {name!r}: command must be a non-empty list of strings, "
                     f"got {command!r}"
                 )
             if url is None and headers is not None:
-                raise ValueError(f"MCP server {name!r}: headers apply to url= servers only")
+                raise InvalidValueError(f"MCP server {name!r}: headers apply to url= servers only")
         elif env is not None or cwd is not None:
-            raise ValueError(f"MCP server {name!r}: env and cwd apply to command= servers only")
+            raise InvalidValueError(
+                f"MCP server {name!r}: env and cwd apply to command= servers only"
+            )
         if not startup_timeout > 0:
-            raise ValueError(f"MCP server {name!r}: startup_timeout must be positive")
+            raise InvalidValueError(f"MCP server {name!r}: startup_timeout must be positive")
         set_ = object.__setattr__
         set_(self, "name", name)
         set_(self, "command", tuple(command) if command is not None else None)

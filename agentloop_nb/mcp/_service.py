@@ -14,6 +14,7 @@ from typing import Any
 
 from .._disposer import Disposer
 from .._scoped import OwnedCopy
+from ..errors import InvalidTypeError, InvalidValueError, NotFoundError, UsageError
 from ._connection import MCPConnection, require_sdk
 from ._server import MCPServer
 
@@ -65,11 +66,11 @@ class MCPService(OwnedCopy):
         """
         require_sdk()
         if not isinstance(server, MCPServer):
-            raise TypeError(f"expected an MCPServer, got {server!r}")
+            raise InvalidTypeError(f"expected an MCPServer, got {server!r}")
         owner = self._require_owner()
         owner.fiber.check_active("connect an MCP server")
         if server.name in self._connections:
-            raise ValueError(
+            raise InvalidValueError(
                 f"an MCP server named {server.name!r} is connected; remove it first "
                 f"(ctx.mcp.remove({server.name!r}) or %agent mcp remove {server.name})"
             )
@@ -116,13 +117,13 @@ class MCPService(OwnedCopy):
         unknown name."""
         connection = self._connections.get(name)
         if connection is None:
-            raise KeyError(f"no MCP server named {name!r} is connected")
+            raise NotFoundError(f"no MCP server named {name!r} is connected")
         result = connection.disposer()
         return result if result is not None else connection.close()
 
     def _require_owner(self) -> Any:
         if self._owner is None:
-            raise RuntimeError("use the MCP service through a context: ctx.mcp.connect(...)")
+            raise UsageError("use the MCP service through a context: ctx.mcp.connect(...)")
         return self._owner
 
     @staticmethod
@@ -134,11 +135,11 @@ class MCPService(OwnedCopy):
             # The loop knows an agent from ``create`` on; the directory once it is entered.
             found = owner.agent_loop.get(agent) or owner.agents.get(agent)
             if found is None:
-                raise ValueError(f"no agent with id {agent!r}")
+                raise InvalidValueError(f"no agent with id {agent!r}")
             agent = found
         agent_ctx = getattr(agent, "ctx", None)
         if agent_ctx is None:
-            raise TypeError(f"expected an agent (or its id), got {agent!r}")
+            raise InvalidTypeError(f"expected an agent (or its id), got {agent!r}")
         return agent, agent_ctx
 
     def __repr__(self) -> str:

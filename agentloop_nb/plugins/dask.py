@@ -34,7 +34,7 @@ from uuid import uuid4
 import anyio
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..errors import AgentloopError
+from ..errors import AgentloopError, UsageError
 
 if TYPE_CHECKING:
     from ..context import Context
@@ -109,7 +109,7 @@ class DaskToolsPlugin:
             return self._client
         async with self._starting:
             if self._closed:
-                raise RuntimeError("the Dask tools plugin was disposed")
+                raise UsageError("the Dask tools plugin was disposed")
             if self._client is None:
                 self._client = await self._start()
         return self._client
@@ -151,7 +151,7 @@ class DaskToolsPlugin:
         try:
             from distributed import Client, LocalCluster
         except ImportError as exc:
-            raise RuntimeError(
+            raise UsageError(
                 "Dask tools need the 'distributed' package: pip install 'agentloop_nb[dask]'"
             ) from exc
         address = self.config.address

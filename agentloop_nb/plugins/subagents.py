@@ -35,6 +35,7 @@ from uuid import uuid4
 import anyio
 
 from ..context import Disposer
+from ..errors import InvalidTypeError, InvalidValueError
 from ..events import ASSISTANT_MESSAGE, TURN_END, TURN_START
 from ..signals import AbortError
 from ..tools import Tool, ToolExecution, ToolResult, error_result
@@ -105,13 +106,13 @@ class SubagentsPlugin:
         parent's. Raises ``ValueError`` for a limit below 1, ``TypeError`` for both
         ``options=`` and ``agent_options=``."""
         if options is not None and agent_options is not None:
-            raise TypeError(
+            raise InvalidTypeError(
                 "subagents.enable() got both options= and agent_options=, which are one "
                 "parameter under two names; pass options= only"
             )
         for label, value in (("max_children", max_children), ("max_depth", max_depth)):
             if type(value) is not int or value < 1:
-                raise ValueError(
+                raise InvalidValueError(
                     f"subagents.enable: {label} must be an integer >= 1, got {value!r}"
                 )
         limits = _Limits(max_children, max_depth, options or agent_options)

@@ -19,6 +19,7 @@ from ._persistence import (
     Persistence,
     PersistenceError,
     SessionCorruptError,
+    SessionExistsError,
     SessionLockedError,
     SessionNotFoundError,
 )
@@ -63,6 +64,7 @@ __all__ = [
     "SessionDispatch",
     "SessionEvent",
     "SessionEventPayload",
+    "SessionExistsError",
     "SessionHeader",
     "SessionLockedError",
     "SessionNotFoundError",

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, NoReturn
 
 from .._json import dumps_str
+from ..errors import InvalidTypeError, InvalidValueError
 from ..events import SURFACE_TYPES
 from ._frozen import EMPTY, FrozenDict, freeze_json, freeze_plain_dict
 
@@ -65,7 +66,7 @@ def normalize_surface_op(op: object, event_type: str) -> SurfaceOp | None:
                 return op
             frozen: FrozenDict = freeze_json(dict(op), label=f"session event {event_type!r}")
             return frozen
-    raise ValueError(
+    raise InvalidValueError(
         f"session event {event_type!r}: invalid surface_op {op!r}; expected None, 'append' or "
         "{'op': 'replace', 'start': s, 'end': e} with integers 0 <= s <= e"
     )
@@ -80,7 +81,7 @@ def normalize_source_seqs(seqs: object, seq: int, event_type: str) -> tuple[int,
     if isinstance(seqs, list | tuple):
         out = tuple(seqs)
     elif isinstance(seqs, str | bytes | Mapping) or not isinstance(seqs, Iterable):
-        raise ValueError(
+        raise InvalidValueError(
             f"session event {event_type!r}: source_event_seqs must be a list of event seqs, "
             f"got {seqs!r}"
         )
@@ -88,7 +89,7 @@ def normalize_source_seqs(seqs: object, seq: int, event_type: str) -> tuple[int,
         out = tuple(seqs)
     for s in out:
         if not _is_int(s) or not 0 <= s < seq:
-            raise ValueError(
+            raise InvalidValueError(
                 f"session event {event_type!r} (seq {seq}): source_event_seqs entry {s!r} must "
                 f"be the seq of an earlier event (an int in 0..{seq - 1})"
             )
@@ -97,7 +98,7 @@ def normalize_source_seqs(seqs: object, seq: int, event_type: str) -> tuple[int,
 
 def check_type(event_type: object) -> str:
     if type(event_type) is not str or not event_type:
-        raise ValueError(f"session event type must be a non-empty str, got {event_type!r}")
+        raise InvalidValueError(f"session event type must be a non-empty str, got {event_type!r}")
     return event_type
 
 
@@ -132,11 +133,13 @@ class SessionEvent:
     ) -> None:
         check_type(type)
         if not _is_int(seq) or seq < 0:
-            raise ValueError(f"session event {type!r}: seq must be an int >= 0, got {seq!r}")
+            raise InvalidValueError(f"session event {type!r}: seq must be an int >= 0, got {seq!r}")
         if time is None:
             time = _time.time()
         elif not isinstance(time, int | float) or isinstance(time, bool) or not math.isfinite(time):
-            raise ValueError(f"session event {type!r}: time must be epoch seconds, got {time!r}")
+            raise InvalidValueError(
+                f"session event {type!r}: time must be epoch seconds, got {time!r}"
+            )
         fields = (
             type,
             seq,
@@ -205,10 +208,12 @@ class SessionEvent:
     def from_dict(cls, obj: Mapping[str, Any]) -> SessionEvent:
         """Rebuild an event from ``to_dict()`` output (checks every field)."""
         if not isinstance(obj, Mapping):
-            raise ValueError(f"a session event must be a JSON object, got {type(obj).__name__}")
+            raise InvalidValueError(
+                f"a session event must be a JSON object, got {type(obj).__name__}"
+            )
         unknown = set(obj) - {"type", "seq", "time", "data", "surface_op", "source_event_seqs"}
         if unknown or "type" not in obj or "seq" not in obj or "time" not in obj:
-            raise ValueError(
+            raise InvalidValueError(
                 "a session event needs 'type', 'seq' and 'time' (and optionally 'data', "
                 f"'surface_op', 'source_event_seqs'); got keys {sorted(obj)}"
             )
@@ -268,7 +273,7 @@ def freeze_data(event_type: str, data: object) -> FrozenDict:
         if fast is not None:
             return fast
     elif not isinstance(data, dict):
-        raise TypeError(
+        raise InvalidTypeError(
             f"session event {event_type!r}: data must be a dict of JSON values, "
             f"got {type(data).__qualname__}"
         )
@@ -298,24 +303,26 @@ class SessionHeader:
         version: int = HEADER_VERSION,
     ) -> None:
         if type(id) is not str or not id:
-            raise ValueError(f"a session id must be a non-empty str, got {id!r}")
+            raise InvalidValueError(f"a session id must be a non-empty str, got {id!r}")
         if version != HEADER_VERSION:
-            raise ValueError(
+            raise InvalidValueError(
                 f"session {id!r}: unsupported header version {version!r} "
                 f"(this agentloop_nb reads version {HEADER_VERSION})"
             )
         if cwd is not None and type(cwd) is not str:
-            raise ValueError(f"session {id!r}: cwd must be a str or None, got {cwd!r}")
+            raise InvalidValueError(f"session {id!r}: cwd must be a str or None, got {cwd!r}")
         if created_at is None:
             created_at = _time.time()
         if not isinstance(created_at, int | float) or isinstance(created_at, bool):
-            raise ValueError(f"session {id!r}: created_at must be epoch seconds")
+            raise InvalidValueError(f"session {id!r}: created_at must be epoch seconds")
         if meta is None:
             frozen_meta = EMPTY
         elif isinstance(meta, dict):
             frozen_meta = freeze_json(meta, label=f"session {id!r} header", root="meta")
         else:
-            raise TypeError(f"session {id!r}: meta must be a dict of JSON values, got {meta!r}")
+            raise InvalidTypeError(
+                f"session {id!r}: meta must be a dict of JSON values, got {meta!r}"
+            )
         osa = object.__setattr__
         osa(self, "version", version)
         osa(self, "id", id)
@@ -344,7 +351,9 @@ class SessionHeader:
     def from_dict(cls, obj: Mapping[str, Any]) -> SessionHeader:
         """Rebuild a header from ``to_dict()`` output (``ValueError`` when malformed)."""
         if not isinstance(obj, Mapping) or obj.get("type") != "session" or "id" not in obj:
-            raise ValueError("not a session header (expected a JSON object with type 'session')")
+            raise InvalidValueError(
+                "not a session header (expected a JSON object with type 'session')"
+            )
         return cls(
             obj["id"],
             created_at=obj.get("created_at"),

@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 from typing import Any, NoReturn
 
-from ..errors import AgentloopError
+from ..errors import AgentloopError, InvalidTypeError
 
 __all__ = [
     "EMPTY",
@@ -302,9 +302,9 @@ def freeze_json(value: Any, *, label: str, root: str = "data") -> Any:
         except _Bad as bad:
             error = bad
         except RecursionError:
-            raise TypeError(f"{label}: {root} is nested too deeply; {_JSON_KINDS}") from None
+            raise InvalidTypeError(f"{label}: {root} is nested too deeply; {_JSON_KINDS}") from None
     where = _format_path(root, error.path)
-    raise TypeError(f"{label}: {where} {error.what}; {_JSON_KINDS}") from None
+    raise InvalidTypeError(f"{label}: {where} {error.what}; {_JSON_KINDS}") from None
 
 
 def freeze_trusted(value: Any) -> Any:

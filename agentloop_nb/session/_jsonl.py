@@ -29,6 +29,7 @@ import weakref
 from collections.abc import Sequence
 from pathlib import Path
 
+from ..errors import InvalidValueError
 from ._events import SessionEvent, SessionHeader
 from ._jsonl_codec import encode_lines, has_header, parse_log, torn_tail_start
 from ._jsonl_io import Stamp, changed_error, persistence_error, stamp, write_all
@@ -38,6 +39,7 @@ from ._persistence import (
     Lease,
     PersistenceError,
     SessionCorruptError,
+    SessionExistsError,
     SessionLockedError,
     SessionNotFoundError,
     reserve,
@@ -90,10 +92,10 @@ class JsonlPersistence(WriteBehind):
     def path(self, id: str) -> Path:
         """The file of session ``id``. ``ValueError`` when ``id`` is not a safe file name."""
         if type(id) is not str or not id or id in (".", ".."):
-            raise ValueError(f"session id {id!r} cannot be used as a file name")
+            raise InvalidValueError(f"session id {id!r} cannot be used as a file name")
         for bad in {"/", "\\", "\x00", os.sep, os.altsep or "/"}:
             if bad in id:
-                raise ValueError(
+                raise InvalidValueError(
                     f"session id {id!r} cannot be used as a file name: it contains {bad!r}; "
                     "use letters, digits, '-', '_' or '.'"
                 )
@@ -136,7 +138,7 @@ class JsonlPersistence(WriteBehind):
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
         except FileExistsError:
             if self._stored(path):
-                raise FileExistsError(
+                raise SessionExistsError(
                     f"session {header.id!r} is already stored at {path.resolve()}; resume it or "
                     "choose another id"
                 ) from None
@@ -267,7 +269,7 @@ class JsonlPersistence(WriteBehind):
         """A new session must not be stored yet; a resumed one must still be what was loaded."""
         if not session.header_durable:
             if self._stored(path):
-                raise FileExistsError(
+                raise SessionExistsError(
                     f"session {session.id!r} is already stored at {path.resolve()}; resume it "
                     "or choose another id"
                 )

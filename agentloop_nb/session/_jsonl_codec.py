@@ -19,6 +19,7 @@ from typing import Any, BinaryIO
 import orjson
 
 from .._json import dumps_bytes
+from ..errors import InvalidValueError
 from ._events import SURFACE_TYPES, SessionEvent, SessionHeader, make_event, normalize_surface_op
 from ._frozen import EMPTY, FrozenDict, freeze_trusted
 from ._persistence import SessionCorruptError
@@ -36,7 +37,7 @@ _TOO_DEEP = "the record is nested too deeply to read"
 
 
 def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not lossless JSON")
+    raise InvalidValueError(f"{name} is not lossless JSON")
 
 
 _decode = json.JSONDecoder(parse_constant=_reject_constant).decode
@@ -48,27 +49,27 @@ def decode_line(text: str) -> Any:
     try:
         return _decode(text)
     except RecursionError:
-        raise ValueError(_TOO_DEEP) from None
+        raise InvalidValueError(_TOO_DEEP) from None
 
 
 def _event_from_line(obj: Any, seq: int) -> SessionEvent:
     if type(obj) is not dict:
-        raise ValueError("not a JSON object")
+        raise InvalidValueError("not a JSON object")
     if obj.get("seq") != seq:
-        raise ValueError(f"expected seq {seq}, found {obj.get('seq')!r}")
+        raise InvalidValueError(f"expected seq {seq}, found {obj.get('seq')!r}")
     kind, when, data = obj.get("type"), obj.get("time"), obj.get("data")
     if type(kind) is not str or not kind:
-        raise ValueError("missing event type")
+        raise InvalidValueError("missing event type")
     if type(when) is not float:
         if type(when) is not int:
-            raise ValueError("missing or invalid time")
+            raise InvalidValueError("missing or invalid time")
         when = float(when)
     if data is None:
         frozen: FrozenDict = EMPTY
     elif type(data) is dict:
         frozen = freeze_trusted(data)  # decoded JSON: the walk's trusted entry
     else:
-        raise ValueError("data is not a JSON object")
+        raise InvalidValueError("data is not a JSON object")
     op = obj.get("surface_op")
     seqs = obj.get("source_event_seqs")
     if op is None and seqs is None and len(obj) <= 4:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
+from ..errors import InvalidValueError
 from ._events import SessionHeader
 from ._jsonl_codec import decode_line
 
@@ -103,14 +104,14 @@ def _first_line(path: Path) -> bytes | None:
                 break
             buf += chunk
             if len(buf) > MAX_HEADER_BYTES:
-                raise ValueError(
+                raise InvalidValueError(
                     f"the first line is longer than {MAX_HEADER_BYTES} bytes: not a session "
                     "header (a file written by something else?)"
                 )
     finally:
         os.close(fd)
     if len(buf) > MAX_HEADER_BYTES:
-        raise ValueError(f"the header line is longer than {MAX_HEADER_BYTES} bytes")
+        raise InvalidValueError(f"the header line is longer than {MAX_HEADER_BYTES} bytes")
     return bytes(buf)
 
 

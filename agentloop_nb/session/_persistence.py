@@ -18,6 +18,7 @@ __all__ = [
     "Persistence",
     "PersistenceError",
     "SessionCorruptError",
+    "SessionExistsError",
     "SessionLockedError",
     "SessionNotFoundError",
     "Subscriber",
@@ -108,6 +109,11 @@ class SessionNotFoundError(LookupError, AgentloopError):
     def __init__(self, message: str, *, id: str) -> None:
         super().__init__(message)
         self.id = id
+
+
+class SessionExistsError(FileExistsError, AgentloopError):
+    """A new session's id is already stored (the message says where); resume it instead or
+    choose another id."""
 
 
 class SessionCorruptError(ValueError, AgentloopError):

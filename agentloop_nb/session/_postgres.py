@@ -34,12 +34,14 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from ..errors import MissingDependencyError
 from ._events import SessionEvent, SessionHeader
 from ._jsonl_codec import encode_lines, parse_log
 from ._listing import StoredSession, headers_of, ordered, parse_header
 from ._persistence import (
     Lease,
     PersistenceError,
+    SessionExistsError,
     SessionLockedError,
     SessionNotFoundError,
     reserve,
@@ -76,7 +78,7 @@ def _import_psycopg() -> Any:
     try:
         import psycopg
     except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise ImportError(
+        raise MissingDependencyError(
             "PostgresPersistence needs psycopg 3: pip install 'agentloop_nb[postgres]'"
         ) from exc
     return psycopg
@@ -175,7 +177,7 @@ class PostgresPersistence(WriteBehind):
         with self._cursor() as cur:
             cur.execute(query, (header.id, header.created_at, header.to_json()))
             if cur.rowcount != 1:
-                raise FileExistsError(
+                raise SessionExistsError(
                     f"session {header.id!r} is already stored in the database; resume it or "
                     "choose another id"
                 )
@@ -329,7 +331,7 @@ class PostgresPersistence(WriteBehind):
                 raise SessionLockedError(session.id, path, holder)
             try:
                 if not session.header_durable and self._stored(session.id):
-                    raise FileExistsError(
+                    raise SessionExistsError(
                         f"session {session.id!r} is already stored in the database; resume "
                         "it or choose another id"
                     )

@@ -11,6 +11,7 @@ from pydantic import ValidationError
 
 from .._hook_names import SESSION_EVENT, SESSION_FLUSH
 from ..context import listened
+from ..errors import InvalidTypeError, InvalidValueError, UsageError
 from ..events import ASSISTANT_MESSAGE, REQUEST_HEADER, SURFACE_TYPES, TOOL_RESULT
 from ..messages import AssistantMessage, Message, ToolResultMessage, UserMessage
 from ._events import (
@@ -161,7 +162,7 @@ def parse_node(event_type: str, data: FrozenDict, seq: int) -> Message | None:
         return UserMessage.model_validate(data["message"])
     except (KeyError, TypeError, ValidationError) as exc:
         detail = f"missing key {exc}" if isinstance(exc, KeyError) else str(exc)
-        raise ValueError(
+        raise InvalidValueError(
             f"session event {event_type!r} (seq {seq}): data does not describe a message: {detail}"
         ) from None
 
@@ -319,12 +320,12 @@ class Session:
         # ``type`` and ``time`` are the parameters here (``_type``/``_now`` the builtins). This
         # runs once per streamed chunk: every line counts.
         if self._state == "detached":
-            raise RuntimeError(
+            raise UsageError(
                 f"session {self.id!r} is detached: it accepts no more events "
                 "(resume it from persistence to continue)"
             )
         if _type(type) is not str or not type:
-            raise ValueError(f"session event type must be a non-empty str, got {type!r}")
+            raise InvalidValueError(f"session event type must be a non-empty str, got {type!r}")
         events = self._events
         seq = len(events)
         frozen = data if _type(data) is FrozenDict else freeze_data(type, data)
@@ -351,7 +352,7 @@ class Session:
             self._catch_up()
         size = len(self._surface)
         if op["end"] >= size:
-            raise ValueError(
+            raise InvalidValueError(
                 f"session event {event_type!r}: replace span {op['start']}..{op['end']} is "
                 f"outside the derived surface ({size} messages: valid indices 0..{size - 1})"
             )
@@ -363,12 +364,12 @@ class Session:
         ``TypeError`` for items that are not ``SessionEvent``s, ``ValueError`` for seqs that
         are not contiguous from 0 or a log that is not empty."""
         if self._events:
-            raise ValueError(f"session {self.id!r}: loaded events must start an empty log")
+            raise InvalidValueError(f"session {self.id!r}: loaded events must start an empty log")
         for index, event in enumerate(events):
             if _type(event) is not SessionEvent:
-                raise TypeError(f"session {self.id!r}: loaded events must be SessionEvents")
+                raise InvalidTypeError(f"session {self.id!r}: loaded events must be SessionEvents")
             if event.seq != index:
-                raise ValueError(
+                raise InvalidValueError(
                     f"session {self.id!r}: loaded events must have contiguous seqs from 0; "
                     f"event {index} has seq {event.seq}"
                 )
@@ -394,7 +395,7 @@ class Session:
         """``"prepared"`` → ``"published"``: from now on appends emit ``session/event``
         through the store's dispatcher. Raises ``RuntimeError`` unless prepared."""
         if self._state != "prepared":
-            raise RuntimeError(f"session {self.id!r} is {self._state}, not prepared")
+            raise UsageError(f"session {self.id!r} is {self._state}, not prepared")
         self._state = "published"
         dispatch = self._store.dispatch
         if dispatch is not None:

@@ -8,6 +8,7 @@ from typing import Any
 from uuid import uuid4
 
 from .._hook_names import SESSION_CREATED, SESSION_DISPOSED
+from ..errors import InvalidValueError, UsageError
 from ._events import SessionEvent, SessionHeader
 from ._frozen import FrozenDict
 from ._session import Session, SessionDispatch, SessionPayload
@@ -57,14 +58,18 @@ class SessionStore:
         """
         if header is not None:
             if meta is not None:
-                raise ValueError("pass either meta or header to SessionStore.prepare, not both")
+                raise InvalidValueError(
+                    "pass either meta or header to SessionStore.prepare, not both"
+                )
             if not isinstance(header, SessionHeader):
                 header = SessionHeader.from_dict(header)
             if id is not None and id != header.id:
-                raise ValueError(f"session id {id!r} does not match its header id {header.id!r}")
+                raise InvalidValueError(
+                    f"session id {id!r} does not match its header id {header.id!r}"
+                )
         else:
             if events is not None:
-                raise ValueError(
+                raise InvalidValueError(
                     "SessionStore.prepare: loaded events need the header they were stored with"
                 )
             if id is None:
@@ -93,11 +98,11 @@ class SessionStore:
         its id free again) and the exception propagates.
         """
         if session.store is not self:
-            raise RuntimeError(f"session {session.id!r} belongs to another SessionStore")
+            raise UsageError(f"session {session.id!r} belongs to another SessionStore")
         if session.state == "detached":
-            raise RuntimeError(f"session {session.id!r} was detached and cannot be re-entered")
+            raise UsageError(f"session {session.id!r} was detached and cannot be re-entered")
         if session.id in self._sessions:
-            raise ValueError(
+            raise InvalidValueError(
                 f"session {session.id!r} already exists in this store; "
                 "choose another id or detach the live session first"
             )
@@ -162,7 +167,7 @@ class SessionStore:
         """
         size = len(session.events)
         if type(at_seq) is not int or not 0 <= at_seq < size:
-            raise ValueError(
+            raise InvalidValueError(
                 f"cannot fork session {session.id!r} at seq {at_seq!r}: it has events 0..{size - 1}"
                 if size
                 else f"cannot fork session {session.id!r}: it has no events"
@@ -191,13 +196,13 @@ def _append_seed(session: Session, item: SeedItem) -> None:
     if isinstance(item, Mapping) and not isinstance(item, FrozenDict):
         unknown = set(item) - {"type", "data", "surface_op", "source_event_seqs", "time", "seq"}
         if "type" not in item or unknown:
-            raise ValueError(
+            raise InvalidValueError(
                 "a seed event dict needs 'type' (and optionally 'data', 'surface_op', "
                 f"'source_event_seqs', 'time'); got keys {sorted(item)}"
             )
         when = item.get("time")
         if when is not None and (not isinstance(when, int | float) or isinstance(when, bool)):
-            raise ValueError(f"seed event {item['type']!r}: time must be epoch seconds")
+            raise InvalidValueError(f"seed event {item['type']!r}: time must be epoch seconds")
         session.append(
             item["type"],
             item.get("data"),
@@ -209,6 +214,6 @@ def _append_seed(session: Session, item: SeedItem) -> None:
     if isinstance(item, tuple) and len(item) == 2:
         session.append(item[0], item[1])
         return
-    raise ValueError(
+    raise InvalidValueError(
         f"invalid seed item {item!r}: expected a (type, data) pair, an event dict or a SessionEvent"
     )

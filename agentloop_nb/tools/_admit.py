@@ -18,6 +18,7 @@ from typing import Any
 
 from .._json import dumps_arguments
 from ..context import listened
+from ..errors import InvalidTypeError
 from ..signals import AbortError, AbortScope
 from ._decisions import (
     ABORTED,
@@ -95,7 +96,7 @@ async def admit(
     if isinstance(decision, Deny):
         return deny_result(execution, decision)
     if not isinstance(decision, Allow | Ask):
-        raise TypeError(
+        raise InvalidTypeError(
             f"a tools/pre-execute listener returned {decision!r}; "
             "expected Allow(), Deny(reason) or Ask(reason)"
         )

@@ -19,6 +19,7 @@ from typing import Any, Literal, overload
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
+from ..errors import InvalidTypeError, InvalidValueError, UsageError
 from ._bodies import run_async, run_sync
 from ._decisions import ToolExecution, ToolResult
 
@@ -106,20 +107,24 @@ class Tool:
         executor: Executor = "local",
     ) -> None:
         if not isinstance(name, str) or not _NAME_RE.match(name):
-            raise ValueError(f"invalid tool name {name!r}: use 1-64 letters, digits, '_' or '-'")
+            raise InvalidValueError(
+                f"invalid tool name {name!r}: use 1-64 letters, digits, '_' or '-'"
+            )
         if not isinstance(parameters, Mapping) or parameters.get("type") != "object":
-            raise ValueError(
+            raise InvalidValueError(
                 f"tool {name!r}: parameters must be a JSON schema with type 'object', "
                 f"got {parameters!r}"
             )
         if timeout is not None and not timeout > 0:
-            raise ValueError(f"tool {name!r}: timeout must be a positive number of seconds")
+            raise InvalidValueError(f"tool {name!r}: timeout must be a positive number of seconds")
         if not callable(execute):
-            raise ValueError(f"tool {name!r}: execute must be callable")
+            raise InvalidValueError(f"tool {name!r}: execute must be callable")
         if executor not in ("local", "dask"):
-            raise ValueError(f"tool {name!r}: executor must be 'local' or 'dask', got {executor!r}")
+            raise InvalidValueError(
+                f"tool {name!r}: executor must be 'local' or 'dask', got {executor!r}"
+            )
         if finalize_content is not None and not callable(finalize_content):
-            raise ValueError(f"tool {name!r}: finalize_content must be callable")
+            raise InvalidValueError(f"tool {name!r}: finalize_content must be callable")
         self.name = name
         self.description = description
         self.parameters: dict[str, Any] = dict(parameters)
@@ -151,17 +156,19 @@ class Tool:
             try:
                 self._args_model.model_validate(args)
             except ValidationError as exc:
-                raise ValueError(format_validation_error(exc)) from None
+                raise InvalidValueError(format_validation_error(exc)) from None
             return
         required = self.parameters.get("required") or ()
         missing = [key for key in required if key not in args]
         if missing:
-            raise ValueError("; ".join(f"{key}: Field required" for key in missing))
+            raise InvalidValueError("; ".join(f"{key}: Field required" for key in missing))
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """Call the decorated function directly (handy in a notebook); no validation, no hooks."""
         if self.fn is None:
-            raise TypeError(f"tool {self.name!r} was not built from a function; use execute()")
+            raise InvalidTypeError(
+                f"tool {self.name!r} was not built from a function; use execute()"
+            )
         return self.fn(*args, **kwargs)
 
     def __repr__(self) -> str:
@@ -252,7 +259,7 @@ def as_tool(obj: Tool | Callable[..., Any], localns: Mapping[str, Any] | None = 
     if isinstance(obj, Tool):
         return obj
     if not callable(obj):
-        raise TypeError(f"expected a Tool or a function, got {obj!r}")
+        raise InvalidTypeError(f"expected a Tool or a function, got {obj!r}")
     return _build_tool(
         obj,
         name=None,
@@ -281,14 +288,14 @@ def _build_tool(
     try:
         hints = typing.get_type_hints(f, localns=dict(localns or {}), include_extras=True)
     except Exception as exc:  # NameError for an unknown name, TypeError for bad syntax
-        raise TypeError(f"@tool {tool_name!r}: cannot resolve type hints: {exc}") from exc
+        raise InvalidTypeError(f"@tool {tool_name!r}: cannot resolve type hints: {exc}") from exc
 
     field_defs: dict[str, Any] = {}
     pairs: list[tuple[str, str]] = []
     execution_param: str | None = None
     for i, param in enumerate(inspect.signature(f).parameters.values()):
         if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD, param.POSITIONAL_ONLY):
-            raise TypeError(
+            raise InvalidTypeError(
                 f"@tool {tool_name!r}: parameter {param.name!r} must be a plain or "
                 "keyword-only parameter (no *args, **kwargs or positional-only)"
             )
@@ -311,7 +318,9 @@ def _build_tool(
         )
         parameters = _strip_titles(model.model_json_schema())
     except Exception as exc:
-        raise TypeError(f"@tool {tool_name!r}: cannot build an argument schema: {exc}") from exc
+        raise InvalidTypeError(
+            f"@tool {tool_name!r}: cannot build an argument schema: {exc}"
+        ) from exc
 
     is_async = inspect.iscoroutinefunction(f) or inspect.iscoroutinefunction(
         getattr(f, "__call__", None)  # noqa: B004 - async callable objects
@@ -319,7 +328,7 @@ def _build_tool(
     fields = tuple(pairs)
 
     if executor == "dask" and execution_param is not None:
-        raise TypeError(
+        raise InvalidTypeError(
             f"@tool {tool_name!r}: a Dask body runs in another process and cannot take "
             f"the ToolExecution parameter {execution_param!r}"
         )
@@ -419,7 +428,7 @@ def _dask_service(execution: ToolExecution, tool: str) -> Any:
     Raises ``RuntimeError`` naming the tool when no such plugin is applied."""
     service = getattr(execution.ctx, "dask", None)
     if service is None:
-        raise RuntimeError(
+        raise UsageError(
             f"tool {tool!r} runs on Dask: apply the plugin first "
             "(app.ctx.plugin(DaskToolsPlugin) from agentloop_nb.plugins.dask)"
         )

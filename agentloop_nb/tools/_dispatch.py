@@ -19,6 +19,7 @@ from typing import Any
 import anyio
 
 from ..context import listened
+from ..errors import InvalidTypeError
 from ..signals import AbortError, AbortScope
 from ._admit import aborted
 from ._bodies import (
@@ -81,7 +82,9 @@ async def dispatch(
                 raise
             return aborted(execution, "while running")
     if not isinstance(result, ToolResult):
-        raise TypeError(f"a tools/execute listener returned {result!r}; expected a ToolResult")
+        raise InvalidTypeError(
+            f"a tools/execute listener returned {result!r}; expected a ToolResult"
+        )
     if execution.signal.reason == CALL_CANCELLED:
         # The user cancelled this call: whatever the body made of it, the model is told so.
         return aborted(execution, "while running")

@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 from .._disposer import Disposer
 from .._scoped import ScopedRegistry
+from ..errors import InvalidValueError
 from ._bodies import DEFAULT_CANCEL_GRACE, DEFAULT_DISPOSAL_GRACE, BodyTracker
 from ._decisions import ToolDefinition, ToolExecution
 from ._define import Tool
@@ -56,11 +57,11 @@ class Registry:
         if not self.tools.taken(name, agent):
             return
         if agent is None:
-            raise ValueError(
+            raise InvalidValueError(
                 f"tool {name!r} is already registered; dispose the existing registration "
                 "first (or register it through an agent's ctx to shadow it for that agent)"
             )
-        raise ValueError(
+        raise InvalidValueError(
             f"tool {name!r} is already registered for agent {getattr(agent, 'id', agent)!r}; "
             "dispose the existing registration first"
         )

@@ -27,6 +27,7 @@ from typing import Any
 
 from .._disposer import Disposer
 from .._scoped import OwnedCopy
+from ..errors import InvalidValueError
 from ..signals import AbortController, AbortSignal
 from ._admit import admit, parse_arguments
 from ._decisions import ToolExecution, ToolResult
@@ -65,7 +66,9 @@ class ToolRuntime(OwnedCopy):
     @disposal_grace.setter
     def disposal_grace(self, seconds: float) -> None:
         if not seconds >= 0:
-            raise ValueError(f"disposal_grace must be a number of seconds >= 0, got {seconds!r}")
+            raise InvalidValueError(
+                f"disposal_grace must be a number of seconds >= 0, got {seconds!r}"
+            )
         self._registry.disposal_grace = float(seconds)
 
     @property
@@ -81,7 +84,9 @@ class ToolRuntime(OwnedCopy):
     @cancel_grace.setter
     def cancel_grace(self, seconds: float) -> None:
         if not seconds >= 0:
-            raise ValueError(f"cancel_grace must be a number of seconds >= 0, got {seconds!r}")
+            raise InvalidValueError(
+                f"cancel_grace must be a number of seconds >= 0, got {seconds!r}"
+            )
         self._registry.cancel_grace = float(seconds)
 
     # -- registry ----------------------------------------------------------------------------

@@ -13,6 +13,7 @@ import logging
 from typing import Any
 
 from ..context import Lazy, listened
+from ..errors import InvalidTypeError
 from ._decisions import (
     BLOCKED,
     TOOL_ERROR,
@@ -82,7 +83,7 @@ def apply_post_decision(result: ToolResult, decision: Any) -> ToolResult:
         return result.model_copy(update=update)
     if isinstance(decision, Block):
         return error_result(BLOCKED, decision.feedback, call_id=result.call_id)
-    raise TypeError(
+    raise InvalidTypeError(
         f"a tools/post-execute listener returned {decision!r}; expected Accept(...) or Block(...)"
     )
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from html import escape
 
+from ...errors import InvalidValueError
+
 LANGUAGES = ("python", "diff", "text")
 """What :func:`code_html` can highlight (``text``: escaped, not highlighted)."""
 
@@ -20,7 +22,9 @@ def code_html(code: str, language: str = "python") -> str:
     token spans (plain escaped text when pygments is missing). ``language`` is one of
     :data:`LANGUAGES`; anything else raises ``ValueError`` naming the choices."""
     if language not in LANGUAGES:
-        raise ValueError(f"code_html: unknown language {language!r}; choose one of {LANGUAGES}")
+        raise InvalidValueError(
+            f"code_html: unknown language {language!r}; choose one of {LANGUAGES}"
+        )
     head = f'<pre class="agentloop-code agentloop-code-{language}">'
     if language == "text":
         return f"{head}{escape(code)}</pre>"

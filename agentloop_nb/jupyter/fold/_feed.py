@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..._disposer import Disposer
+from ...errors import InvalidValueError
 from ...models import model_table
 from ._transcript import Transcript
 
@@ -91,7 +92,9 @@ class SessionFeed:
         dispatch = getattr(store, "dispatch", None) or ctx
         ctx = ctx if ctx is not None else dispatch
         if dispatch is None:
-            raise ValueError(f"session {session.id!r} has no dispatcher to subscribe to; pass ctx=")
+            raise InvalidValueError(
+                f"session {session.id!r} has no dispatcher to subscribe to; pass ctx="
+            )
         self._offs: list[Disposer] = [_route(dispatch, self), ctx.on(SETTLED, self._on_settled)]
 
     def fold(self, event: Any) -> None:

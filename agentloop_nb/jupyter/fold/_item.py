@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from ...errors import InvalidValueError
 from ...llm import (
     BlockAssembler,
     BlockEnd,
@@ -92,7 +93,7 @@ class Item:
         changes nothing) for a chunk type that is not part of a block or a malformed chunk."""
         assembler = self.assembler
         if assembler is None:
-            raise ValueError(f"item {self.index} ({self.kind}) is not a streamed block")
+            raise InvalidValueError(f"item {self.index} ({self.kind}) is not a streamed block")
         ctype = chunk["type"]
         if ctype in _TEXT_DELTAS:
             key = (ctype, chunk["index"])

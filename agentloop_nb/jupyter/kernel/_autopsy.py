@@ -37,6 +37,7 @@ from itertools import islice
 from types import FrameType, ModuleType, TracebackType
 from typing import Any
 
+from ...errors import NotFoundError
 from ._describe import describe, is_secret, mask, secret_values, truncate
 
 __all__ = ["Autopsies", "Autopsy", "FrameLocals", "Missing", "build_autopsy"]
@@ -311,10 +312,10 @@ def _resolve(node: ast.AST, frame: FrameType) -> Any:
         for scope in (frame.f_locals, frame.f_globals):
             if node.id in scope:
                 return scope[node.id]
-        raise LookupError(node.id)
+        raise NotFoundError(node.id)
     if isinstance(node, ast.Attribute):
         return getattr(_resolve(node.value, frame), node.attr)
-    raise LookupError("not a plain name")
+    raise NotFoundError("not a plain name")
 
 
 def _mapping_for(

@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from ..._disposer import Disposer
+from ...errors import InvalidTypeError
 
 __all__ = [
     "MASK",
@@ -100,9 +101,9 @@ def register_describer(cls: type, fn: Callable[..., Any]) -> Disposer:
     Raises ``TypeError`` when ``cls`` is not a class, ``fn`` is not callable or takes neither
     one nor two positional arguments."""
     if not isinstance(cls, type):
-        raise TypeError(f"describe(type, fn): expected a class, got {cls!r}")
+        raise InvalidTypeError(f"describe(type, fn): expected a class, got {cls!r}")
     if not callable(fn):
-        raise TypeError(f"describe(type, fn): fn must be callable, got {fn!r}")
+        raise InvalidTypeError(f"describe(type, fn): fn must be callable, got {fn!r}")
     described = _two_arguments(fn)
     _describers[cls] = described
 
@@ -171,7 +172,7 @@ def _two_arguments(fn: Callable[..., Any]) -> Describer:
         if arity == 2:
             return fn
         return lambda obj, _max_chars: fn(obj)
-    raise TypeError(
+    raise InvalidTypeError(
         f"describe(type, fn): fn must take (obj) or (obj, max_chars), got {fn!r}{signature}"
     )
 

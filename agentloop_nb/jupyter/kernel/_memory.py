@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ...errors import InvalidValueError
 from ._autopsy import Autopsies, Autopsy, build_autopsy
 from ._describe import secret_values
 from ._provenance import Binding, Provenance, Watch
@@ -98,9 +99,11 @@ class KernelMemory:
         name_of: Callable[[Any], str | None] | None = None,
     ) -> None:
         if not isinstance(size_limit, int) or size_limit < 0:
-            raise ValueError(f"size_limit must be a number of bytes >= 0, got {size_limit!r}")
+            raise InvalidValueError(
+                f"size_limit must be a number of bytes >= 0, got {size_limit!r}"
+            )
         if not isinstance(max_runs, int) or max_runs < 1:
-            raise ValueError(f"max_runs must be an integer >= 1, got {max_runs!r}")
+            raise InvalidValueError(f"max_runs must be an integer >= 1, got {max_runs!r}")
         self.shell = shell
         self.size_limit = size_limit
         self.max_runs = max_runs
@@ -249,13 +252,13 @@ class KernelMemory:
         removed / not restorable (why) / changed since, kept. Raises ``ValueError`` for
         ``calls`` < 1 or an unknown ``through`` call id."""
         if not isinstance(calls, int) or calls < 1:
-            raise ValueError(f"calls must be an integer >= 1, got {calls!r}")
+            raise InvalidValueError(f"calls must be an integer >= 1, got {calls!r}")
         name = self.agent_name(agent)
         journal = self._journal.get(str(getattr(agent, "id", agent)), deque())
         if through is not None:
             ids = [s.call_id for s in journal]
             if through not in ids:
-                raise ValueError(
+                raise InvalidValueError(
                     f"no remembered run of {name} has call id {through!r} "
                     f"(remembered: {', '.join(ids) or 'none'})"
                 )

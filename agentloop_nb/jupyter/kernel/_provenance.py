@@ -23,6 +23,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from ...errors import InvalidValueError
 from ._bindings import analyse
 from ._describe import is_secret, mask, truncate
 
@@ -110,7 +111,7 @@ class Provenance:
 
     def __init__(self, *, per_name: int = MAX_PER_NAME, max_names: int = MAX_NAMES) -> None:
         if per_name < 1 or max_names < 1:
-            raise ValueError("per_name and max_names must be at least 1")
+            raise InvalidValueError("per_name and max_names must be at least 1")
         self.per_name = per_name
         self.max_names = max_names
         self._log: OrderedDict[str, deque[Binding]] = OrderedDict()

@@ -28,6 +28,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Literal
 
 from ..._disposer import Disposer
+from ...errors import InvalidValueError, UsageError
 from ...messages import ImageBlock, TextBlock
 from ...tools import TOOL_ERROR, Ask, Tool, ToolExecution, ToolResult, error_result, tool
 from ..fold import code_html as fold_code_html
@@ -66,7 +67,7 @@ def _shell() -> Any:
 
     shell = get_ipython()
     if shell is None:
-        raise RuntimeError(
+        raise UsageError(
             "kernel_tools needs a running IPython kernel (use it from a notebook cell)"
         )
     return shell
@@ -335,9 +336,9 @@ class KernelTools:
         Raises ``ValueError`` for an unknown ``run`` mode or a ``max_chars`` below 200, and
         ``RuntimeError`` outside an IPython kernel."""
         if run not in _RUN_MODES:
-            raise ValueError(f"run must be one of {', '.join(_RUN_MODES)}; got {run!r}")
+            raise InvalidValueError(f"run must be one of {', '.join(_RUN_MODES)}; got {run!r}")
         if not isinstance(max_chars, int) or max_chars < 200:
-            raise ValueError(f"max_chars must be an integer >= 200, got {max_chars!r}")
+            raise InvalidValueError(f"max_chars must be an integer >= 200, got {max_chars!r}")
         memory = memory_of(agent)
         bodies = _Tools(_shell(), max_chars, memory)
 

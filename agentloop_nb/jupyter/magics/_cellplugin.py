@@ -13,6 +13,7 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import Any
 
+from ...errors import InvalidValueError
 from .._state import app
 
 _MISSING = object()
@@ -62,7 +63,7 @@ class plugin:  # lower case: it reads as a function, ``with plugin("guard") as c
 
     def __init__(self, name: str, *, target: Any = None) -> None:
         if not isinstance(name, str) or not name:
-            raise ValueError(f"a plugin cell needs a non-empty name, got {name!r}")
+            raise InvalidValueError(f"a plugin cell needs a non-empty name, got {name!r}")
         self.name = name
         self._target = target
         self.fiber: Any = None

@@ -27,7 +27,7 @@ from pydantic import ValidationError
 
 from ..._disposer import Disposer
 from ..._json import dumps_bytes
-from ...errors import AgentloopError
+from ...errors import AgentloopError, InvalidTypeError, InvalidValueError
 from ._messages import (
     COMM_TARGET,
     OPS,
@@ -101,7 +101,7 @@ def _comm_manager(kernel_or_comm_manager: Any) -> Any:
         return kernel_or_comm_manager
     manager = getattr(kernel_or_comm_manager, "comm_manager", None)
     if manager is None:
-        raise TypeError(
+        raise InvalidTypeError(
             "NotebookBridge needs an ipykernel kernel (get_ipython().kernel) or its comm "
             f"manager, got {type(kernel_or_comm_manager).__name__}"
         )
@@ -238,7 +238,7 @@ class NotebookBridge:
         """Send ``message`` (a dict with a string ``type``, e.g. ``{"type": "agents", ...}``)
         to every live front end. Raises ``ValueError`` for a message without a ``type``."""
         if not isinstance(message, dict) or not isinstance(message.get("type"), str):
-            raise ValueError("a pushed message must be a dict with a string 'type'")
+            raise InvalidValueError("a pushed message must be a dict with a string 'type'")
         for live in list(self._live):
             self._send(live, message)
 
@@ -282,7 +282,7 @@ class NotebookBridge:
         data = (msg.get("content") or {}).get("data")
         try:
             if _size(data) > self._max_bytes:
-                raise ValueError(f"hello over {self._max_bytes} bytes")
+                raise InvalidValueError(f"hello over {self._max_bytes} bytes")
             hello = Hello.model_validate(data)
         except (ValidationError, ValueError) as exc:
             _log.warning("notebook bridge: refused a comm with a bad hello: %s", _first_line(exc))

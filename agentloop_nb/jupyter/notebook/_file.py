@@ -26,6 +26,7 @@ from typing import Any
 
 import orjson
 
+from ...errors import InvalidValueError
 from ..kernel import RunOutcome, run_code
 from ._document import CELL_TYPES, Cell, DocumentError, NotebookDocument, RunResult, cell_state
 
@@ -50,9 +51,11 @@ class NotebookFile(NotebookDocument):
     def __init__(self, path: str | os.PathLike[str], *, shell: Any = None) -> None:
         p = Path(path).expanduser()
         if p.suffix != ".ipynb":
-            raise ValueError(f"{str(path)!r} is not a notebook (an .ipynb file)")
+            raise InvalidValueError(f"{str(path)!r} is not a notebook (an .ipynb file)")
         if not p.is_file():
-            raise ValueError(f"no notebook at {str(path)!r} (create it first, e.g. with nbformat)")
+            raise InvalidValueError(
+                f"no notebook at {str(path)!r} (create it first, e.g. with nbformat)"
+            )
         self.file = p.resolve()
         self._shell = shell
         self._cache: tuple[tuple[int, int, int], tuple[Cell, ...]] | None = None

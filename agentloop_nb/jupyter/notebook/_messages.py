@@ -13,6 +13,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
 
+from ...errors import InvalidValueError
+
 PROTOCOL = 1
 COMM_TARGET = "agentloop.notebook"
 READY_TARGET = "agentloop.notebook.ready"
@@ -53,9 +55,9 @@ class Response(_Message):
     @model_validator(mode="after")
     def _result_or_error(self) -> Response:
         if self.ok and self.result is None:
-            raise ValueError("an ok response needs a result object")
+            raise InvalidValueError("an ok response needs a result object")
         if not self.ok and self.error is None:
-            raise ValueError("a failed response needs an error {code, message}")
+            raise InvalidValueError("a failed response needs an error {code, message}")
         return self
 
 

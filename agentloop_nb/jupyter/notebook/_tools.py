@@ -36,6 +36,7 @@ from html import escape
 from typing import Any, Literal
 
 from ..._disposer import Disposer
+from ...errors import InvalidValueError
 from ...messages import ImageBlock, TextBlock
 from ...tools import TOOL_ERROR, Ask, Tool, ToolExecution, ToolResult, error_result, tool
 from ..kernel import mask, memory_of, secret_values, undo_action
@@ -555,9 +556,9 @@ class NotebookTools:
         secrets rule reads (default: the running IPython shell). Raises ``ValueError`` for
         an unknown ``edit`` mode or a ``max_output_chars`` below 200."""
         if edit not in _EDIT_MODES:
-            raise ValueError(f"edit must be one of {', '.join(_EDIT_MODES)}; got {edit!r}")
+            raise InvalidValueError(f"edit must be one of {', '.join(_EDIT_MODES)}; got {edit!r}")
         if not isinstance(max_output_chars, int) or max_output_chars < 200:
-            raise ValueError(
+            raise InvalidValueError(
                 f"max_output_chars must be an integer >= 200, got {max_output_chars!r}"
             )
         if shell is None:

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..._disposer import Disposer
+from ...errors import InvalidTypeError, InvalidValueError
 from ...tools import ApproveEdited, Deny
 
 _log = logging.getLogger("agentloop_nb.jupyter")
@@ -74,7 +75,7 @@ class WidgetApproval:
 
     def __init__(self, timeout: float = DEFAULT_APPROVAL_TIMEOUT) -> None:
         if timeout <= 0:
-            raise ValueError(f"approval timeout must be > 0 seconds, got {timeout!r}")
+            raise InvalidValueError(f"approval timeout must be > 0 seconds, got {timeout!r}")
         self.timeout = timeout
         # Keyed by (agent, call id): call ids are unique within one agent's session only (the
         # offline model numbers its calls), so two agents may wait on the same id at once.
@@ -136,9 +137,9 @@ class WidgetApproval:
             try:
                 arguments = json.loads(arguments)
             except ValueError as exc:
-                raise ValueError(f"edited arguments are not JSON: {exc}") from None
+                raise InvalidValueError(f"edited arguments are not JSON: {exc}") from None
         if not isinstance(arguments, dict):
-            raise ValueError(
+            raise InvalidValueError(
                 f"edited arguments must be a JSON object, got {type(arguments).__name__}"
             )
         return self._answer(call_id, agent, ApproveEdited(args=arguments))
@@ -153,7 +154,7 @@ class WidgetApproval:
             return False
         name = self._editable.get(entry.name)
         if name is None:
-            raise ValueError(f"tool {entry.name!r} registered no editable argument")
+            raise InvalidValueError(f"tool {entry.name!r} registered no editable argument")
         try:
             args = json.loads(entry.arguments or "{}")
         except ValueError:
@@ -176,7 +177,7 @@ class WidgetApproval:
         ]
         if len(entries) > 1:
             names = ", ".join(repr(str(getattr(p.agent, "id", p.agent))) for p in entries)
-            raise ValueError(
+            raise InvalidValueError(
                 f"call {call_id!r} is waiting for approval in several agents ({names}): "
                 "pass agent=... to say which"
             )
@@ -199,7 +200,7 @@ class WidgetApproval:
         ``editable`` names a string argument a person may change before approving (the views
         show an Edit button for it; see :meth:`approve_edited`)."""
         if not callable(renderer):
-            raise TypeError(f"renderer for {tool_name!r} must be callable, got {renderer!r}")
+            raise InvalidTypeError(f"renderer for {tool_name!r} must be callable, got {renderer!r}")
         previous = self._details.get(tool_name)
         previous_editable = self._editable.get(tool_name)
         self._details[tool_name] = renderer
@@ -257,7 +258,7 @@ class WidgetApproval:
         the text it returns (the tool that can undo its calls registers this, so the views
         need not import it). Raises ``TypeError`` for a non-callable ``run``/``available``."""
         if not callable(run) or not callable(available):
-            raise TypeError(
+            raise InvalidTypeError(
                 f"action {label!r} of {tool_name!r}: run and available must be callable"
             )
         action = CallAction(label, run, available)

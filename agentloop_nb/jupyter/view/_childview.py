@@ -28,6 +28,7 @@ from typing import Any
 import ipywidgets as widgets
 
 from ..._disposer import Disposer
+from ...errors import NotFoundError
 from ..fold import Item
 
 __all__ = [
@@ -82,16 +83,16 @@ def find_child(store: Any, root: Any, parent_session_id: str, call_id: str, sess
     if session is None:
         persistence = getattr(root, "session_persistence", None)
         if persistence is None:
-            raise LookupError(
+            raise NotFoundError(
                 f"sub-agent session {session_id} is gone (not live, and session persistence is off)"
             )
         try:
             header, events = persistence.load(session_id)
         except Exception as exc:  # not found, corrupt: said in the section, never raised
-            raise LookupError(f"sub-agent session {session_id} cannot be loaded: {exc}") from None
+            raise NotFoundError(f"sub-agent session {session_id} cannot be loaded: {exc}") from None
         session = store.prepare(header=header, events=events)
     if child_call_id(session.header, parent_session_id) != call_id:
-        raise LookupError(f"session {session_id} is not the sub-agent of call {call_id}")
+        raise NotFoundError(f"session {session_id} is not the sub-agent of call {call_id}")
     return session
 
 

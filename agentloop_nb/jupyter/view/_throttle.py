@@ -29,6 +29,8 @@ import weakref
 from collections import deque
 from collections.abc import Callable
 
+from ...errors import InvalidValueError
+
 _log = logging.getLogger("agentloop_nb.jupyter")
 
 DEFAULT_INTERVAL = 0.1
@@ -145,7 +147,7 @@ class Throttle:
 
     def __init__(self, render: Callable[[], None], interval: float = DEFAULT_INTERVAL) -> None:
         if interval < 0:
-            raise ValueError(f"throttle interval must be >= 0 seconds, got {interval!r}")
+            raise InvalidValueError(f"throttle interval must be >= 0 seconds, got {interval!r}")
         self._render = render
         self.interval = interval
         self._handle: asyncio.TimerHandle | None = None  # the timer that queues the render
