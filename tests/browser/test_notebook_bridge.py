@@ -253,9 +253,12 @@ def test_fix_with_agent_button_under_an_error_reaches_the_kernel(
         expect(error_cell.get_by_role("button", name="Fix with agent")).to_be_visible()
         button = error_cell.locator("button.agentloop-fix-button")
         assert harness.cell(lab_page, 1).get_by_role("button", name="Fix with agent").count() == 0
+        # Read the id before the click: once the fix turn streams its view, a request awaited
+        # at the top level of this second client's cell was seen to reach the page only when
+        # the cell ended (docs/notebook-bridge.md, "Limits").
+        cell_id = driver.cells()[2]["id"]
         button.click()
         expect(button).to_have_text("Sent to the agent")
-        cell_id = driver.cells()[2]["id"]
         out = driver.run(
             """
             while not _t_actions:  # the click's comm message is on its way
