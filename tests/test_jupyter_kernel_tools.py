@@ -121,6 +121,9 @@ def test_a_registered_describer_summarises_for_inspect_read_error_and_with_until
                 print(json.dumps(users[-1], default=str))
                 %reload_ext agentloop_nb
                 print("after reload:", len(J.app().ctx.describers))
+                %unload_ext agentloop_nb
+                J.kernel_tools.describe(int, lambda n: "an int")
+                print("unloaded:", len(J.kernel.shell_describers(get_ipython())))
                 """
             ),
         ],
@@ -131,9 +134,12 @@ def test_a_registered_describer_summarises_for_inspect_read_error_and_with_until
     )
     assert inspected.startswith("pt = a point at x=3\n")  # the describer, not the built-in
     assert "p = a point at x=3" in autopsy  # the failing frame's local, same registry
-    attached, reloaded = stdout_of(cells[5]).splitlines()
+    attached, reloaded, unloaded = stdout_of(cells[5]).splitlines()
     assert "pt = a point at x=3" in attached
-    assert reloaded == "after reload: 0"  # the registry went with the unloaded App
+    # The registry is the kernel's (kept on its shell): a reload keeps the user's describer,
+    # and describe works with the extension unloaded, in the same registry.
+    assert reloaded == "after reload: 1"
+    assert unloaded == "unloaded: 2"
 
 
 def test_run_python_approved_creates_names_captures_output_and_a_plot(tmp_path: Path) -> None:

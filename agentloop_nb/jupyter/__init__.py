@@ -17,8 +17,8 @@ Public surface:
 - ``run_sync(agent, prompt)`` — opt-in blocking helper (applies ``nest_asyncio`` lazily).
 - ``kernel_tools(agent, *, run="ask", max_chars=4000)`` — the agent's tools over this kernel:
   ``list_variables``, ``inspect_variable``, ``run_python``, ``notebook_history``;
-  ``kernel_tools.describe(type, fn)`` registers a summary for a type in the loaded
-  extension's registry (``ctx.describers``; ``RuntimeError`` before ``%load_ext``);
+  ``kernel_tools.describe(type, fn)`` registers a summary for a type in the IPython shell's
+  registry (the loaded extension's ``ctx.describers``; kept across ``%reload_ext``);
   ``read_error(cell)`` returns a failed cell's autopsy.
 - ``notebook_tools(agent, *, edit="ask", max_output_chars=4000)`` — the agent's tools over
   the notebook itself: ``list_cells``, ``read_cell``, ``insert_cell``, ``replace_cell``,

@@ -36,6 +36,7 @@ from .kernel import (
     KernelMemory,
     KernelTools,
     UndoReport,
+    shell_describers,
 )
 from .notebook import NotebookBridge, NotebookDocument, NotebookProvider
 from .view import DEFAULT_APPROVAL_TIMEOUT, AgentView, WidgetApproval
@@ -85,8 +86,9 @@ class KernelState:
             self.notebooks.set_bridge(self.notebook)
         self._off_notebooks = app.ctx.provide("notebooks", self.notebooks)
         # What ``kernel_tools.describe`` registers in, and ``inspect_variable``, autopsies and
-        # ``%%agent --with`` summarise with: this kernel's, dropped with it (no module global).
-        self.describers = Describers()
+        # ``%%agent --with`` summarise with: the shell's (it outlives a reload, as the user's
+        # registrations in earlier cells do; no module holds it).
+        self.describers = shell_describers(shell) if shell is not None else Describers()
         self._unprovide = [app.ctx.provide("describers", self.describers)]
         self.memory: KernelMemory | None = None
         if shell is not None:
@@ -339,14 +341,19 @@ def current() -> KernelState | None:
 
 def _current_describers() -> Describers | None:
     st = _KERNEL.current
-    return None if st is None else st.describers
+    if st is not None:
+        return st.describers
+    from IPython import get_ipython
+
+    shell = get_ipython()
+    return None if shell is None else shell_describers(shell)
 
 
 kernel_tools = KernelTools(describers=_current_describers)
 """``kernel_tools(agent, *, run="ask", max_chars=4000)``: the kernel tools on ``agent``;
-``kernel_tools.describe(type, fn)`` registers a describer in the loaded extension's registry
-(``RuntimeError`` naming ``%load_ext agentloop_nb`` before it is loaded; ``ctx=`` names
-another context's ``describers`` service)."""
+``kernel_tools.describe(type, fn)`` registers a describer in the IPython shell's registry
+(the loaded extension's ``ctx.describers``; ``RuntimeError`` outside IPython, where ``ctx=``
+names a context's ``describers`` service instead)."""
 
 
 def attach(st: KernelState) -> None:

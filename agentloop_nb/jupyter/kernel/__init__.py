@@ -2,8 +2,9 @@
 
 ``KernelTools`` / ``add_kernel_tools(agent)`` (``list_variables``, ``inspect_variable``,
 ``run_python``, ``notebook_history``, ``read_error``), the bounded summaries of live objects
-and their ``Describers`` registry (an object: the kernel state owns one and provides it as
-``ctx.describers``; the state builds the public ``kernel_tools`` over it), the secrets rule,
+and their ``Describers`` registry (an object kept on the IPython shell,
+``shell_describers(shell)``; the loaded state provides it as ``ctx.describers`` and builds the
+public ``kernel_tools`` over it), the secrets rule,
 running model-written code like a cell, the interrupt hook, the opt-in blocking helper, and
 the kernel's memory (``KernelMemory``: error autopsies, undo snapshots of agents' runs —
 ``snapshot_for`` / ``restore`` for any tool that runs code — and the provenance of names).
@@ -24,6 +25,7 @@ from ._describe import (
     is_secret,
     mask,
     secret_values,
+    shell_describers,
 )
 from ._interrupt import InterruptHook
 from ._memory import AgentRun, KernelMemory, UndoReport
@@ -73,6 +75,7 @@ __all__ = [
     "run_eagerly",
     "run_sync",
     "secret_values",
+    "shell_describers",
     "snapshot_for",
     "undo_action",
     "user_variables",

@@ -36,6 +36,7 @@ __all__ = [
     "is_secret",
     "mask",
     "secret_values",
+    "shell_describers",
     "short_summary",
     "truncate",
 ]
@@ -95,9 +96,10 @@ def truncate(text: str, max_chars: int) -> str:
 
 class Describers:
     """A registry of describers by type: what :func:`describe` consults after an object's own
-    ``_repr_llm_()``. One per loaded extension (``KernelState.describers``, provided to its App
-    as ``ctx.describers``); make your own for an App without the extension and provide it as
-    ``app.ctx.provide("describers", Describers())``."""
+    ``_repr_llm_()``. One per IPython shell (:func:`shell_describers`: the kernel's, what
+    ``kernel_tools.describe`` registers in with or without the extension loaded; the loaded
+    extension provides it to its App as ``ctx.describers``); make your own for an App outside
+    IPython and provide it as ``app.ctx.provide("describers", Describers())``."""
 
     def __init__(self) -> None:
         self._by_type: dict[type, Describer] = {}
@@ -326,3 +328,17 @@ def _array(a: Any) -> str:
     prefix = a.reshape(-1)[:10].tolist() if a.size else []
     parts.append(f"first values: {prefix}")
     return "\n".join(parts)
+
+
+_SHELL_SLOT = "_agentloop_describers"
+
+
+def shell_describers(shell: Any) -> Describers:
+    """The describers registry of IPython ``shell``, made on first need and kept on the shell
+    itself: it lives as long as the kernel (across ``%reload_ext``, with or without the
+    extension loaded), and no module holds it."""
+    found = getattr(shell, _SHELL_SLOT, None)
+    if not isinstance(found, Describers):
+        found = Describers()
+        setattr(shell, _SHELL_SLOT, found)
+    return found

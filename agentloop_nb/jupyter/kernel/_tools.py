@@ -40,6 +40,7 @@ from ._describe import (
     is_secret,
     mask,
     secret_values,
+    shell_describers,
     short_summary,
     truncate,
 )
@@ -191,6 +192,8 @@ class _Tools:
             hint = f"; did you mean: {', '.join(near)}?" if near else ""
             return error_result(TOOL_ERROR, f"no variable named {name!r}{hint}")
         describers = describers_of(self.ctx) if self.ctx is not None else None
+        if describers is None:  # an App without the extension: the shell's registry
+            describers = shell_describers(self.shell)
         text = f"{name} = " + describe(ns[name], self.max_chars, describers)
         origin = self.memory.origin(name) if self.memory is not None else None
         if origin:  # the end of the text: the summary is cut first when over budget
@@ -392,24 +395,23 @@ class KernelTools:
 
     def describe(self, cls: type, fn: Describer, *, ctx: Any = None) -> Disposer:
         """Describe instances of ``cls`` with ``fn(obj, max_chars) -> str`` (bounded by
-        ``max_chars`` whatever it returns), in the loaded extension's registry, or with
-        ``ctx=`` in the ``describers`` service that context sees (for an App without the
-        extension: ``app.ctx.provide("describers", Describers())`` first). The disposer
-        unregisters it; an ``%unload_ext`` / ``%reload_ext`` drops the registry with the
-        extension's App.
+        ``max_chars`` whatever it returns), in the IPython shell's registry (the kernel's:
+        with or without the extension loaded, kept across ``%reload_ext``), or with ``ctx=``
+        in the ``describers`` service that context sees (for an App outside IPython:
+        ``app.ctx.provide("describers", Describers())`` first). The disposer unregisters it.
 
         Raises ``TypeError`` for a non-class or a non-callable, ``RuntimeError`` when there is
-        no registry (naming ``%load_ext agentloop_nb``)."""
+        no registry (outside IPython, without ``ctx=``)."""
         Describers.check(cls, fn)
         registry = describers_of(ctx) if ctx is not None else self._describers()
         if registry is None:
             where = (
                 f"{ctx!r} provides no 'describers' service"
                 if ctx is not None
-                else "agentloop_nb is not loaded in this kernel"
+                else "no IPython shell is running"
             )
             raise UsageError(
-                f"kernel_tools.describe: {where}; run %load_ext agentloop_nb first (its App "
-                "holds the registry), or provide one: app.ctx.provide('describers', Describers())"
+                f"kernel_tools.describe: {where}; call it in IPython or Jupyter, or pass ctx= "
+                "a context that provides one: app.ctx.provide('describers', Describers())"
             )
         return registry.register(cls, fn)
