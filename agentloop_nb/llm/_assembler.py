@@ -103,6 +103,12 @@ class BlockAssembler:
         if handler is not None:
             handler(self, chunk)
 
+    def block(self, index: int) -> ContentBlock | None:
+        """Block ``index`` as assembled so far (the carried block of a ``block-end`` that had
+        one), or ``None`` when no chunk of it was fed or it stayed empty."""
+        partial = self._blocks.get(index)
+        return None if partial is None else partial.build()
+
     def message(self, *, interrupted: bool = False) -> AssistantMessage:
         """The assembled message (see the module docstring for what is dropped)."""
         drop_calls = isinstance(self._finish, MaxTokens)

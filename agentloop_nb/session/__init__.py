@@ -26,6 +26,7 @@ from ._repair import TOOL_OUTCOME_UNKNOWN, repair
 from ._session import (
     EventLog,
     Session,
+    SessionChunkPayload,
     SessionDispatch,
     SessionEventPayload,
     SessionOwner,
@@ -59,6 +60,7 @@ __all__ = [
     "PersistenceError",
     "PostgresPersistence",
     "Session",
+    "SessionChunkPayload",
     "SessionCorruptError",
     "SessionDispatch",
     "SessionEvent",

@@ -1,0 +1,199 @@
+"""``ChunkLog``: one streamed model response, announced chunk by chunk, logged coalesced.
+
+Live and durable are two paths. Every chunk is announced at once on ``session/chunk`` (views
+fold it as it streams); the durable log gets the same content in fewer events: ``assistant/
+chunk`` events of version 2, each holding a batch of ``chunks`` in stream order, where
+
+- consecutive text (or reasoning) deltas of one block are one delta of their joined text;
+- a tool-call block is held until its ``block-end`` and logged as that one ``block-end``
+  carrying the assembled block (``resolve(index)`` gives it: the loop's assembler, so the log
+  keeps exactly the block the model's message holds); a tool-call block the stream never ended
+  is logged as streamed when the response closes (it is dropped from the message, the view
+  shows it dropped), and is lost with the tail if the process dies first;
+- every other chunk (block starts and ends of text, usage, finish) is kept as is.
+
+Folding the batches through a ``BlockAssembler`` gives the same message as folding the stream.
+
+A batch is appended when the response closes (:meth:`close`), when the session's durability
+barrier runs (``Session.flush``), :data:`FLUSH_AFTER` seconds after its first held chunk (a
+timer on the running asyncio loop, so a slow stream is durable within that bound) and when
+:data:`MAX_HELD` chunks are held. A crash loses at most the chunks not yet in a batch; crash
+repair closes the step and turn as before, and a rebuilt view shows what the batches hold.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from ..events import ASSISTANT_CHUNK
+from ._frozen import FrozenDict, wrap_frozen
+
+if TYPE_CHECKING:
+    from ._session import Session
+
+__all__ = ["FLUSH_AFTER", "MAX_HELD", "ChunkLog"]
+
+FLUSH_AFTER = 0.1
+"""Seconds a streamed chunk waits at most before it is logged (while the loop runs)."""
+MAX_HELD = 1024
+"""Chunks held at most before they are logged as one batch."""
+
+_DELTAS = frozenset({"text-delta", "reasoning-delta"})
+_DELTA_KEYS = frozenset({"type", "index", "text"})
+
+Resolve = Callable[[int], Mapping[str, Any] | None]
+"""``resolve(index)``: the assembled block ``index`` as JSON, or ``None`` when unknown."""
+
+
+class ChunkLog:
+    """The durable side of one streamed response of ``session`` (see the module docstring).
+
+    Built by ``Session.open_chunks(turn, step, resolve)``; :meth:`add` each chunk (frozen
+    JSON) in stream order, then :meth:`close` (idempotent) for the seqs of the batches logged.
+    """
+
+    __slots__ = (
+        "_held",
+        "_open_tools",
+        "_pending",
+        "_run",
+        "_run_key",
+        "_session",
+        "_timer",
+        "closed",
+        "resolve",
+        "seqs",
+        "step",
+        "turn",
+    )
+
+    def __init__(self, session: Session, turn: int, step: int, resolve: Resolve) -> None:
+        self._session = session
+        self.turn = turn
+        self.step = step
+        self.resolve = resolve
+        self.seqs: list[int] = []
+        self.closed = False
+        self._pending: list[Any] = []  # coalesced chunks not logged yet
+        self._run: list[str] = []  # texts of the delta run being coalesced
+        self._run_key: tuple[str, int] | None = None  # (type, index) of that run
+        self._open_tools: dict[int, list[Any]] = {}  # tool-call blocks held until their end
+        self._held = 0  # chunks added since the last batch
+        self._timer: asyncio.TimerHandle | None = None
+
+    def add(self, chunk: FrozenDict) -> None:
+        """Announce ``chunk`` live (``session/chunk``) and hold it for the next batch."""
+        session = self._session
+        session.announce_chunk(self, chunk)
+        ctype = chunk["type"]
+        if ctype in _DELTAS and chunk.keys() == _DELTA_KEYS:
+            key = (ctype, chunk["index"])
+            if key != self._run_key:
+                self._end_run()
+                self._run_key = key
+            self._run.append(chunk["text"])
+        else:
+            self._end_run()
+            self._hold(ctype, chunk)
+        held = self._held = self._held + 1
+        if held == 1:
+            self._arm()
+        elif held >= MAX_HELD:
+            self.flush()
+
+    def _hold(self, ctype: str, chunk: FrozenDict) -> None:
+        index: int = chunk.get("index", -1)
+        tools = self._open_tools
+        if ctype == "block-start" and chunk.get("block_type") == "tool-call":
+            tools[index] = [chunk]
+        elif ctype == "tool-call-delta":
+            tools.setdefault(index, []).append(chunk)
+        elif ctype == "block-end" and index in tools:
+            raw = tools.pop(index)
+            if chunk.get("block") is not None:
+                self._pending.append(chunk)  # the adapter's block replaces the deltas
+                return
+            block = self.resolve(index)
+            if block is None:  # nothing to fold them into: keep the stream as it came
+                self._pending.extend(raw)
+                self._pending.append(chunk)
+            else:
+                self._pending.append(wrap_frozen({"type": ctype, "index": index, "block": block}))
+        else:
+            self._pending.append(chunk)
+
+    def _end_run(self) -> None:
+        key = self._run_key
+        if key is not None:
+            text = self._run[0] if len(self._run) == 1 else "".join(self._run)
+            self._pending.append(wrap_frozen({"type": key[0], "index": key[1], "text": text}))
+            self._run = []
+            self._run_key = None
+
+    def _arm(self) -> None:
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # no loop (a synchronous caller): close and flush bound it
+            return
+        self._timer = loop.call_later(FLUSH_AFTER, self._on_timer)
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        if not self.closed and self._session.state != "detached":
+            self.flush()
+
+    def held(self) -> list[Any]:
+        """The chunks announced but not logged yet, coalesced, in the order a fold needs them
+        (what a view that starts mid-stream folds after the log)."""
+        out = list(self._pending)
+        key = self._run_key
+        if key is not None:
+            out.append(wrap_frozen({"type": key[0], "index": key[1], "text": "".join(self._run)}))
+        for raw in self._open_tools.values():
+            out.extend(raw)
+        return out
+
+    def flush(self) -> None:
+        """Log what is held (except open tool-call blocks) as one batch; a no-op when nothing
+        is. Raises like ``Session.append``."""
+        self._end_run()
+        timer = self._timer
+        if timer is not None:
+            timer.cancel()
+            self._timer = None
+        pending = self._pending
+        if not pending:
+            self._held = 0
+            return
+        self._pending = []
+        # Tool chunks still open stay held: their block is logged once, when it ends.
+        self._held = sum(map(len, self._open_tools.values()))
+        data = wrap_frozen({"turn": self.turn, "step": self.step, "chunks": tuple(pending)})
+        self.seqs.append(self._session.append(ASSISTANT_CHUNK, data).seq)
+        if self._held:
+            self._arm()
+
+    def close(self) -> list[int]:
+        """Log everything held (a tool-call block that never ended as streamed), stop, and
+        return the seqs of the batches logged. Idempotent."""
+        if not self.closed:
+            self.closed = True
+            for raw in self._open_tools.values():
+                self._end_run()
+                self._pending.extend(raw)
+            self._open_tools.clear()
+            try:
+                if self._session.state != "detached":
+                    self.flush()
+            finally:
+                timer = self._timer
+                if timer is not None:
+                    timer.cancel()
+                    self._timer = None
+                self._session.close_chunks(self)
+        return self.seqs
+
+    def __repr__(self) -> str:
+        return f"<ChunkLog turn={self.turn} step={self.step} batches={len(self.seqs)}>"
