@@ -15,15 +15,18 @@ chunk`` events of version 2, each holding a batch of ``chunks`` in stream order,
 Folding the batches through a ``BlockAssembler`` gives the same message as folding the stream.
 
 A batch is appended when the response closes (:meth:`close`), when the session's durability
-barrier runs (``Session.flush``), :data:`FLUSH_AFTER` seconds after its first held chunk (a
-timer on the running asyncio loop, so a slow stream is durable within that bound) and when
-:data:`MAX_HELD` chunks are held. A crash loses at most the chunks not yet in a batch; crash
+barrier runs (``Session.flush``), about :data:`FLUSH_AFTER` seconds after its first held chunk
+(so a slow stream is durable within that bound) and when :data:`MAX_HELD` chunks are held. The
+time bound is one timer per event loop shared by every open response (armed while any holds
+chunks), not a timer per response: a response that streams within one loop iteration (a
+zero-latency model) costs no timer at all. A crash loses at most the chunks not yet in a batch; crash
 repair closes the step and turn as before, and a rebuilt view shows what the batches hold.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -41,7 +44,45 @@ MAX_HELD = 1024
 """Chunks held at most before they are logged as one batch."""
 
 _DELTAS = frozenset({"text-delta", "reasoning-delta"})
-_DELTA_KEYS = frozenset({"type", "index", "text"})
+_now = time.monotonic
+
+
+class _Flusher:
+    """The time bound of every open response: responses holding chunks, by the time their
+    first held chunk arrived (insertion order is time order), and one timer on the running
+    loop that flushes those older than ``FLUSH_AFTER``."""
+
+    def __init__(self) -> None:
+        self.waiting: dict[ChunkLog, float] = {}
+        self.timer: asyncio.TimerHandle | None = None
+        self.loop: asyncio.AbstractEventLoop | None = None
+
+    def hold(self, log: ChunkLog) -> None:
+        self.waiting[log] = _now()
+        if self.timer is not None and self.loop is not None and not self.loop.is_closed():
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # a synchronous caller: close, the barrier and MAX_HELD bound it
+            return
+        self.loop, self.timer = loop, loop.call_later(FLUSH_AFTER, self.fire)
+
+    def fire(self) -> None:
+        self.timer = None
+        now = _now()
+        waiting = self.waiting
+        for log, since in list(waiting.items()):
+            if now - since < FLUSH_AFTER:
+                break
+            waiting.pop(log, None)
+            if not log.closed and log.writable():
+                log.flush()
+        if waiting and self.loop is not None and not self.loop.is_closed():
+            delay = FLUSH_AFTER - (now - next(iter(waiting.values())))
+            self.timer = self.loop.call_later(max(delay, 0.0), self.fire)
+
+
+_FLUSHER = _Flusher()
 
 Resolve = Callable[[int], Mapping[str, Any] | None]
 """``resolve(index)``: the assembled block ``index`` as JSON, or ``None`` when unknown."""
@@ -61,7 +102,6 @@ class ChunkLog:
         "_run",
         "_run_key",
         "_session",
-        "_timer",
         "closed",
         "resolve",
         "seqs",
@@ -81,14 +121,13 @@ class ChunkLog:
         self._run_key: tuple[str, int] | None = None  # (type, index) of that run
         self._open_tools: dict[int, list[Any]] = {}  # tool-call blocks held until their end
         self._held = 0  # chunks added since the last batch
-        self._timer: asyncio.TimerHandle | None = None
 
     def add(self, chunk: FrozenDict) -> None:
         """Announce ``chunk`` live (``session/chunk``) and hold it for the next batch."""
         session = self._session
         session.announce_chunk(self, chunk)
         ctype = chunk["type"]
-        if ctype in _DELTAS and chunk.keys() == _DELTA_KEYS:
+        if ctype in _DELTAS and len(chunk) == 3:  # exactly type, index, text: coalescable
             key = (ctype, chunk["index"])
             if key != self._run_key:
                 self._end_run()
@@ -99,7 +138,7 @@ class ChunkLog:
             self._hold(ctype, chunk)
         held = self._held = self._held + 1
         if held == 1:
-            self._arm()
+            _FLUSHER.hold(self)
         elif held >= MAX_HELD:
             self.flush()
 
@@ -132,17 +171,9 @@ class ChunkLog:
             self._run = []
             self._run_key = None
 
-    def _arm(self) -> None:
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:  # no loop (a synchronous caller): close and flush bound it
-            return
-        self._timer = loop.call_later(FLUSH_AFTER, self._on_timer)
-
-    def _on_timer(self) -> None:
-        self._timer = None
-        if not self.closed and self._session.state != "detached":
-            self.flush()
+    def writable(self) -> bool:
+        """Whether the session still takes appends (it is not detached)."""
+        return self._session.state != "detached"
 
     def held(self) -> list[Any]:
         """The chunks announced but not logged yet, coalesced, in the order a fold needs them
@@ -159,21 +190,17 @@ class ChunkLog:
         """Log what is held (except open tool-call blocks) as one batch; a no-op when nothing
         is. Raises like ``Session.append``."""
         self._end_run()
-        timer = self._timer
-        if timer is not None:
-            timer.cancel()
-            self._timer = None
+        _FLUSHER.waiting.pop(self, None)
         pending = self._pending
-        if not pending:
-            self._held = 0
-            return
-        self._pending = []
         # Tool chunks still open stay held: their block is logged once, when it ends.
         self._held = sum(map(len, self._open_tools.values()))
+        if self._held:
+            _FLUSHER.hold(self)
+        if not pending:
+            return
+        self._pending = []
         data = wrap_frozen({"turn": self.turn, "step": self.step, "chunks": tuple(pending)})
         self.seqs.append(self._session.append(ASSISTANT_CHUNK, data).seq)
-        if self._held:
-            self._arm()
 
     def close(self) -> list[int]:
         """Log everything held (a tool-call block that never ended as streamed), stop, and
@@ -185,13 +212,10 @@ class ChunkLog:
                 self._pending.extend(raw)
             self._open_tools.clear()
             try:
-                if self._session.state != "detached":
+                if self.writable():
                     self.flush()
             finally:
-                timer = self._timer
-                if timer is not None:
-                    timer.cancel()
-                    self._timer = None
+                _FLUSHER.waiting.pop(self, None)
                 self._session.close_chunks(self)
         return self.seqs
 

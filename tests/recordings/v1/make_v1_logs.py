@@ -4,7 +4,8 @@ what that code derived from them (the model messages after crash repair, the vie
 
 Kept to show how the fixtures were made; it only reproduces them with a version-1 writer
 (run from a checkout before the version-2 log: ``PYTHONPATH=. python
-tests/recordings/v1/make_v1_logs.py``). ``tests/test_session_log_v1.py`` loads them.
+tests/recordings/v1/make_v1_logs.py``). ``tests/test_session_log_v1.py`` loads them
+(``tests/_log_state.py`` derives the state).
 """
 
 from __future__ import annotations
@@ -19,8 +20,8 @@ from typing import Any
 HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE.parent.parent))  # the tests' helpers
 
+from _log_state import derived_state  # noqa: E402
 from _loop_helpers import OPTIONS, make_app, run, scripted  # noqa: E402
-from v1_state import derived_state  # noqa: E402
 
 from agentloop_nb.llm import (  # noqa: E402
     BlockEnd,
