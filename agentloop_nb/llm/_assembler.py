@@ -105,9 +105,15 @@ class BlockAssembler:
 
     def block(self, index: int) -> ContentBlock | None:
         """Block ``index`` as assembled so far (the carried block of a ``block-end`` that had
-        one), or ``None`` when no chunk of it was fed or it stayed empty."""
+        one), or ``None`` when no chunk of it was fed or it stayed empty. A block that has
+        ended is built once: ``message`` reuses it."""
         partial = self._blocks.get(index)
-        return None if partial is None else partial.build()
+        if partial is None:
+            return None
+        block = partial.build()
+        if partial.ended:
+            partial.block = block
+        return block
 
     def message(self, *, interrupted: bool = False) -> AssistantMessage:
         """The assembled message (see the module docstring for what is dropped)."""

@@ -27,9 +27,10 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Container, Mapping
 from typing import TYPE_CHECKING, Any
 
+from .._hook_names import SESSION_CHUNK
 from ..events import ASSISTANT_CHUNK
 from ._frozen import FrozenDict, wrap_frozen
 
@@ -97,6 +98,7 @@ class ChunkLog:
 
     __slots__ = (
         "_held",
+        "_listened",
         "_open_tools",
         "_pending",
         "_run",
@@ -109,8 +111,16 @@ class ChunkLog:
         "turn",
     )
 
-    def __init__(self, session: Session, turn: int, step: int, resolve: Resolve) -> None:
+    def __init__(
+        self,
+        session: Session,
+        turn: int,
+        step: int,
+        resolve: Resolve,
+        listened: Container[str] = frozenset(),
+    ) -> None:
         self._session = session
+        self._listened = listened  # the session's live listened names (``session/chunk``?)
         self.turn = turn
         self.step = step
         self.resolve = resolve
@@ -124,8 +134,8 @@ class ChunkLog:
 
     def add(self, chunk: FrozenDict) -> None:
         """Announce ``chunk`` live (``session/chunk``) and hold it for the next batch."""
-        session = self._session
-        session.announce_chunk(self, chunk)
+        if SESSION_CHUNK in self._listened:  # fast path: nobody watches, no payload
+            self._session.announce_chunk(self, chunk)
         ctype = chunk["type"]
         if ctype in _DELTAS and len(chunk) == 3:  # exactly type, index, text: coalescable
             key = (ctype, chunk["index"])

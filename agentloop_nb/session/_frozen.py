@@ -19,6 +19,7 @@ name the value's JSON path, e.g. ``data['meta']['x'] is a set``.
 from __future__ import annotations
 
 import math
+import sys
 from typing import Any, NoReturn
 
 from ..errors import AgentloopError
@@ -310,5 +311,51 @@ def freeze_json(value: Any, *, label: str, root: str = "data") -> Any:
 def freeze_trusted(value: Any) -> Any:
     """The trusted entry: the frozen copy of a value known to be lossless JSON (decoded by a
     JSON parser that refuses NaN), so no error is translated; nesting deeper than the
-    interpreter recurses raises ``RecursionError``."""
+    interpreter recurses raises ``RecursionError``.
+
+    What a loaded log holds: every key and every string of at most :data:`SHARED_STR` characters
+    is interned, so the thousands of ``"type"``, ``"turn"``, ``"text-delta"``... a log repeats
+    are one object each instead of one per line (a JSON decoder builds fresh strings per
+    document)."""
+    t = type(value)
+    if t is dict:
+        return _load_dict(value)
+    if t is list:
+        return _load_list(value)
     return _walk(value, None)
+
+
+SHARED_STR = 16
+"""Strings of a loaded log up to this length are interned (keys always are)."""
+_intern = sys.intern
+
+
+def _load_dict(value: dict[str, Any]) -> FrozenDict:
+    out: dict[str, Any] = {}
+    for key, item in value.items():
+        t = type(item)
+        if t is str:
+            if len(item) <= SHARED_STR:
+                item = _intern(item)
+        elif t is dict:
+            item = _load_dict(item)
+        elif t is list:
+            item = _load_list(item)
+        out[_intern(key)] = item
+    return wrap_frozen(out)
+
+
+def _load_list(value: list[Any]) -> tuple[Any, ...]:
+    out: list[Any] = []
+    append = out.append
+    for item in value:
+        t = type(item)
+        if t is str:
+            if len(item) <= SHARED_STR:
+                item = _intern(item)
+        elif t is dict:
+            item = _load_dict(item)
+        elif t is list:
+            item = _load_list(item)
+        append(item)
+    return tuple(out)

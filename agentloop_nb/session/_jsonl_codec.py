@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import gc
 import json
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -32,6 +33,7 @@ __all__ = [
     "torn_tail_start",
 ]
 
+_intern = sys.intern
 _TOO_DEEP = "the record is nested too deeply to read"
 
 
@@ -59,6 +61,7 @@ def _event_from_line(obj: Any, seq: int) -> SessionEvent:
     kind, when, data = obj.get("type"), obj.get("time"), obj.get("data")
     if type(kind) is not str or not kind:
         raise ValueError("missing event type")
+    kind = _intern(kind)  # one object per type, not one per line
     if type(when) is not float:
         if type(when) is not int:
             raise ValueError("missing or invalid time")

@@ -390,7 +390,7 @@ class Session:
             raise RuntimeError(f"session {self.id!r} is detached: it accepts no more events")
         if self._chunks is not None:
             self._chunks.close()
-        log = self._chunks = ChunkLog(self, turn, step, resolve)
+        log = self._chunks = ChunkLog(self, turn, step, resolve, self._listened)
         return log
 
     def close_chunks(self, log: ChunkLog) -> None:
@@ -399,11 +399,13 @@ class Session:
             self._chunks = None
 
     def announce_chunk(self, log: ChunkLog, chunk: FrozenDict) -> None:
-        """Emit ``session/chunk`` for ``chunk`` of ``log`` while anyone listens."""
-        if SESSION_CHUNK in self._listened:
+        """Emit ``session/chunk`` for ``chunk`` of ``log`` (``ChunkLog.add`` calls it while
+        ``session/chunk`` has a listener)."""
+        emit = self._emit
+        if emit is not None:
             payload: SessionChunkPayload = object.__new__(SessionChunkPayload)
             _chunk_fields(payload, self, log.turn, log.step, chunk)
-            self._emit(SESSION_CHUNK, payload)
+            emit(SESSION_CHUNK, payload)
 
     def _check_span(self, event_type: str, op: FrozenDict) -> None:
         if self._derived != len(self._events):
