@@ -260,7 +260,8 @@ class AssistantMessageData(_AssistantMessageRequired, total=False):
 
 
 class AssistantAttemptData(TypedDict):
-    """``chunks``: the seqs of the failed attempt's chunks; ``failure``: its error finish."""
+    """``chunks``: the seqs of the failed attempt's ``assistant/chunk`` events; ``failure``:
+    its error finish."""
 
     turn: int
     step: int
@@ -417,7 +418,7 @@ _CORE = (
         ASSISTANT_MESSAGE,
         AssistantMessageData,
         "The assembled model response: exactly one per successful provider call; its "
-        "`source_event_seqs` are the chunks it was built from.",
+        "`source_event_seqs` are the `assistant/chunk` events it was built from.",
         "non-empty",
     ),
     _spec(
