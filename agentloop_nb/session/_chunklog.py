@@ -45,6 +45,7 @@ MAX_HELD = 1024
 """Chunks held at most before they are logged as one batch."""
 
 _DELTAS = frozenset({"text-delta", "reasoning-delta"})
+_BLOCK_TYPES = frozenset({"block-start", "tool-call-delta", "block-end"})
 _now = time.monotonic
 
 
@@ -144,8 +145,12 @@ class ChunkLog:
                 self._run_key = key
             self._run.append(chunk["text"])
         else:
-            self._end_run()
-            self._hold(ctype, chunk)
+            if self._run_key is not None:
+                self._end_run()
+            if ctype in _BLOCK_TYPES:
+                self._hold(ctype, chunk)
+            else:  # usage, finish: as streamed
+                self._pending.append(chunk)
         held = self._held = self._held + 1
         if held == 1:
             _FLUSHER.hold(self)
