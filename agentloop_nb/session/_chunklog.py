@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+import weakref
 from collections.abc import Callable, Container, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -50,24 +51,20 @@ _now = time.monotonic
 
 
 class _Flusher:
-    """The time bound of every open response: responses holding chunks, by the time their
-    first held chunk arrived (insertion order is time order), and one timer on the running
-    loop that flushes those older than ``FLUSH_AFTER``."""
+    """The time bound of the open responses of one event loop: those holding chunks, by the
+    time their first held chunk arrived (insertion order is time order), and one timer that
+    flushes those older than ``FLUSH_AFTER``. Keyed by loop (:func:`_flusher`), so a timer
+    only ever flushes responses of its own loop."""
 
-    def __init__(self) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
         self.waiting: dict[ChunkLog, float] = {}
         self.timer: asyncio.TimerHandle | None = None
-        self.loop: asyncio.AbstractEventLoop | None = None
 
     def hold(self, log: ChunkLog) -> None:
         self.waiting[log] = _now()
-        if self.timer is not None and self.loop is not None and not self.loop.is_closed():
-            return
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:  # a synchronous caller: close, the barrier and MAX_HELD bound it
-            return
-        self.loop, self.timer = loop, loop.call_later(FLUSH_AFTER, self.fire)
+        if self.timer is None:
+            self.timer = self.loop.call_later(FLUSH_AFTER, self.fire)
 
     def fire(self) -> None:
         self.timer = None
@@ -79,12 +76,28 @@ class _Flusher:
             waiting.pop(log, None)
             if not log.closed and log.writable():
                 log.flush()
-        if waiting and self.loop is not None and not self.loop.is_closed():
+        if waiting and not self.loop.is_closed():
             delay = FLUSH_AFTER - (now - next(iter(waiting.values())))
             self.timer = self.loop.call_later(max(delay, 0.0), self.fire)
 
 
-_FLUSHER = _Flusher()
+_FLUSHERS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Flusher] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _flusher() -> _Flusher | None:
+    """The running loop's flusher (``None`` without a running loop: a synchronous caller,
+    bounded by close, the barrier and ``MAX_HELD``)."""
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+    flusher = _FLUSHERS.get(loop)
+    if flusher is None:
+        flusher = _FLUSHERS[loop] = _Flusher(loop)
+    return flusher
+
 
 Resolve = Callable[[int], Mapping[str, Any] | None]
 """``resolve(index)``: the assembled block ``index`` as JSON, or ``None`` when unknown."""
@@ -98,6 +111,7 @@ class ChunkLog:
     """
 
     __slots__ = (
+        "_flusher",
         "_held",
         "_listened",
         "_open_tools",
@@ -132,6 +146,7 @@ class ChunkLog:
         self._run_key: tuple[str, int] | None = None  # (type, index) of that run
         self._open_tools: dict[int, list[Any]] = {}  # tool-call blocks held until their end
         self._held = 0  # chunks added since the last batch
+        self._flusher: _Flusher | None = None  # the time bound of its loop, once it held any
 
     def add(self, chunk: FrozenDict) -> None:
         """Announce ``chunk`` live (``session/chunk``) and hold it for the next batch."""
@@ -153,7 +168,7 @@ class ChunkLog:
                 self._pending.append(chunk)
         held = self._held = self._held + 1
         if held == 1:
-            _FLUSHER.hold(self)
+            self._wait()
         elif held >= MAX_HELD:
             self.flush()
 
@@ -186,6 +201,15 @@ class ChunkLog:
             self._run = []
             self._run_key = None
 
+    def _wait(self) -> None:
+        """Start the time bound of the chunks now held."""
+        flusher = self._flusher
+        if flusher is None:
+            flusher = self._flusher = _flusher()
+            if flusher is None:
+                return
+        flusher.hold(self)
+
     def writable(self) -> bool:
         """Whether the session still takes appends (it is not detached)."""
         return self._session.state != "detached"
@@ -205,12 +229,14 @@ class ChunkLog:
         """Log what is held (except open tool-call blocks) as one batch; a no-op when nothing
         is. Raises like ``Session.append``."""
         self._end_run()
-        _FLUSHER.waiting.pop(self, None)
+        flusher = self._flusher
+        if flusher is not None:
+            flusher.waiting.pop(self, None)
         pending = self._pending
         # Tool chunks still open stay held: their block is logged once, when it ends.
         self._held = sum(map(len, self._open_tools.values()))
         if self._held:
-            _FLUSHER.hold(self)
+            self._wait()
         if not pending:
             return
         self._pending = []
@@ -230,7 +256,8 @@ class ChunkLog:
                 if self.writable():
                     self.flush()
             finally:
-                _FLUSHER.waiting.pop(self, None)
+                if self._flusher is not None:
+                    self._flusher.waiting.pop(self, None)
                 self._session.close_chunks(self)
         return self.seqs
 
