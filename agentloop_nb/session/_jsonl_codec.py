@@ -53,7 +53,7 @@ def decode_line(text: str) -> Any:
         raise ValueError(_TOO_DEEP) from None
 
 
-def _event_from_line(obj: Any, seq: int) -> SessionEvent:
+def _event_from_line(obj: Any, seq: int, shared: dict[Any, FrozenDict]) -> SessionEvent:
     if type(obj) is not dict:
         raise ValueError("not a JSON object")
     if obj.get("seq") != seq:
@@ -69,7 +69,7 @@ def _event_from_line(obj: Any, seq: int) -> SessionEvent:
     if data is None:
         frozen: FrozenDict = EMPTY
     elif type(data) is dict:
-        frozen = freeze_trusted(data)  # decoded JSON: the walk's trusted entry
+        frozen = freeze_trusted(data, shared)  # decoded JSON: the walk's trusted entry
     else:
         raise ValueError("data is not a JSON object")
     op = obj.get("surface_op")
@@ -85,9 +85,11 @@ def _event_from_line(obj: Any, seq: int) -> SessionEvent:
     return event
 
 
-def _event_or_corrupt(path: Path, line: int, obj: Any) -> SessionEvent:
+def _event_or_corrupt(
+    path: Path, line: int, obj: Any, shared: dict[Any, FrozenDict]
+) -> SessionEvent:
     try:
-        return _event_from_line(obj, line - 2)
+        return _event_from_line(obj, line - 2, shared)
     except RecursionError:
         raise SessionCorruptError(path, line, _TOO_DEEP) from None
     except (ValueError, TypeError) as exc:
@@ -124,6 +126,7 @@ def parse_log(path: Path, id: str, raw: bytes) -> tuple[SessionHeader, list[Sess
     last_index = -1 if torn_tail else len(lines) - 1
     # Loading builds only acyclic objects; pausing the cyclic GC avoids repeated full
     # collections over a growing heap (several times the cost of parsing a large log).
+    shared: dict[Any, FrozenDict] = {}  # the small dicts this log repeats, one object each
     gc_enabled = gc.isenabled()
     gc.disable()
     try:
@@ -134,7 +137,7 @@ def parse_log(path: Path, id: str, raw: bytes) -> tuple[SessionHeader, list[Sess
                 if index == last_index:
                     break  # an unparseable final line is a torn write, never committed
                 raise SessionCorruptError(path, index + 1, str(exc)) from None
-            append(_event_or_corrupt(path, index + 1, obj))
+            append(_event_or_corrupt(path, index + 1, obj, shared))
     finally:
         if gc_enabled:
             gc.enable()
