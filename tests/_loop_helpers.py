@@ -142,6 +142,31 @@ async def wait_for(agent: Agent, predicate: Callable[[SessionEvent], bool]) -> S
     return found[0]
 
 
+async def wait_for_chunk(agent: Agent, predicate: Callable[[Any], bool]) -> Any:
+    """The first chunk (frozen JSON) of ``agent``'s stream matching ``predicate``, as announced
+    live on ``session/chunk`` (already announced and still held, or future): what a view
+    sees, before the log holds it."""
+    streaming = agent.session.streaming
+    for chunk in streaming.held() if streaming is not None else ():
+        if predicate(chunk):
+            return chunk
+    found: list[Any] = []
+    done = anyio.Event()
+
+    def on_chunk(payload: Any) -> None:
+        if not found and payload.session is agent.session and predicate(payload.chunk):
+            found.append(payload.chunk)
+            done.set()
+
+    off = agent.ctx.root.on("session/chunk", on_chunk)
+    try:
+        with anyio.fail_after(WAIT):
+            await done.wait()
+    finally:
+        off()
+    return found[0]
+
+
 def is_type(type: str, **fields: Any) -> Callable[[SessionEvent], bool]:
     """Predicate: an event of ``type`` whose data has ``fields``."""
     return lambda e: e.type == type and all(e.data.get(k) == v for k, v in fields.items())
