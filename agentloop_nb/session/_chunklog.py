@@ -29,14 +29,25 @@ import asyncio
 import time
 import weakref
 from collections.abc import Callable, Container, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from .._hook_names import SESSION_CHUNK
 from ..events import ASSISTANT_CHUNK
 from ._frozen import FrozenDict, wrap_frozen
 
-if TYPE_CHECKING:
-    from ._session import Session
+
+class _Owner(Protocol):
+    """The slice of ``Session`` a ``ChunkLog`` uses (a Protocol: no import circle)."""
+
+    @property
+    def state(self) -> str: ...
+
+    def append(self, type: str, data: Any = None) -> Any: ...
+
+    def announce_chunk(self, log: ChunkLog, chunk: FrozenDict) -> None: ...
+
+    def close_chunks(self, log: ChunkLog) -> None: ...
+
 
 __all__ = ["FLUSH_AFTER", "MAX_HELD", "ChunkLog"]
 
@@ -128,7 +139,7 @@ class ChunkLog:
 
     def __init__(
         self,
-        session: Session,
+        session: _Owner,
         turn: int,
         step: int,
         resolve: Resolve,
