@@ -25,6 +25,7 @@ SYSTEM_PROMPT_ASSEMBLE = "system-prompt/assemble"
 SESSION_CREATED = "session/created"
 SESSION_DISPOSED = "session/disposed"
 SESSION_EVENT = "session/event"
+SESSION_CHUNK = "session/chunk"
 SESSION_FLUSH = "session/flush"
 INTERNAL_ERROR = "internal/error"
 

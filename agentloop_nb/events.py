@@ -14,7 +14,7 @@ This module is a leaf: it imports nothing from the package, so any layer may use
 from __future__ import annotations
 
 import builtins
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Literal, NotRequired, TypedDict
@@ -66,6 +66,7 @@ __all__ = [
     "TurnEndReason",
     "TurnStartData",
     "UserMessageData",
+    "logged_chunks",
 ]
 
 # -- type names ------------------------------------------------------------------------------
@@ -219,12 +220,30 @@ class RequestHeaderData(TypedDict):
     reason: Literal["initial", "resume", "change"]
 
 
-class AssistantChunkData(TypedDict):
-    """``chunk``: one stream chunk as JSON (``type`` plus its fields)."""
-
+class _AssistantChunkRequired(TypedDict):
     turn: int
     step: int
+
+
+class AssistantChunkData(_AssistantChunkRequired, total=False):
+    """``chunks``: stream chunks as JSON (``type`` plus its fields), in stream order and
+    coalesced: consecutive text (or reasoning) deltas of a block are one delta of their joined
+    text, and a tool-call block is one ``block-end`` carrying the assembled block, logged when
+    the block completes. Session logs of version 1 hold ``chunk`` instead: one chunk per
+    event, as streamed (read with :func:`logged_chunks`)."""
+
+    chunks: list[dict[str, Any]]
     chunk: dict[str, Any]
+
+
+def logged_chunks(data: Mapping[str, Any]) -> Sequence[Mapping[str, Any]]:
+    """The chunks an ``assistant/chunk`` event's ``data`` holds, in stream order: its
+    ``chunks`` (version 2), or its one ``chunk`` (version 1); empty when it holds neither."""
+    chunks = data.get("chunks")
+    if chunks is not None:
+        return chunks
+    chunk = data.get("chunk")
+    return () if chunk is None else (chunk,)
 
 
 class _AssistantMessageRequired(TypedDict):
@@ -241,7 +260,8 @@ class AssistantMessageData(_AssistantMessageRequired, total=False):
 
 
 class AssistantAttemptData(TypedDict):
-    """``chunks``: the seqs of the failed attempt's chunks; ``failure``: its error finish."""
+    """``chunks``: the seqs of the failed attempt's ``assistant/chunk`` events; ``failure``:
+    its error finish."""
 
     turn: int
     step: int
@@ -388,12 +408,17 @@ _CORE = (
         "The request's config, system prompt and tool schemas, logged when they differ from "
         "the last header logged.",
     ),
-    _spec(ASSISTANT_CHUNK, AssistantChunkData, "One streamed chunk of a model response."),
+    _spec(
+        ASSISTANT_CHUNK,
+        AssistantChunkData,
+        "Streamed chunks of a model response, coalesced (several per event; views see each "
+        "chunk live on `session/chunk`).",
+    ),
     _spec(
         ASSISTANT_MESSAGE,
         AssistantMessageData,
         "The assembled model response: exactly one per successful provider call; its "
-        "`source_event_seqs` are the chunks it was built from.",
+        "`source_event_seqs` are the `assistant/chunk` events it was built from.",
         "non-empty",
     ),
     _spec(

@@ -40,6 +40,7 @@ from ._hook_names import (
     AGENT_TURN_STOPPING,
     INTERNAL_ERROR,
     LLM_STREAM,
+    SESSION_CHUNK,
     SESSION_CREATED,
     SESSION_DISPOSED,
     SESSION_EVENT,
@@ -55,7 +56,7 @@ from .context import Context, ErrorReport
 from .llm import ErrorFinish, LlmStreamPayload, RequestFacts, RetryPolicy
 from .messages import UserMessage
 from .prompt import AssemblePayload
-from .session import Session, SessionEventPayload, SessionPayload
+from .session import Session, SessionChunkPayload, SessionEventPayload, SessionPayload
 from .signals import AbortSignal
 from .tools import (
     Accept,
@@ -85,6 +86,7 @@ __all__ = [
     "HOOKS",
     "INTERNAL_ERROR",
     "LLM_STREAM",
+    "SESSION_CHUNK",
     "SESSION_CREATED",
     "SESSION_DISPOSED",
     "SESSION_EVENT",
@@ -118,6 +120,7 @@ __all__ = [
     "RequestErrorPayload",
     "RequestPayload",
     "Retry",
+    "SessionChunkPayload",
     "SessionEventPayload",
     "SessionPayload",
     "SessionStartPayload",
@@ -466,6 +469,13 @@ _ALL = (
         "emit",
         SessionEventPayload,
         "An event was appended to a published session (synchronously, once per event).",
+        dispatcher="session",
+    ),
+    _hook(
+        SESSION_CHUNK,
+        "emit",
+        SessionChunkPayload,
+        "A chunk of a model response streamed (live, before the log holds it coalesced).",
         dispatcher="session",
     ),
     _hook(

@@ -59,7 +59,12 @@ for i in range({agents}):
 
 STOP = """
 chunks = sum(
-    sum(1 for e in globals()[f"{prefix}{{i}}"].session.events if e.type == "assistant/chunk")
+    sum(  # streamed words (one per delta); the log coalesces deltas, so count their text
+        c.get("text", "").count(" ")
+        for e in globals()[f"{prefix}{{i}}"].session.events
+        if e.type == "assistant/chunk"
+        for c in (e.data.get("chunks") or (e.data.get("chunk"),))
+    )
     for i in range({agents})
 )
 assert chunks >= {agents} * {rate} * {seconds}, f"only {{chunks}} chunks streamed"

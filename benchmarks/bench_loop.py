@@ -488,9 +488,10 @@ async def write_session(root: Path, target: int) -> tuple[str, int]:
     ~40-character streamed preamble plus one tool call; a streamed final answer per turn."""
     preamble = "Let me look that up for you, one moment."
     answer = "Here is what I found after looking at all of it."
-    per_step = len(tool_call("c", "noop", {"q": 0}, text=preamble)) + 6
     steps_per_turn = 50
-    turns = max(1, target // (per_step * steps_per_turn + len(text(answer)) + 4))
+    # Scripted for the fewest events a tool step logs (6: a version-2 log coalesces its
+    # chunks; a version-1 log took 5 more per step): turns are sent until ``target`` is reached.
+    turns = max(1, target // (6 * steps_per_turn + 4))
     responses: list[list[StreamChunk]] = []
     for t in range(turns + 1):
         for s in range(steps_per_turn):
@@ -498,7 +499,7 @@ async def write_session(root: Path, target: int) -> tuple[str, int]:
         responses.append(text(answer))
     app, agent = build_app(responses, root)
     for t in range(turns + 1):
-        if t == turns and len(agent.session.events) >= target:
+        if t and len(agent.session.events) >= target:
             break
         agent.followup(f"question {t}")
         await agent.when_idle()

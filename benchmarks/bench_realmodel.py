@@ -8,8 +8,8 @@ the same server with the same body. Prints a table; asserts nothing.
 Per round, in alternating order (A B, then B A), each contender sends one request:
 
 - **agent**: a fresh agent (built before the clock starts) gets ``followup(prompt)``; time to
-  first token is from that call to the first ``text-delta`` ``assistant/chunk`` logged, and the
-  stream ends at the ``assistant/message``. Everything the loop does is inside: the wake, the
+  first token is from that call to the first ``text-delta`` announced on ``session/chunk``, and
+  the stream ends at the ``assistant/message``. Everything the loop does is inside: the wake, the
   hooks, the request build, the adapter, SSE parsing, assembly and the session log (JSONL on
   with ``--jsonl``).
 - **raw**: ``httpx.AsyncClient.stream("POST", .../chat/completions)`` with the exact JSON body
@@ -61,23 +61,26 @@ async def agent_round(app: App, n: int, options: AgentOptions) -> tuple[float, f
     marks: list[float] = []
     done = asyncio.Event()
 
-    def on_event(payload: Any) -> None:
-        if payload.session is not agent.session:
-            return
-        event = payload.event
-        if event.type == "assistant/chunk" and event.data["chunk"]["type"] == "text-delta":
+    def on_chunk(payload: Any) -> None:  # live, as each chunk arrives
+        if payload.session is agent.session and payload.chunk["type"] == "text-delta":
             marks.append(time.perf_counter())
-        elif event.type in ("assistant/message", "turn/end"):
+
+    def on_event(payload: Any) -> None:
+        if payload.session is agent.session and payload.event.type in (
+            "assistant/message",
+            "turn/end",
+        ):
             done.set()  # turn/end too: a failed request logs no assistant/message
 
-    off = app.ctx.on("session/event", on_event)
+    offs = [app.ctx.on("session/chunk", on_chunk), app.ctx.on("session/event", on_event)]
     try:
         start = time.perf_counter()
         agent.followup(PROMPT)
         await asyncio.wait_for(done.wait(), 120)
         await agent.when_idle()
     finally:
-        off()
+        for off in offs:
+            off()
     if not marks:
         ends = [e.data for e in agent.session.events if e.type == "turn/end"]
         raise RuntimeError(f"the agent streamed no text; is the server up? turn/end: {ends}")

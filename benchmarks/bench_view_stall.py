@@ -77,13 +77,23 @@ await asyncio.sleep(1)  # every stream under way before the clock starts
 """
 
 CHUNKS = """sum(
-    sum(1 for e in globals()[f"{prefix}{{_i}}"].session.events if e.type == "assistant/chunk")
+    sum(  # streamed words (one per delta); the log coalesces deltas, so count their text
+        c.get("text", "").count(" ")
+        for e in globals()[f"{prefix}{{_i}}"].session.events
+        if e.type == "assistant/chunk"
+        for c in (e.data.get("chunks") or (e.data.get("chunk"),))
+    )
     for _i in range({agents})
 )"""
 
 STOP = """
 _chunks = sum(
-    sum(1 for e in globals()[f"{prefix}{{_i}}"].session.events if e.type == "assistant/chunk")
+    sum(  # streamed words (one per delta); the log coalesces deltas, so count their text
+        c.get("text", "").count(" ")
+        for e in globals()[f"{prefix}{{_i}}"].session.events
+        if e.type == "assistant/chunk"
+        for c in (e.data.get("chunks") or (e.data.get("chunk"),))
+    )
     for _i in range({agents})
 )
 for _i in range({agents}):

@@ -11,6 +11,7 @@ from typing import Any
 import anyio
 
 from agentloop_nb.app import App
+from agentloop_nb.events import logged_chunks
 from agentloop_nb.loop import Agent, AgentOptions
 from agentloop_nb.messages import AssistantMessage, ToolResultMessage
 from agentloop_nb.session import Session, SessionEvent
@@ -141,14 +142,42 @@ async def wait_for(agent: Agent, predicate: Callable[[SessionEvent], bool]) -> S
     return found[0]
 
 
+async def wait_for_chunk(agent: Agent, predicate: Callable[[Any], bool]) -> Any:
+    """The first chunk (frozen JSON) of ``agent``'s stream matching ``predicate``, as announced
+    live on ``session/chunk`` (already announced and still held, or future): what a view
+    sees, before the log holds it."""
+    streaming = agent.session.streaming
+    for chunk in streaming.held() if streaming is not None else ():
+        if predicate(chunk):
+            return chunk
+    found: list[Any] = []
+    done = anyio.Event()
+
+    def on_chunk(payload: Any) -> None:
+        if not found and payload.session is agent.session and predicate(payload.chunk):
+            found.append(payload.chunk)
+            done.set()
+
+    off = agent.ctx.root.on("session/chunk", on_chunk)
+    try:
+        with anyio.fail_after(WAIT):
+            await done.wait()
+    finally:
+        off()
+    return found[0]
+
+
 def is_type(type: str, **fields: Any) -> Callable[[SessionEvent], bool]:
     """Predicate: an event of ``type`` whose data has ``fields``."""
     return lambda e: e.type == type and all(e.data.get(k) == v for k, v in fields.items())
 
 
 def chunk_text(text: str) -> Callable[[SessionEvent], bool]:
-    """Predicate: an ``assistant/chunk`` carrying a text delta ``text``."""
-    return lambda e: e.type == "assistant/chunk" and e.data["chunk"].get("text") == text
+    """Predicate: an ``assistant/chunk`` batch holding a text delta ``text`` (a held chunk is
+    logged within ``FLUSH_AFTER`` even while its stream hangs)."""
+    return lambda e: (
+        e.type == "assistant/chunk" and any(c.get("text") == text for c in logged_chunks(e.data))
+    )
 
 
 # -- tools -----------------------------------------------------------------------------------

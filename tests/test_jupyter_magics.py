@@ -4,6 +4,7 @@ real-kernel behaviour — background tasks, interrupts, restarts — is in test_
 from __future__ import annotations
 
 import asyncio
+import time
 from pathlib import Path
 from typing import Any
 
@@ -465,9 +466,9 @@ async def test_create_with_a_pace_streams_the_offline_model_at_that_many_words_p
     assert "offline@40wps/demo" in capsys.readouterr().out
     slow = shell.user_ns["slow"]
     times: list[float] = []
-    J.app().ctx.on(
-        "session/event",
-        lambda p: times.append(p.event.time) if p.event.type == "assistant/chunk" else None,
+    J.app().ctx.on(  # each chunk as it streams (the log holds them coalesced)
+        "session/chunk",
+        lambda p: times.append(time.time()) if p.chunk["type"] == "text-delta" else None,
     )
     slow.followup("one two three four five six seven eight")
     await slow.when_idle()

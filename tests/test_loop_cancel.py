@@ -24,6 +24,7 @@ from _loop_helpers import (
     user_texts,
     wait_for,
     wait_for_abort,
+    wait_for_chunk,
 )
 
 from agentloop_nb.app import App
@@ -72,7 +73,8 @@ async def test_a_half_streamed_tool_call_is_dropped(app: App) -> None:
     partial = tool_call("c1", "record", {"text": "x"}, text="let me")[:-4]  # one args delta
     agent, _model = new_agent(app, hang_after(partial))
     agent.followup("go")
-    await wait_for(agent, lambda e: e.data.get("chunk", {}).get("type") == "tool-call-delta")
+    # Streamed live: the log holds a tool-call block only once it ends.
+    await wait_for_chunk(agent, lambda c: c["type"] == "tool-call-delta")
     agent.cancel()
     await idle(agent)
     (message,) = data(agent, "assistant/message")

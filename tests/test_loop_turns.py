@@ -244,15 +244,22 @@ async def test_request_header_is_logged_only_when_it_changes(app: App) -> None:
     assert header is not None and "a new section" in header["system"]
 
 
-async def test_each_chunk_is_logged_and_one_message_points_at_them(app: App) -> None:
+async def test_a_streamed_answer_is_logged_as_one_batch_the_message_points_at(app: App) -> None:
     agent, _model = new_agent(app, text("hey"))
     await run(agent)
-    chunks = events(agent, "assistant/chunk")
-    assert len(chunks) == len(text("hey"))
-    assert [c.data["chunk"]["type"] for c in chunks][:2] == ["block-start", "text-delta"]
-    assert all((c.data["turn"], c.data["step"]) == (1, 1) for c in chunks)
+    (batch,) = events(agent, "assistant/chunk")
+    assert (batch.data["turn"], batch.data["step"]) == (1, 1)
+    # The three one-letter deltas are one delta of their joined text.
+    assert [c["type"] for c in batch.data["chunks"]] == [
+        "block-start",
+        "text-delta",
+        "block-end",
+        "usage",
+        "finish",
+    ]
+    assert batch.data["chunks"][1] == {"type": "text-delta", "index": 0, "text": "hey"}
     (message,) = events(agent, "assistant/message")
-    assert list(message.source_event_seqs) == [c.seq for c in chunks]
+    assert list(message.source_event_seqs) == [batch.seq]
     assert message.data["message"] == {
         "role": "assistant",
         "content": ({"type": "text", "text": "hey"},),
@@ -261,16 +268,17 @@ async def test_each_chunk_is_logged_and_one_message_points_at_them(app: App) -> 
     assert "interrupted" not in message.data
 
 
-async def test_every_chunk_kind_is_logged_as_its_json_dump(app: App) -> None:
+async def test_every_chunk_kind_is_logged_as_its_json_dump_coalesced(app: App) -> None:
     # The loop freezes common chunks from their fields instead of dumping them: the log must
     # hold exactly what the model's JSON dump gives, for every kind and with optional fields
-    # set or unset.
+    # set or unset, deltas of a block joined and a tool-call block as its assembled block.
     chunks = [
         BlockStart(index=0, block_type="reasoning"),
         ReasoningDelta(index=0, text="hm"),
         BlockEnd(index=0, block=ReasoningBlock(text="hm", signature="sig")),
         BlockStart(index=1, block_type="text"),
-        TextDelta(index=1, text="héllo"),
+        TextDelta(index=1, text="hé"),
+        TextDelta(index=1, text="llo"),
         BlockEnd(index=1),
         BlockStart(index=2, block_type="tool-call"),
         ToolCallDelta(index=2, id="c1", name="echo", arguments_delta='{"text":'),
@@ -282,13 +290,21 @@ async def test_every_chunk_kind_is_logged_as_its_json_dump(app: App) -> None:
     failed = Finish(reason=ErrorFinish(message="boom", code="SERVER", status=503, retry_after=2))
     agent, _ = new_agent(app, chunks, [failed])
     await run(agent)
-    logged = [c.data["chunk"] for c in events(agent, "assistant/chunk")]
-    assert logged == [c.model_dump(mode="json", exclude_none=True) for c in chunks]
+    (batch,) = events(agent, "assistant/chunk")
+    dump = [c.model_dump(mode="json", exclude_none=True) for c in chunks]
+    tool_block = {"type": "tool-call", "id": "c1", "name": "echo", "arguments": '{"text":"x"}'}
+    assert list(batch.data["chunks"]) == [
+        *dump[0:4],
+        {"type": "text-delta", "index": 1, "text": "héllo"},
+        dump[6],
+        {"type": "block-end", "index": 2, "block": tool_block},
+        *dump[11:],
+    ]
     usage = data(agent, "assistant/message")[0]["usage"]
     assert usage == {"input_tokens": 5, "output_tokens": 2, "cache_read_tokens": 1}
     await run(agent, "again")
     (attempt,) = events(agent, "assistant/attempt")
-    chunk = agent.session.events[attempt.data["chunks"][0]].data["chunk"]
+    (chunk,) = agent.session.events[attempt.data["chunks"][0]].data["chunks"]
     assert chunk == failed.model_dump(mode="json", exclude_none=True)
     assert type(chunk["reason"]["retry_after"]) is float
 

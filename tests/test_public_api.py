@@ -126,6 +126,7 @@ HOOK_NAMES = {
     "session/created",
     "session/disposed",
     "session/event",
+    "session/chunk",
     "session/flush",
     "internal/error",
 }

@@ -103,6 +103,18 @@ class BlockAssembler:
         if handler is not None:
             handler(self, chunk)
 
+    def block(self, index: int) -> ContentBlock | None:
+        """Block ``index`` as assembled so far (the carried block of a ``block-end`` that had
+        one), or ``None`` when no chunk of it was fed or it stayed empty. A block that has
+        ended is built once: ``message`` reuses it."""
+        partial = self._blocks.get(index)
+        if partial is None:
+            return None
+        block = partial.build()
+        if partial.ended:
+            partial.block = block
+        return block
+
     def message(self, *, interrupted: bool = False) -> AssistantMessage:
         """The assembled message (see the module docstring for what is dropped)."""
         drop_calls = isinstance(self._finish, MaxTokens)

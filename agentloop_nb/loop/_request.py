@@ -2,8 +2,9 @@
 
 One attempt: build the proposal → ``agent/request`` waterfall → ``ctx.llm.prepare_call`` (the
 adapter's defaults, its retry policy and the exact adapter object) → ``request/header`` when it
-changed → stream through ``ctx.llm.stream(..., prepared=...)``, logging one ``assistant/chunk``
-per chunk. A terminal error finish logs ``assistant/attempt`` and runs the
+changed → stream through ``ctx.llm.stream(..., prepared=...)``, each chunk announced live on
+``session/chunk`` and logged coalesced in ``assistant/chunk`` batches (``Session.open_chunks``:
+a tool-call block once, when it ends, as the block the assembler built). A terminal error finish logs ``assistant/attempt`` and runs the
 ``agent/request-error`` waterfall; ``Retry()`` starts another attempt of the same step, any
 other answer raises the failure as an :class:`LlmError`. The system prompt is rendered once the
 attempt's config is prepared, so the loop's ``provider``/``model`` variables name the request
@@ -26,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from .._hook_names import AGENT_REQUEST, AGENT_REQUEST_ERROR
 from ..context import Lazy, listened
 from ..errors import InvalidTypeError
-from ..events import ASSISTANT_ATTEMPT, ASSISTANT_CHUNK, REQUEST_HEADER
+from ..events import ASSISTANT_ATTEMPT, REQUEST_HEADER
 from ..hooks import RequestConfig, RequestErrorPayload, RequestPayload, Retry
 from ..llm import BlockAssembler, GenerateOptions, LlmError, PreparedCall, RequestFacts
 from ..session import FrozenDict, freeze_json
@@ -69,7 +70,7 @@ class _Agent(Protocol):
 @dataclass(slots=True)
 class Reply:
     """A settled model reply: the folded chunks, the finish kind (``None`` when the stream
-    ended without one) and the seqs of the logged ``assistant/chunk`` events."""
+    ended without one) and the seqs of the ``assistant/chunk`` batches it was logged in."""
 
     assembler: BlockAssembler
     kind: str | None
@@ -294,16 +295,15 @@ class RequestPath:
         turn: int,
         step: int,
     ) -> Reply:
-        agent = self._agent
-        append = agent.session.append
         asm = BlockAssembler()
-        seqs: list[int] = []
-        async for chunk in llm.stream(options, prepared=prepared):
-            # fast path (benchmarks/bench_loop.py ingest): frozen here, not by append's walk
-            # (turn and step are the loop's own ints, the chunk is checked by _chunk_data)
-            data = wrap_frozen({"turn": turn, "step": step, "chunk": _chunk_data(chunk)})
-            seqs.append(append(ASSISTANT_CHUNK, data).seq)
-            asm.feed(chunk)
+        log = self._agent.session.open_chunks(turn, step, partial(_block_json, asm))
+        add, feed = log.add, asm.feed
+        try:
+            async for chunk in llm.stream(options, prepared=prepared):
+                feed(chunk)  # first: a tool-call block's end is resolved from the assembler
+                add(_chunk_data(chunk))
+        finally:
+            seqs = log.close()
         return Reply(asm, getattr(asm.finish, "kind", None), seqs)
 
     async def _recover(
@@ -387,6 +387,20 @@ def flat_dump(model: Any) -> dict[str, Any]:
     except Fallback:
         dumped: dict[str, Any] = model.model_dump(mode="json", exclude_none=True)
         return dumped
+
+
+def _block_json(asm: BlockAssembler, index: int) -> FrozenDict | None:
+    """Block ``index`` of ``asm`` as logged JSON (the form a ``block-end`` carrying it has)."""
+    block = asm.block(index)
+    if block is None:
+        return None
+    try:  # fast path: a tool-call block's fields are plain strings
+        return freeze_fields(block.__dict__)
+    except Fallback:
+        data: FrozenDict = freeze_json(
+            block.model_dump(mode="json", exclude_none=True), label="block", root="block"
+        )
+        return data
 
 
 def _chunk_data(chunk: Any) -> FrozenDict:

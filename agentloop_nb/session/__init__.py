@@ -27,6 +27,7 @@ from ._repair import TOOL_OUTCOME_UNKNOWN, repair
 from ._session import (
     EventLog,
     Session,
+    SessionChunkPayload,
     SessionDispatch,
     SessionEventPayload,
     SessionOwner,
@@ -60,6 +61,7 @@ __all__ = [
     "PersistenceError",
     "PostgresPersistence",
     "Session",
+    "SessionChunkPayload",
     "SessionCorruptError",
     "SessionDispatch",
     "SessionEvent",

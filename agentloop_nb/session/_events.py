@@ -25,8 +25,15 @@ __all__ = [
     "SurfaceOp",
 ]
 
-HEADER_VERSION = 1
-"""The header ``version`` this package writes (and the only one it reads)."""
+HEADER_VERSION = 2
+"""The header ``version`` this package writes. Version 2 logs a model response's streamed
+chunks coalesced, several per ``assistant/chunk`` event (``data["chunks"]``); version 1 logged
+one chunk per event (``data["chunk"]``). Both are read (:data:`READ_VERSIONS`): the readers of
+chunk events accept either form event by event (``agentloop_nb.events.logged_chunks``), so a
+version-1 log resumed by this package goes on in the version-2 form under its old header."""
+
+READ_VERSIONS = (1, 2)
+"""The header versions this package reads."""
 
 
 SurfaceOp = str | FrozenDict
@@ -304,10 +311,11 @@ class SessionHeader:
     ) -> None:
         if type(id) is not str or not id:
             raise InvalidValueError(f"a session id must be a non-empty str, got {id!r}")
-        if version != HEADER_VERSION:
+        if version not in READ_VERSIONS:
             raise InvalidValueError(
-                f"session {id!r}: unsupported header version {version!r} "
-                f"(this agentloop_nb reads version {HEADER_VERSION})"
+                f"session {id!r}: unsupported header version {version!r} (this agentloop_nb "
+                f"reads versions {', '.join(map(str, READ_VERSIONS))}; a newer log needs a "
+                "newer agentloop_nb)"
             )
         if cwd is not None and type(cwd) is not str:
             raise InvalidValueError(f"session {id!r}: cwd must be a str or None, got {cwd!r}")

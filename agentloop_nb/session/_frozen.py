@@ -19,6 +19,7 @@ name the value's JSON path, e.g. ``data['meta']['x'] is a set``.
 from __future__ import annotations
 
 import math
+import sys
 from typing import Any, NoReturn
 
 from ..errors import AgentloopError, InvalidTypeError
@@ -307,8 +308,71 @@ def freeze_json(value: Any, *, label: str, root: str = "data") -> Any:
     raise InvalidTypeError(f"{label}: {where} {error.what}; {_JSON_KINDS}") from None
 
 
-def freeze_trusted(value: Any) -> Any:
+def freeze_trusted(value: Any, shared: dict[Any, FrozenDict] | None = None) -> Any:
     """The trusted entry: the frozen copy of a value known to be lossless JSON (decoded by a
     JSON parser that refuses NaN), so no error is translated; nesting deeper than the
-    interpreter recurses raises ``RecursionError``."""
+    interpreter recurses raises ``RecursionError``.
+
+    What a loaded log holds, shared instead of copied: every key and every string of at most
+    :data:`SHARED_STR` characters is interned (a JSON decoder builds fresh strings per
+    document, so a log repeats ``"type"``, ``"turn"``, ``"text-delta"``... once per line), and
+    with ``shared`` (one dict per load) every small dict of plain strings and ints
+    (``{"type": "block-end", "index": 0}``, ``{"kind": "stop"}``, ``{"turn": 3, "step": 2}``)
+    is one ``FrozenDict`` however often it occurs (frozen values can be shared safely)."""
+    t = type(value)
+    if t is dict:
+        return _load_dict(value, {} if shared is None else shared)
+    if t is list:
+        return _load_list(value, {} if shared is None else shared)
     return _walk(value, None)
+
+
+SHARED_STR = 16
+"""Strings of a loaded log up to this length are interned (keys always are)."""
+_SHARED_ITEMS = 4  # dicts of at most this many plain items are shared
+_intern = sys.intern
+
+
+def _load_dict(value: dict[str, Any], shared: dict[Any, FrozenDict]) -> FrozenDict:
+    out: dict[str, Any] = {}
+    plain = len(value) <= _SHARED_ITEMS  # only str/int values so far (bool, float: never,
+    # since ``1 == True == 1.0`` would make their dicts equal keys)
+    for key, item in value.items():
+        t = type(item)
+        if t is str:
+            if len(item) <= SHARED_STR:
+                item = _intern(item)
+            else:
+                plain = False
+        elif t is int:
+            pass
+        else:
+            plain = False
+            if t is dict:
+                item = _load_dict(item, shared)
+            elif t is list:
+                item = _load_list(item, shared)
+        out[_intern(key)] = item
+    if plain:
+        items = tuple(out.items())
+        frozen = shared.get(items)
+        if frozen is None:
+            frozen = shared[items] = wrap_frozen(out)
+        return frozen
+    return wrap_frozen(out)
+
+
+def _load_list(value: list[Any], shared: dict[Any, FrozenDict]) -> tuple[Any, ...]:
+    out: list[Any] = []
+    append = out.append
+    for item in value:
+        t = type(item)
+        if t is str:
+            if len(item) <= SHARED_STR:
+                item = _intern(item)
+        elif t is dict:
+            item = _load_dict(item, shared)
+        elif t is list:
+            item = _load_list(item, shared)
+        append(item)
+    return tuple(out)

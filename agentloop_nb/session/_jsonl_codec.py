@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import gc
 import json
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -33,6 +34,7 @@ __all__ = [
     "torn_tail_start",
 ]
 
+_intern = sys.intern
 _TOO_DEEP = "the record is nested too deeply to read"
 
 
@@ -52,7 +54,7 @@ def decode_line(text: str) -> Any:
         raise InvalidValueError(_TOO_DEEP) from None
 
 
-def _event_from_line(obj: Any, seq: int) -> SessionEvent:
+def _event_from_line(obj: Any, seq: int, shared: dict[Any, FrozenDict]) -> SessionEvent:
     if type(obj) is not dict:
         raise InvalidValueError("not a JSON object")
     if obj.get("seq") != seq:
@@ -60,6 +62,7 @@ def _event_from_line(obj: Any, seq: int) -> SessionEvent:
     kind, when, data = obj.get("type"), obj.get("time"), obj.get("data")
     if type(kind) is not str or not kind:
         raise InvalidValueError("missing event type")
+    kind = _intern(kind)  # one object per type, not one per line
     if type(when) is not float:
         if type(when) is not int:
             raise InvalidValueError("missing or invalid time")
@@ -67,7 +70,7 @@ def _event_from_line(obj: Any, seq: int) -> SessionEvent:
     if data is None:
         frozen: FrozenDict = EMPTY
     elif type(data) is dict:
-        frozen = freeze_trusted(data)  # decoded JSON: the walk's trusted entry
+        frozen = freeze_trusted(data, shared)  # decoded JSON: the walk's trusted entry
     else:
         raise InvalidValueError("data is not a JSON object")
     op = obj.get("surface_op")
@@ -83,9 +86,11 @@ def _event_from_line(obj: Any, seq: int) -> SessionEvent:
     return event
 
 
-def _event_or_corrupt(path: Path, line: int, obj: Any) -> SessionEvent:
+def _event_or_corrupt(
+    path: Path, line: int, obj: Any, shared: dict[Any, FrozenDict]
+) -> SessionEvent:
     try:
-        return _event_from_line(obj, line - 2)
+        return _event_from_line(obj, line - 2, shared)
     except RecursionError:
         raise SessionCorruptError(path, line, _TOO_DEEP) from None
     except (ValueError, TypeError) as exc:
@@ -122,6 +127,7 @@ def parse_log(path: Path, id: str, raw: bytes) -> tuple[SessionHeader, list[Sess
     last_index = -1 if torn_tail else len(lines) - 1
     # Loading builds only acyclic objects; pausing the cyclic GC avoids repeated full
     # collections over a growing heap (several times the cost of parsing a large log).
+    shared: dict[Any, FrozenDict] = {}  # the small dicts this log repeats, one object each
     gc_enabled = gc.isenabled()
     gc.disable()
     try:
@@ -132,7 +138,7 @@ def parse_log(path: Path, id: str, raw: bytes) -> tuple[SessionHeader, list[Sess
                 if index == last_index:
                     break  # an unparseable final line is a torn write, never committed
                 raise SessionCorruptError(path, index + 1, str(exc)) from None
-            append(_event_or_corrupt(path, index + 1, obj))
+            append(_event_or_corrupt(path, index + 1, obj, shared))
     finally:
         if gc_enabled:
             gc.enable()

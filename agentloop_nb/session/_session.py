@@ -9,11 +9,12 @@ from typing import Any, Literal, Protocol, overload
 
 from pydantic import ValidationError
 
-from .._hook_names import SESSION_EVENT, SESSION_FLUSH
+from .._hook_names import SESSION_CHUNK, SESSION_EVENT, SESSION_FLUSH
 from ..context import listened
 from ..errors import InvalidTypeError, InvalidValueError, UsageError
 from ..events import ASSISTANT_MESSAGE, REQUEST_HEADER, SURFACE_TYPES, TOOL_RESULT
 from ..messages import AssistantMessage, Message, ToolResultMessage, UserMessage
+from ._chunklog import ChunkLog, Resolve
 from ._events import (
     SessionEvent,
     SessionHeader,
@@ -27,6 +28,7 @@ from ._frozen import FrozenDict
 __all__ = [
     "EventLog",
     "Session",
+    "SessionChunkPayload",
     "SessionDispatch",
     "SessionEventPayload",
     "SessionOwner",
@@ -85,8 +87,33 @@ class SessionEventPayload:
     event: SessionEvent
 
 
+@dataclass(frozen=True, slots=True)
+class SessionChunkPayload:
+    """Payload of ``session/chunk``: one streamed chunk of step ``step`` of turn ``turn``, as
+    frozen JSON, announced as it arrives. The log holds it later, coalesced into an
+    ``assistant/chunk`` batch (see ``ChunkLog``): a live view folds these and skips the
+    batches; a view built from the log folds the batches."""
+
+    session: Session
+    turn: int
+    step: int
+    chunk: FrozenDict
+
+
 _set_payload_session = SessionEventPayload.__dict__["session"].__set__
 _set_payload_event = SessionEventPayload.__dict__["event"].__set__
+
+
+def _chunk_fields(
+    payload: SessionChunkPayload, session: Session, turn: int, step: int, chunk: FrozenDict
+) -> None:
+    """Fill a ``SessionChunkPayload`` built with ``object.__new__`` (once per streamed chunk
+    while a view listens: no frozen ``__init__``)."""
+    osa = object.__setattr__
+    osa(payload, "session", session)
+    osa(payload, "turn", turn)
+    osa(payload, "step", step)
+    osa(payload, "chunk", chunk)
 
 
 def _event_payload(session: Session, event: SessionEvent) -> SessionEventPayload:
@@ -186,6 +213,7 @@ class Session:
 
     __slots__ = (
         "__weakref__",
+        "_chunks",
         "_derived",
         "_durable_seq",
         "_emit",
@@ -217,6 +245,7 @@ class Session:
         self._header_seq: int | None = None
         self._durable_seq = -1
         self._header_durable = False
+        self._chunks: ChunkLog | None = None  # the response streaming now, if any
 
     # -- read side -------------------------------------------------------------------------
 
@@ -252,6 +281,12 @@ class Session:
         self._header_durable = self._header_durable or header
         if seq > self._durable_seq:
             self._durable_seq = seq
+
+    @property
+    def streaming(self) -> ChunkLog | None:
+        """The response streaming now (its chunks announced, some not logged yet), or
+        ``None``. A view that starts mid-stream folds the log, then ``streaming.held()``."""
+        return self._chunks
 
     def request_header(self) -> dict[str, Any] | None:
         """``data["header"]`` of the last ``request/header`` event, or ``None``."""
@@ -347,6 +382,32 @@ class Session:
             self._emit(SESSION_EVENT, _event_payload(self, event))
         return event
 
+    def open_chunks(self, turn: int, step: int, resolve: Resolve) -> ChunkLog:
+        """Start logging a streamed response of step ``step`` of turn ``turn``: its chunks go
+        through the returned ``ChunkLog`` (see its module). ``resolve(index)`` gives the
+        assembled block ``index`` as JSON when a tool-call block ends. A response still open
+        is closed first (its held chunks logged). Raises ``RuntimeError`` once detached."""
+        if self._state == "detached":
+            raise RuntimeError(f"session {self.id!r} is detached: it accepts no more events")
+        if self._chunks is not None:
+            self._chunks.close()
+        log = self._chunks = ChunkLog(self, turn, step, resolve, self._listened)
+        return log
+
+    def close_chunks(self, log: ChunkLog) -> None:
+        """Forget ``log`` as the streaming response (``ChunkLog.close`` calls it)."""
+        if self._chunks is log:
+            self._chunks = None
+
+    def announce_chunk(self, log: ChunkLog, chunk: FrozenDict) -> None:
+        """Emit ``session/chunk`` for ``chunk`` of ``log`` (``ChunkLog.add`` calls it while
+        ``session/chunk`` has a listener)."""
+        emit = self._emit
+        if emit is not None:
+            payload: SessionChunkPayload = object.__new__(SessionChunkPayload)
+            _chunk_fields(payload, self, log.turn, log.step, chunk)
+            emit(SESSION_CHUNK, payload)
+
     def _check_span(self, event_type: str, op: FrozenDict) -> None:
         if self._derived != len(self._events):
             self._catch_up()
@@ -387,6 +448,8 @@ class Session:
         dispatch = self._store.dispatch
         if self._state != "published" or dispatch is None:
             return
+        if self._chunks is not None:
+            self._chunks.flush()  # what streamed so far is part of "every event appended"
         await dispatch.parallel(SESSION_FLUSH, SessionPayload(self))
 
     # -- life cycle (driven by the owning store) --------------------------------------------
@@ -412,7 +475,10 @@ class Session:
 
     def mark_detached(self) -> SessionState:
         """Move to ``"detached"`` (final: appends raise from now on) and return the state the
-        session was in before. Idempotent."""
+        session was in before. Idempotent. A response still streaming is closed first."""
+        chunks = self._chunks
+        if chunks is not None and self._state != "detached":
+            chunks.close()
         before = self._state
         self._state = "detached"
         self._emit = None

@@ -1,6 +1,7 @@
 """``SessionFeed``: one session folded into a :class:`Transcript` for every view that shows it.
 
-Views only read: the feed listens to ``session/event`` (every logged event) and to the
+Views only read: the feed listens to ``session/event`` (every logged event), to
+``session/chunk`` (each streamed chunk as it arrives, before the log holds it coalesced) and to the
 ``tools/settled`` hook (a tool body of this session's agent settled; its ``tool/result`` is
 committed later, in model order), folds each into the shared transcript once, and tells its
 observers what changed: the event type (or ``"tools/settled"``) and the indices of the items
@@ -48,6 +49,10 @@ class SessionFeed:
         self.session = session
         self.transcript = Transcript(model_table(ctx))
         self.transcript.feed_all(session.events)
+        streaming = getattr(session, "streaming", None)
+        if streaming is not None:  # mid-stream: what was announced but is not logged yet
+            for chunk in streaming.held():
+                self.transcript.feed_chunk(streaming.turn, streaming.step, chunk)
         self.transcript.take_dirty()  # history: every view renders it whole when built
         self._observers: list[Observer] = []
         store = getattr(session, "store", None)
@@ -57,17 +62,28 @@ class SessionFeed:
             raise InvalidValueError(
                 f"session {session.id!r} has no dispatcher to subscribe to; pass ctx="
             )
-        # One ``session/event`` listener per dispatcher, shared by every feed (``_routes``).
+        # One ``session/event`` and one ``session/chunk`` listener per dispatcher, shared by
+        # every feed (``_routes``).
         routed = router(dispatch, "session/event", _session_of).add(session, self._on_event)
-        self._offs: list[Disposer] = [routed, ctx.on(SETTLED, self._on_settled)]
+        chunks = router(dispatch, "session/chunk", _session_of).add(session, self._on_chunk)
+        self._offs: list[Disposer] = [routed, chunks, ctx.on(SETTLED, self._on_settled)]
 
     def _on_event(self, payload: Any) -> None:
         self.fold(payload.event)
 
+    def _on_chunk(self, payload: Any) -> None:
+        self.fold_chunk(payload.turn, payload.step, payload.chunk)
+
     def fold(self, event: Any) -> None:
-        """Fold one logged event of this session and tell the observers."""
-        self.transcript.feed(event)
+        """Fold one logged event of this session and tell the observers (its chunks, if it is
+        an ``assistant/chunk`` batch, were folded live by :meth:`fold_chunk`)."""
+        self.transcript.feed(event, announced=True)
         self._tell(event.type)
+
+    def fold_chunk(self, turn: int, step: int, chunk: Any) -> None:
+        """Fold one streamed chunk of this session as it arrives and tell the observers."""
+        self.transcript.feed_chunk(turn, step, chunk)
+        self._tell("assistant/chunk")
 
     def _on_settled(self, payload: Any) -> None:
         execution = payload.execution

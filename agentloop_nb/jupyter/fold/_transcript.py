@@ -5,7 +5,11 @@ widgets, their ``repr`` and the benchmark. ``feed(event)`` is the hot path (call
 streamed chunk). Streamed blocks are folded by the loop's own rules: each streamed item owns a
 :class:`~agentloop_nb.llm.BlockAssembler` that is fed the logged chunks of its block, so the
 view shows exactly what the model's message is assembled from (first non-empty tool-call id and
-name win, a ``block-end`` carrying its block replaces the deltas, ...). Feeding only marks the
+name win, a ``block-end`` carrying its block replaces the deltas, ...). A live view folds each
+chunk as it streams (:meth:`Transcript.feed_chunk`, from ``session/chunk``) and skips the
+``assistant/chunk`` batches that log them later; a view built from the log folds the batches
+(coalesced: the same blocks, a tool call as one ``block-end`` carrying it) or, in a version-1
+log, one chunk per event. Feeding only marks the
 item dirty; building its text and rendering happen when a throttled view renders.
 
 Tool calls are ``queued`` until their ``tool/call`` is logged (``running``); they are shown
@@ -96,13 +100,22 @@ class Transcript:
         for event in events:
             self.feed(event)
 
-    def feed(self, event: Any) -> None:
-        """Fold one ``SessionEvent``. Unknown types are ignored."""
+    def feed(self, event: Any, *, announced: bool = False) -> None:
+        """Fold one ``SessionEvent``. Unknown types are ignored. ``announced``: the event was
+        just logged and its chunks (an ``assistant/chunk`` batch) were already folded live
+        through :meth:`feed_chunk` (``session/chunk``), so the batch is skipped."""
         self.events_seen += 1
         kind = event.type
         data = event.data
         if kind == "assistant/chunk":
-            self._chunk(data)
+            chunks = data.get("chunks")
+            if chunks is None:  # version 1: one chunk per event, logged as it streamed
+                chunk = data.get("chunk")
+                if chunk is not None:
+                    self._chunk(data, chunk)
+            elif not announced:
+                for chunk in chunks:
+                    self._chunk(data, chunk)
             return
         handler = _HANDLERS.get(kind)
         if handler is not None:
@@ -137,8 +150,13 @@ class Transcript:
         item.html = None
         self.dirty.add(item.index)
 
-    def _chunk(self, data: Mapping[str, Any]) -> None:
-        chunk = data["chunk"]
+    def feed_chunk(self, turn: int, step: int, chunk: Mapping[str, Any]) -> None:
+        """Fold one chunk of step ``step`` of turn ``turn`` as it streams (``session/chunk``;
+        the batch that logs it later is fed with ``announced=True``)."""
+        self._chunk({"turn": turn, "step": step}, chunk)
+
+    def _chunk(self, data: Mapping[str, Any], chunk: Mapping[str, Any]) -> None:
+        """Fold ``chunk``; ``data`` holds its ``turn`` and ``step``."""
         ctype = chunk["type"]
         if ctype not in CHUNK_TYPES:
             return  # usage and finish: summarised by assistant/message and assistant/attempt

@@ -1,0 +1,276 @@
+"""``ChunkLog``: one streamed model response, announced chunk by chunk, logged coalesced.
+
+Live and durable are two paths. Every chunk is announced at once on ``session/chunk`` (views
+fold it as it streams); the durable log gets the same content in fewer events: ``assistant/
+chunk`` events of version 2, each holding a batch of ``chunks`` in stream order, where
+
+- consecutive text (or reasoning) deltas of one block are one delta of their joined text;
+- a tool-call block is held until its ``block-end`` and logged as that one ``block-end``
+  carrying the assembled block (``resolve(index)`` gives it: the loop's assembler, so the log
+  keeps exactly the block the model's message holds); a tool-call block the stream never ended
+  is logged as streamed when the response closes (it is dropped from the message, the view
+  shows it dropped), and is lost with the tail if the process dies first;
+- every other chunk (block starts and ends of text, usage, finish) is kept as is.
+
+Folding the batches through a ``BlockAssembler`` gives the same message as folding the stream.
+
+A batch is appended when the response closes (:meth:`close`), when the session's durability
+barrier runs (``Session.flush``), about :data:`FLUSH_AFTER` seconds after its first held chunk
+(so a slow stream is durable within that bound) and when :data:`MAX_HELD` chunks are held. The
+time bound is one timer per event loop shared by every open response (armed while any holds
+chunks), not a timer per response: a response that streams within one loop iteration (a
+zero-latency model) costs no timer at all. A crash loses at most the chunks not yet in a batch; crash
+repair closes the step and turn as before, and a rebuilt view shows what the batches hold.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import weakref
+from collections.abc import Callable, Container, Mapping
+from typing import Any, Protocol
+
+from .._hook_names import SESSION_CHUNK
+from ..events import ASSISTANT_CHUNK
+from ._frozen import FrozenDict, wrap_frozen
+
+
+class _Owner(Protocol):
+    """The slice of ``Session`` a ``ChunkLog`` uses (a Protocol: no import circle)."""
+
+    @property
+    def state(self) -> str: ...
+
+    def append(self, type: str, data: Any = None) -> Any: ...
+
+    def announce_chunk(self, log: ChunkLog, chunk: FrozenDict) -> None: ...
+
+    def close_chunks(self, log: ChunkLog) -> None: ...
+
+
+__all__ = ["FLUSH_AFTER", "MAX_HELD", "ChunkLog"]
+
+FLUSH_AFTER = 0.1
+"""Seconds a streamed chunk waits at most before it is logged (while the loop runs)."""
+MAX_HELD = 1024
+"""Chunks held at most before they are logged as one batch."""
+
+_DELTAS = frozenset({"text-delta", "reasoning-delta"})
+_BLOCK_TYPES = frozenset({"block-start", "tool-call-delta", "block-end"})
+_now = time.monotonic
+
+
+class _Flusher:
+    """The time bound of the open responses of one event loop: those holding chunks, by the
+    time their first held chunk arrived (insertion order is time order), and one timer that
+    flushes those older than ``FLUSH_AFTER``. Keyed by loop (:func:`_flusher`), so a timer
+    only ever flushes responses of its own loop."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.waiting: dict[ChunkLog, float] = {}
+        self.timer: asyncio.TimerHandle | None = None
+
+    def hold(self, log: ChunkLog) -> None:
+        self.waiting[log] = _now()
+        if self.timer is None:
+            self.timer = self.loop.call_later(FLUSH_AFTER, self.fire)
+
+    def fire(self) -> None:
+        self.timer = None
+        now = _now()
+        waiting = self.waiting
+        for log, since in list(waiting.items()):
+            if now - since < FLUSH_AFTER:
+                break
+            waiting.pop(log, None)
+            if not log.closed and log.writable():
+                log.flush()
+        if waiting and not self.loop.is_closed():
+            delay = FLUSH_AFTER - (now - next(iter(waiting.values())))
+            self.timer = self.loop.call_later(max(delay, 0.0), self.fire)
+
+
+_FLUSHERS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Flusher] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _flusher() -> _Flusher | None:
+    """The running loop's flusher (``None`` without a running loop: a synchronous caller,
+    bounded by close, the barrier and ``MAX_HELD``)."""
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+    flusher = _FLUSHERS.get(loop)
+    if flusher is None:
+        flusher = _FLUSHERS[loop] = _Flusher(loop)
+    return flusher
+
+
+Resolve = Callable[[int], Mapping[str, Any] | None]
+"""``resolve(index)``: the assembled block ``index`` as JSON, or ``None`` when unknown."""
+
+
+class ChunkLog:
+    """The durable side of one streamed response of ``session`` (see the module docstring).
+
+    Built by ``Session.open_chunks(turn, step, resolve)``; :meth:`add` each chunk (frozen
+    JSON) in stream order, then :meth:`close` (idempotent) for the seqs of the batches logged.
+    """
+
+    __slots__ = (
+        "_flusher",
+        "_held",
+        "_listened",
+        "_open_tools",
+        "_pending",
+        "_run",
+        "_run_key",
+        "_session",
+        "closed",
+        "resolve",
+        "seqs",
+        "step",
+        "turn",
+    )
+
+    def __init__(
+        self,
+        session: _Owner,
+        turn: int,
+        step: int,
+        resolve: Resolve,
+        listened: Container[str] = frozenset(),
+    ) -> None:
+        self._session = session
+        self._listened = listened  # the session's live listened names (``session/chunk``?)
+        self.turn = turn
+        self.step = step
+        self.resolve = resolve
+        self.seqs: list[int] = []
+        self.closed = False
+        self._pending: list[Any] = []  # coalesced chunks not logged yet
+        self._run: list[str] = []  # texts of the delta run being coalesced
+        self._run_key: tuple[str, int] | None = None  # (type, index) of that run
+        self._open_tools: dict[int, list[Any]] = {}  # tool-call blocks held until their end
+        self._held = 0  # chunks added since the last batch
+        self._flusher: _Flusher | None = None  # the time bound of its loop, once it held any
+
+    def add(self, chunk: FrozenDict) -> None:
+        """Announce ``chunk`` live (``session/chunk``) and hold it for the next batch."""
+        if SESSION_CHUNK in self._listened:  # fast path: nobody watches, no payload
+            self._session.announce_chunk(self, chunk)
+        ctype = chunk["type"]
+        if ctype in _DELTAS and len(chunk) == 3:  # exactly type, index, text: coalescable
+            key = (ctype, chunk["index"])
+            if key != self._run_key:
+                self._end_run()
+                self._run_key = key
+            self._run.append(chunk["text"])
+        else:
+            if self._run_key is not None:
+                self._end_run()
+            if ctype in _BLOCK_TYPES:
+                self._hold(ctype, chunk)
+            else:  # usage, finish: as streamed
+                self._pending.append(chunk)
+        held = self._held = self._held + 1
+        if held == 1:
+            self._wait()
+        elif held >= MAX_HELD:
+            self.flush()
+
+    def _hold(self, ctype: str, chunk: FrozenDict) -> None:
+        index: int = chunk.get("index", -1)
+        tools = self._open_tools
+        if ctype == "block-start" and chunk.get("block_type") == "tool-call":
+            tools[index] = [chunk]
+        elif ctype == "tool-call-delta":
+            tools.setdefault(index, []).append(chunk)
+        elif ctype == "block-end" and index in tools:
+            raw = tools.pop(index)
+            if chunk.get("block") is not None:
+                self._pending.append(chunk)  # the adapter's block replaces the deltas
+                return
+            block = self.resolve(index)
+            if block is None:  # nothing to fold them into: keep the stream as it came
+                self._pending.extend(raw)
+                self._pending.append(chunk)
+            else:
+                self._pending.append(wrap_frozen({"type": ctype, "index": index, "block": block}))
+        else:
+            self._pending.append(chunk)
+
+    def _end_run(self) -> None:
+        key = self._run_key
+        if key is not None:
+            text = self._run[0] if len(self._run) == 1 else "".join(self._run)
+            self._pending.append(wrap_frozen({"type": key[0], "index": key[1], "text": text}))
+            self._run = []
+            self._run_key = None
+
+    def _wait(self) -> None:
+        """Start the time bound of the chunks now held."""
+        flusher = self._flusher
+        if flusher is None:
+            flusher = self._flusher = _flusher()
+            if flusher is None:
+                return
+        flusher.hold(self)
+
+    def writable(self) -> bool:
+        """Whether the session still takes appends (it is not detached)."""
+        return self._session.state != "detached"
+
+    def held(self) -> list[Any]:
+        """The chunks announced but not logged yet, coalesced, in the order a fold needs them
+        (what a view that starts mid-stream folds after the log)."""
+        out = list(self._pending)
+        key = self._run_key
+        if key is not None:
+            out.append(wrap_frozen({"type": key[0], "index": key[1], "text": "".join(self._run)}))
+        for raw in self._open_tools.values():
+            out.extend(raw)
+        return out
+
+    def flush(self) -> None:
+        """Log what is held (except open tool-call blocks) as one batch; a no-op when nothing
+        is. Raises like ``Session.append``."""
+        self._end_run()
+        flusher = self._flusher
+        if flusher is not None:
+            flusher.waiting.pop(self, None)
+        pending = self._pending
+        # Tool chunks still open stay held: their block is logged once, when it ends.
+        self._held = sum(map(len, self._open_tools.values()))
+        if self._held:
+            self._wait()
+        if not pending:
+            return
+        self._pending = []
+        data = wrap_frozen({"turn": self.turn, "step": self.step, "chunks": tuple(pending)})
+        self.seqs.append(self._session.append(ASSISTANT_CHUNK, data).seq)
+
+    def close(self) -> list[int]:
+        """Log everything held (a tool-call block that never ended as streamed), stop, and
+        return the seqs of the batches logged. Idempotent."""
+        if not self.closed:
+            self.closed = True
+            for raw in self._open_tools.values():
+                self._end_run()
+                self._pending.extend(raw)
+            self._open_tools.clear()
+            try:
+                if self.writable():
+                    self.flush()
+            finally:
+                if self._flusher is not None:
+                    self._flusher.waiting.pop(self, None)
+                self._session.close_chunks(self)
+        return self.seqs
+
+    def __repr__(self) -> str:
+        return f"<ChunkLog turn={self.turn} step={self.step} batches={len(self.seqs)}>"

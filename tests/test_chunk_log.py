@@ -1,0 +1,233 @@
+"""A streamed response is logged coalesced and announced live: views see every chunk as it
+streams (``session/chunk``), the log holds the same content in a few ``assistant/chunk``
+batches (a tool-call block once, when it ends), and everything rebuilt from the log (the
+message, a view, a replay, crash repair) matches what was shown live."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from _log_state import derived_state
+from _loop_helpers import WAIT, chunk_text, events, make_app, new_agent, run, wait_for
+
+from agentloop_nb.app import App
+from agentloop_nb.events import logged_chunks
+from agentloop_nb.jupyter.fold import SessionFeed, Transcript
+from agentloop_nb.llm import (
+    CHUNK_ADAPTER,
+    BlockEnd,
+    BlockStart,
+    ReasoningDelta,
+    TextDelta,
+    ToolCallDelta,
+    assemble,
+)
+from agentloop_nb.messages import AssistantMessage
+from agentloop_nb.session import JsonlPersistence
+from agentloop_nb.session._chunklog import MAX_HELD
+from agentloop_nb.testing import combine, hang_after, text, tool_call
+from agentloop_nb.tools import tool
+
+pytestmark = pytest.mark.anyio
+
+
+@tool
+def noop(q: int = 0) -> str:
+    """Do nothing."""
+    return "ok"
+
+
+@pytest.fixture
+async def app() -> Any:
+    app = make_app()
+    app.ctx.tools.register(noop)
+    yield app
+    await app.aclose()
+
+
+def _logged(agent: Any) -> list[Any]:
+    """Every logged chunk, typed, in log order."""
+    return [
+        CHUNK_ADAPTER.validate_python(json.loads(json.dumps(c)))
+        for e in events(agent, "assistant/chunk")
+        for c in logged_chunks(e.data)
+    ]
+
+
+def _items(transcript: Transcript) -> list[Any]:
+    # A live view times a call's end at its settling (``tools/settled``, not logged): the one
+    # difference a log cannot hold, and not about chunks.
+    live_only = ("settled", "ended")
+    return [
+        (i.kind, i.turn, {k: v for k, v in i.data.items() if k not in live_only}, i.text)
+        for i in transcript.items
+    ]
+
+
+async def test_a_tool_step_logs_six_events_its_stream_one_batch(app: App) -> None:
+    agent, _ = new_agent(app, tool_call("c1", "noop", {"q": 1}, text="let me see"), text("ok"))
+    await run(agent)
+    step = [e.type for e in agent.session.events if e.data.get("step") == 1]
+    assert step == [
+        "step/start",
+        "assistant/chunk",
+        "assistant/message",
+        "tool/call",
+        "tool/result",
+        "step/end",
+    ]
+    (batch, _) = events(agent, "assistant/chunk")
+    tool_chunks = [c for c in batch.data["chunks"] if c.get("index") == 1]
+    block = {"type": "tool-call", "id": "c1", "name": "noop", "arguments": '{"q": 1}'}
+    assert tool_chunks == [{"type": "block-end", "index": 1, "block": block}]
+
+
+async def test_live_listeners_see_every_chunk_as_it_streams(app: App) -> None:
+    stream = tool_call("c1", "noop", {"q": 1}, text="let me see")
+    agent, _ = new_agent(app, stream, text("ok"))
+    seen: list[tuple[int, int, Any]] = []
+    logged_before: list[int] = []
+
+    def on_chunk(payload: Any) -> None:
+        seen.append((payload.turn, payload.step, payload.chunk))
+        logged_before.append(len(payload.session.events))
+
+    app.ctx.on("session/chunk", on_chunk)
+    await run(agent)
+    first = [c for t, s, c in seen if (t, s) == (1, 1)]
+    assert first == [c.model_dump(mode="json", exclude_none=True) for c in stream]
+    # Announced before the log holds them: the batch comes after the last chunk.
+    (batch, _) = events(agent, "assistant/chunk")
+    assert max(logged_before[: len(first)]) <= batch.seq
+
+
+@pytest.mark.parametrize(
+    "stream",
+    [
+        text("héllo world"),
+        combine(tool_call("a", "noop", {"q": 1}), tool_call("b", "noop", {"q": 2}, text="x")),
+        [
+            BlockStart(index=0, block_type="reasoning"),
+            ReasoningDelta(index=0, text="think"),
+            ReasoningDelta(index=0, text="ing"),
+            BlockEnd(index=0),
+            ToolCallDelta(index=1, id="c", name="noop", arguments_delta='{"q"'),
+            ToolCallDelta(index=1, id="c", name="noop", arguments_delta=": 3}"),
+            BlockEnd(index=1),
+            TextDelta(index=2, text="done"),
+            *text("")[-2:],
+        ],
+    ],
+    ids=["text", "two-calls", "implicit-blocks"],
+)
+async def test_the_logged_batches_assemble_into_the_logged_message(
+    app: App, stream: list[Any]
+) -> None:
+    agent, _ = new_agent(app, stream, text("end"), text("end"))
+    await run(agent)
+    first = events(agent, "assistant/message")[0]
+    batches = [agent.session.events[s] for s in first.source_event_seqs]
+    chunks = [
+        CHUNK_ADAPTER.validate_python(json.loads(json.dumps(c)))
+        for b in batches
+        for c in b.data["chunks"]
+    ]
+    message, _, _ = assemble(chunks)
+    assert message == AssistantMessage.model_validate(first.data["message"])
+    assert message == assemble(stream)[0]
+
+
+async def test_a_long_stream_is_logged_in_bounded_batches(app: App) -> None:
+    answer = "x" * (2 * MAX_HELD + 10)
+    agent, _ = new_agent(app, text(answer))
+    await run(agent)
+    batches = events(agent, "assistant/chunk")
+    assert len(batches) == 3  # a batch per MAX_HELD chunks, then the rest at the end
+    assert all(len(b.data["chunks"]) <= 2 for b in batches[:2])
+    assert assemble(_logged(agent))[0].content[0].text == answer  # type: ignore[union-attr]
+
+
+async def test_a_view_built_from_the_log_equals_the_live_view(app: App) -> None:
+    stream = combine(tool_call("a", "noop", {"q": 1}, text="first"), tool_call("b", "noop", {}))
+    agent, _ = new_agent(app, stream, text("all done"))
+    live = SessionFeed(agent.session, agent.ctx)
+    await run(agent)
+    rebuilt = Transcript()
+    rebuilt.feed_all(agent.session.events)
+    assert _items(rebuilt) == _items(live.transcript)
+    assert rebuilt.text() == live.transcript.text()
+    assert "tool noop" in rebuilt.text() and "all done" in rebuilt.text()
+    live.close()
+
+
+async def test_a_slow_stream_is_logged_while_it_hangs_and_a_late_view_shows_it(
+    app: App,
+) -> None:
+    partial = [
+        BlockStart(index=0, block_type="text"),
+        TextDelta(index=0, text="so far "),
+        TextDelta(index=0, text="so good"),
+        BlockStart(index=1, block_type="tool-call"),
+        ToolCallDelta(index=1, id="c", name="noop", arguments_delta="{"),
+    ]
+    agent, _ = new_agent(app, hang_after(partial))
+    agent.followup("hi")
+    # Held chunks become durable within FLUSH_AFTER though the stream never ends.
+    batch = await wait_for(agent, chunk_text("so far so good"))
+    # The open tool-call block stays held: it is logged once, when it ends.
+    assert [c["type"] for c in batch.data["chunks"]] == ["block-start", "text-delta"]
+    late = SessionFeed(agent.session, agent.ctx)  # opened mid-stream
+    assert "so far so good" in late.transcript.text()
+    assert late.transcript.items[-1].kind == "tool"  # the held call, as streamed so far
+    agent.cancel("user")
+    with anyio.fail_after(WAIT):
+        await agent.when_idle()
+    rebuilt = Transcript()
+    rebuilt.feed_all(agent.session.events)
+    # The cut call was logged as streamed when the response closed: shown dropped in both.
+    assert _items(rebuilt) == _items(late.transcript)
+    assert "[dropped]" in rebuilt.text() and "so far so good [interrupted]" in rebuilt.text()
+    late.close()
+
+
+async def test_a_crash_mid_stream_keeps_the_logged_text_and_repair_closes_the_turn(
+    tmp_path: Path,
+) -> None:
+    root = tmp_path / "live"
+    app = make_app(persistence=JsonlPersistence(root))
+    partial = [BlockStart(index=0, block_type="text"), TextDelta(index=0, text="half a thought")]
+    agent, _ = new_agent(app, hang_after(partial))
+    agent.followup("hi")
+    await wait_for(agent, chunk_text("half a thought"))
+    await agent.session.flush()  # durable: what a kill -9 now leaves on disk
+    crashed = tmp_path / "crashed"
+    crashed.mkdir()
+    name = f"{agent.session.id}.jsonl"
+    shutil.copy(root / name, crashed / name)
+    agent.cancel("user")
+    await app.aclose()
+    state = derived_state(crashed, agent.session.id)
+    assert [t for t, _ in state["repaired"]] == ["step/end", "turn/end"]
+    assert state["messages"][-1]["role"] == "user"  # the cut answer never reached the model
+    assert "assistant: half a thought" in state["text"]
+    assert state["text"].endswith("── turn 1 ended: interrupted ──")
+
+
+async def test_the_flush_barrier_logs_what_streamed_so_far(app: App) -> None:
+    partial = [BlockStart(index=0, block_type="text"), TextDelta(index=0, text="abc")]
+    agent, _ = new_agent(app, hang_after(partial))
+    announced = anyio.Event()
+    app.ctx.on("session/chunk", lambda p: announced.set() if p.chunk.get("text") == "abc" else None)
+    agent.followup("hi")
+    with anyio.fail_after(WAIT):
+        await announced.wait()
+    await agent.session.flush()
+    assert any(chunk_text("abc")(e) for e in agent.session.events)
+    agent.cancel("user")
+    with anyio.fail_after(WAIT):
+        await agent.when_idle()
