@@ -120,26 +120,38 @@ def dangling_calls(messages: Sequence[Any]) -> list[str]:
 # -- waiting on the log ----------------------------------------------------------------------
 
 
-async def wait_for(agent: Agent, predicate: Callable[[SessionEvent], bool]) -> SessionEvent:
-    """The first logged event of ``agent`` matching ``predicate`` (already logged or future)."""
-    for e in agent.session.events:
-        if predicate(e):
-            return e
-    found: list[SessionEvent] = []
+async def _first_announced(
+    agent: Agent, hook: str, field: str, already: Any, predicate: Callable[[Any], bool]
+) -> Any:
+    """The first of ``already`` matching ``predicate``, else the first ``payload.<field>`` of
+    ``agent``'s session announced on ``hook`` that matches (within ``WAIT``)."""
+    for item in already:
+        if predicate(item):
+            return item
+    found: list[Any] = []
     done = anyio.Event()
 
-    def on_event(payload: Any) -> None:
-        if not found and payload.session is agent.session and predicate(payload.event):
-            found.append(payload.event)
+    def on_payload(payload: Any) -> None:
+        item = getattr(payload, field)
+        if not found and payload.session is agent.session and predicate(item):
+            found.append(item)
             done.set()
 
-    off = agent.ctx.root.on("session/event", on_event)
+    off = agent.ctx.root.on(hook, on_payload)
     try:
         with anyio.fail_after(WAIT):
             await done.wait()
     finally:
         off()
     return found[0]
+
+
+async def wait_for(agent: Agent, predicate: Callable[[SessionEvent], bool]) -> SessionEvent:
+    """The first logged event of ``agent`` matching ``predicate`` (already logged or future)."""
+    event: SessionEvent = await _first_announced(
+        agent, "session/event", "event", agent.session.events, predicate
+    )
+    return event
 
 
 async def wait_for_chunk(agent: Agent, predicate: Callable[[Any], bool]) -> Any:
@@ -147,24 +159,8 @@ async def wait_for_chunk(agent: Agent, predicate: Callable[[Any], bool]) -> Any:
     live on ``session/chunk`` (already announced and still held, or future): what a view
     sees, before the log holds it."""
     streaming = agent.session.streaming
-    for chunk in streaming.held() if streaming is not None else ():
-        if predicate(chunk):
-            return chunk
-    found: list[Any] = []
-    done = anyio.Event()
-
-    def on_chunk(payload: Any) -> None:
-        if not found and payload.session is agent.session and predicate(payload.chunk):
-            found.append(payload.chunk)
-            done.set()
-
-    off = agent.ctx.root.on("session/chunk", on_chunk)
-    try:
-        with anyio.fail_after(WAIT):
-            await done.wait()
-    finally:
-        off()
-    return found[0]
+    held = streaming.held() if streaming is not None else ()
+    return await _first_announced(agent, "session/chunk", "chunk", held, predicate)
 
 
 def is_type(type: str, **fields: Any) -> Callable[[SessionEvent], bool]:
