@@ -14,7 +14,7 @@ This module is a leaf: it imports nothing from the package, so any layer may use
 from __future__ import annotations
 
 import builtins
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Literal, NotRequired, TypedDict
@@ -66,7 +66,6 @@ __all__ = [
     "TurnEndReason",
     "TurnStartData",
     "UserMessageData",
-    "logged_chunks",
 ]
 
 # -- type names ------------------------------------------------------------------------------
@@ -220,30 +219,16 @@ class RequestHeaderData(TypedDict):
     reason: Literal["initial", "resume", "change"]
 
 
-class _AssistantChunkRequired(TypedDict):
+class AssistantChunkData(TypedDict):
+    """``chunk``: one stream chunk as JSON (``type`` plus its fields). Logged coalesced (log
+    version 2): consecutive text (or reasoning) deltas of a block are one delta of their
+    joined text, and a tool-call block is one ``block-end`` carrying the assembled block,
+    logged when the block completes; every chunk is announced live on ``session/chunk``.
+    Version-1 logs hold every chunk as streamed, in the same form."""
+
     turn: int
     step: int
-
-
-class AssistantChunkData(_AssistantChunkRequired, total=False):
-    """``chunks``: stream chunks as JSON (``type`` plus its fields), in stream order and
-    coalesced: consecutive text (or reasoning) deltas of a block are one delta of their joined
-    text, and a tool-call block is one ``block-end`` carrying the assembled block, logged when
-    the block completes. Session logs of version 1 hold ``chunk`` instead: one chunk per
-    event, as streamed (read with :func:`logged_chunks`)."""
-
-    chunks: list[dict[str, Any]]
     chunk: dict[str, Any]
-
-
-def logged_chunks(data: Mapping[str, Any]) -> Sequence[Mapping[str, Any]]:
-    """The chunks an ``assistant/chunk`` event's ``data`` holds, in stream order: its
-    ``chunks`` (version 2), or its one ``chunk`` (version 1); empty when it holds neither."""
-    chunks = data.get("chunks")
-    if chunks is not None:
-        return chunks
-    chunk = data.get("chunk")
-    return () if chunk is None else (chunk,)
 
 
 class _AssistantMessageRequired(TypedDict):
@@ -411,8 +396,8 @@ _CORE = (
     _spec(
         ASSISTANT_CHUNK,
         AssistantChunkData,
-        "Streamed chunks of a model response, coalesced (several per event; views see each "
-        "chunk live on `session/chunk`).",
+        "One chunk of a model response, logged coalesced (a text block's deltas joined, a "
+        "tool-call block once, when it ends); views see every chunk live on `session/chunk`.",
     ),
     _spec(
         ASSISTANT_MESSAGE,

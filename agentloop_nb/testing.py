@@ -36,7 +36,6 @@ from typing import Any, TypeAlias
 
 from ._json import dumps_arguments
 from .errors import InvalidValueError
-from .events import logged_chunks
 from .llm import (
     CHUNK_ADAPTER,
     Aborted,
@@ -258,8 +257,8 @@ class ReplayModel:
     """An adapter that replays a recorded session's model calls, in order.
 
     The i-th request is answered with the i-th recorded call's chunks: a successful call's
-    ``assistant/chunk`` events (as logged: coalesced batches, or one chunk per event in a
-    version-1 log; both assemble into the recorded message), or the chunks of a failed attempt (``assistant/attempt``), so a
+    ``assistant/chunk`` events (as logged: coalesced, or as streamed in a version-1 log; both
+    assemble into the recorded message), or the chunks of a failed attempt (``assistant/attempt``), so a
     retried failure replays as the same failure followed by the same retry. In ``strict`` mode
     each request's messages are first compared with the ones the recording's log derives at
     that point (message ids are not compared: they are minted afresh on every run); the first
@@ -333,11 +332,7 @@ def _recorded_calls(header: Any, events: Sequence[Any]) -> list[RecordedCall]:
     out: list[RecordedCall] = []
     for first, seqs in calls:
         prefix = store.prepare(header=header, events=events[:first])
-        chunks = tuple(
-            CHUNK_ADAPTER.validate_python(_thaw(chunk))
-            for s in seqs
-            for chunk in logged_chunks(events[s].data)  # either log version
-        )
+        chunks = tuple(CHUNK_ADAPTER.validate_python(_thaw(events[s].data["chunk"])) for s in seqs)
         out.append(RecordedCall(chunks, tuple(prefix.derive_messages())))
     return out
 

@@ -11,7 +11,6 @@ from typing import Any
 import anyio
 
 from agentloop_nb.app import App
-from agentloop_nb.events import logged_chunks
 from agentloop_nb.loop import Agent, AgentOptions
 from agentloop_nb.messages import AssistantMessage, ToolResultMessage
 from agentloop_nb.session import Session, SessionEvent
@@ -169,11 +168,9 @@ def is_type(type: str, **fields: Any) -> Callable[[SessionEvent], bool]:
 
 
 def chunk_text(text: str) -> Callable[[SessionEvent], bool]:
-    """Predicate: an ``assistant/chunk`` batch holding a text delta ``text`` (a held chunk is
-    logged within ``FLUSH_AFTER`` even while its stream hangs)."""
-    return lambda e: (
-        e.type == "assistant/chunk" and any(c.get("text") == text for c in logged_chunks(e.data))
-    )
+    """Predicate: an ``assistant/chunk`` holding a text delta ``text`` (a held chunk is logged
+    within ``FLUSH_AFTER`` even while its stream hangs)."""
+    return lambda e: e.type == "assistant/chunk" and e.data["chunk"].get("text") == text
 
 
 # -- tools -----------------------------------------------------------------------------------

@@ -1,7 +1,8 @@
 """A streamed response is logged coalesced and announced live: views see every chunk as it
-streams (``session/chunk``), the log holds the same content in a few ``assistant/chunk``
-batches (a tool-call block once, when it ends), and everything rebuilt from the log (the
-message, a view, a replay, crash repair) matches what was shown live."""
+streams (``session/chunk``), the log holds the same content in fewer ``assistant/chunk``
+events, each with one ``chunk`` (a text block's deltas joined, a tool-call block once, when it
+ends), and everything rebuilt from the log (the message, a view, a replay, crash repair)
+matches what was shown live."""
 
 from __future__ import annotations
 
@@ -16,7 +17,6 @@ from _log_state import derived_state
 from _loop_helpers import WAIT, chunk_text, events, make_app, new_agent, run, wait_for
 
 from agentloop_nb.app import App
-from agentloop_nb.events import logged_chunks
 from agentloop_nb.jupyter.fold import SessionFeed, Transcript
 from agentloop_nb.llm import (
     CHUNK_ADAPTER,
@@ -52,10 +52,15 @@ async def app() -> Any:
 
 def _logged(agent: Any) -> list[Any]:
     """Every logged chunk, typed, in log order."""
+    return [CHUNK_ADAPTER.validate_python(json.loads(json.dumps(c))) for c in _chunks(agent)]
+
+
+def _chunks(agent: Any, step: int | None = None) -> list[Any]:
+    """The logged chunks (JSON), in log order, of every step or of ``step``."""
     return [
-        CHUNK_ADAPTER.validate_python(json.loads(json.dumps(c)))
+        e.data["chunk"]
         for e in events(agent, "assistant/chunk")
-        for c in logged_chunks(e.data)
+        if step is None or e.data["step"] == step
     ]
 
 
@@ -69,22 +74,29 @@ def _items(transcript: Transcript) -> list[Any]:
     ]
 
 
-async def test_a_tool_step_logs_six_events_its_stream_one_batch(app: App) -> None:
+async def test_a_tool_call_block_is_logged_once_when_it_ends_and_text_deltas_joined(
+    app: App,
+) -> None:
     agent, _ = new_agent(app, tool_call("c1", "noop", {"q": 1}, text="let me see"), text("ok"))
     await run(agent)
+    block = {"type": "tool-call", "id": "c1", "name": "noop", "arguments": '{"q": 1}'}
+    assert _chunks(agent, step=1) == [
+        {"type": "block-start", "index": 0, "block_type": "text"},
+        {"type": "text-delta", "index": 0, "text": "let me see"},  # ten deltas streamed
+        {"type": "block-end", "index": 0},
+        {"type": "block-end", "index": 1, "block": block},  # four chunks streamed
+        {"type": "usage", "usage": {"input_tokens": 10, "output_tokens": 18}},
+        {"type": "finish", "reason": {"kind": "tool-calls"}},
+    ]
     step = [e.type for e in agent.session.events if e.data.get("step") == 1]
     assert step == [
         "step/start",
-        "assistant/chunk",
+        *["assistant/chunk"] * 6,
         "assistant/message",
         "tool/call",
         "tool/result",
         "step/end",
     ]
-    (batch, _) = events(agent, "assistant/chunk")
-    tool_chunks = [c for c in batch.data["chunks"] if c.get("index") == 1]
-    block = {"type": "tool-call", "id": "c1", "name": "noop", "arguments": '{"q": 1}'}
-    assert tool_chunks == [{"type": "block-end", "index": 1, "block": block}]
 
 
 async def test_live_listeners_see_every_chunk_as_it_streams(app: App) -> None:
@@ -101,9 +113,9 @@ async def test_live_listeners_see_every_chunk_as_it_streams(app: App) -> None:
     await run(agent)
     first = [c for t, s, c in seen if (t, s) == (1, 1)]
     assert first == [c.model_dump(mode="json", exclude_none=True) for c in stream]
-    # Announced before the log holds them: the batch comes after the last chunk.
-    (batch, _) = events(agent, "assistant/chunk")
-    assert max(logged_before[: len(first)]) <= batch.seq
+    # Announced before the log holds them: the response is logged after its last chunk.
+    logged = [e for e in events(agent, "assistant/chunk") if e.data["step"] == 1]
+    assert max(logged_before[: len(first)]) <= logged[0].seq
 
 
 @pytest.mark.parametrize(
@@ -125,30 +137,30 @@ async def test_live_listeners_see_every_chunk_as_it_streams(app: App) -> None:
     ],
     ids=["text", "two-calls", "implicit-blocks"],
 )
-async def test_the_logged_batches_assemble_into_the_logged_message(
+async def test_the_logged_chunks_assemble_into_the_logged_message(
     app: App, stream: list[Any]
 ) -> None:
     agent, _ = new_agent(app, stream, text("end"), text("end"))
     await run(agent)
     first = events(agent, "assistant/message")[0]
-    batches = [agent.session.events[s] for s in first.source_event_seqs]
+    sources = [agent.session.events[s] for s in first.source_event_seqs]
+    assert {e.type for e in sources} == {"assistant/chunk"}
     chunks = [
-        CHUNK_ADAPTER.validate_python(json.loads(json.dumps(c)))
-        for b in batches
-        for c in b.data["chunks"]
+        CHUNK_ADAPTER.validate_python(json.loads(json.dumps(e.data["chunk"]))) for e in sources
     ]
     message, _, _ = assemble(chunks)
     assert message == AssistantMessage.model_validate(first.data["message"])
     assert message == assemble(stream)[0]
 
 
-async def test_a_long_stream_is_logged_in_bounded_batches(app: App) -> None:
+async def test_a_long_stream_is_logged_every_max_held_chunks(app: App) -> None:
     answer = "x" * (2 * MAX_HELD + 10)
     agent, _ = new_agent(app, text(answer))
     await run(agent)
-    batches = events(agent, "assistant/chunk")
-    assert len(batches) == 3  # a batch per MAX_HELD chunks, then the rest at the end
-    assert all(len(b.data["chunks"]) <= 2 for b in batches[:2])
+    deltas = [c["text"] for c in _chunks(agent) if c["type"] == "text-delta"]
+    # Held chunks are logged every MAX_HELD (the first batch also held the block start),
+    # then the rest when the response closes.
+    assert [len(d) for d in deltas] == [MAX_HELD - 1, MAX_HELD, 11]
     assert assemble(_logged(agent))[0].content[0].text == answer  # type: ignore[union-attr]
 
 
@@ -178,9 +190,9 @@ async def test_a_slow_stream_is_logged_while_it_hangs_and_a_late_view_shows_it(
     agent, _ = new_agent(app, hang_after(partial))
     agent.followup("hi")
     # Held chunks become durable within FLUSH_AFTER though the stream never ends.
-    batch = await wait_for(agent, chunk_text("so far so good"))
+    await wait_for(agent, chunk_text("so far so good"))
     # The open tool-call block stays held: it is logged once, when it ends.
-    assert [c["type"] for c in batch.data["chunks"]] == ["block-start", "text-delta"]
+    assert [c["type"] for c in _chunks(agent)] == ["block-start", "text-delta"]
     late = SessionFeed(agent.session, agent.ctx)  # opened mid-stream
     assert "so far so good" in late.transcript.text()
     assert late.transcript.items[-1].kind == "tool"  # the held call, as streamed so far

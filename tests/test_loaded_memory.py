@@ -25,13 +25,13 @@ def test_equal_small_dicts_of_a_loaded_log_are_one_frozen_object(tmp_path: Path)
         [
             {"turn": 1, "step": 2},
             {"turn": 1, "step": 2},
-            {"chunks": [{"type": "block-end", "index": 0}, {"type": "block-end", "index": 0}]},
+            {"pair": [{"type": "block-end", "index": 0}, {"type": "block-end", "index": 0}]},
             {"turn": 1, "step": 3},
         ],
     )
     _, events = JsonlPersistence(tmp_path).load("m")
     assert events[0].data is events[1].data and type(events[0].data) is FrozenDict
-    first, second = events[2].data["chunks"]
+    first, second = events[2].data["pair"]
     assert first is second and first == {"type": "block-end", "index": 0}
     assert events[3].data == {"turn": 1, "step": 3} and events[3].data is not events[0].data
 

@@ -244,22 +244,24 @@ async def test_request_header_is_logged_only_when_it_changes(app: App) -> None:
     assert header is not None and "a new section" in header["system"]
 
 
-async def test_a_streamed_answer_is_logged_as_one_batch_the_message_points_at(app: App) -> None:
+async def test_a_streamed_answer_is_logged_coalesced_and_the_message_points_at_it(
+    app: App,
+) -> None:
     agent, _model = new_agent(app, text("hey"))
     await run(agent)
-    (batch,) = events(agent, "assistant/chunk")
-    assert (batch.data["turn"], batch.data["step"]) == (1, 1)
+    chunks = events(agent, "assistant/chunk")
+    assert all((c.data["turn"], c.data["step"]) == (1, 1) for c in chunks)
     # The three one-letter deltas are one delta of their joined text.
-    assert [c["type"] for c in batch.data["chunks"]] == [
+    assert [c.data["chunk"]["type"] for c in chunks] == [
         "block-start",
         "text-delta",
         "block-end",
         "usage",
         "finish",
     ]
-    assert batch.data["chunks"][1] == {"type": "text-delta", "index": 0, "text": "hey"}
+    assert chunks[1].data["chunk"] == {"type": "text-delta", "index": 0, "text": "hey"}
     (message,) = events(agent, "assistant/message")
-    assert list(message.source_event_seqs) == [batch.seq]
+    assert list(message.source_event_seqs) == [c.seq for c in chunks]
     assert message.data["message"] == {
         "role": "assistant",
         "content": ({"type": "text", "text": "hey"},),
@@ -290,10 +292,10 @@ async def test_every_chunk_kind_is_logged_as_its_json_dump_coalesced(app: App) -
     failed = Finish(reason=ErrorFinish(message="boom", code="SERVER", status=503, retry_after=2))
     agent, _ = new_agent(app, chunks, [failed])
     await run(agent)
-    (batch,) = events(agent, "assistant/chunk")
+    logged = [e.data["chunk"] for e in events(agent, "assistant/chunk")]
     dump = [c.model_dump(mode="json", exclude_none=True) for c in chunks]
     tool_block = {"type": "tool-call", "id": "c1", "name": "echo", "arguments": '{"text":"x"}'}
-    assert list(batch.data["chunks"]) == [
+    assert logged == [
         *dump[0:4],
         {"type": "text-delta", "index": 1, "text": "héllo"},
         dump[6],
@@ -304,7 +306,7 @@ async def test_every_chunk_kind_is_logged_as_its_json_dump_coalesced(app: App) -
     assert usage == {"input_tokens": 5, "output_tokens": 2, "cache_read_tokens": 1}
     await run(agent, "again")
     (attempt,) = events(agent, "assistant/attempt")
-    (chunk,) = agent.session.events[attempt.data["chunks"][0]].data["chunks"]
+    chunk = agent.session.events[attempt.data["chunks"][0]].data["chunk"]
     assert chunk == failed.model_dump(mode="json", exclude_none=True)
     assert type(chunk["reason"]["retry_after"]) is float
 

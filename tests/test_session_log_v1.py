@@ -1,9 +1,10 @@
-"""Version-1 session logs (one ``assistant/chunk`` per streamed chunk, ``data["chunk"]``) still
+"""Version-1 session logs (one ``assistant/chunk`` per streamed chunk, uncoalesced) still
 load: the same messages, the same crash repair and the same view as the code that wrote them
 derived (recorded in ``tests/recordings/v1/expected.json`` by ``make_v1_logs.py``)."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import shutil
 from pathlib import Path
@@ -13,7 +14,6 @@ import pytest
 from _log_state import derived_state
 from _loop_helpers import OPTIONS, make_app, run, scripted
 
-from agentloop_nb.events import logged_chunks
 from agentloop_nb.session import JsonlPersistence
 from agentloop_nb.testing import ReplayModel, text
 
@@ -36,15 +36,16 @@ def test_a_version_1_log_derives_the_messages_repair_and_view_it_derived_when_wr
     assert json.loads(json.dumps(derived_state(V1, name))) == _expected(name)
 
 
-def test_the_version_1_recording_holds_one_chunk_per_event() -> None:
-    # Guards the fixture: it must keep exercising the old form.
+def test_the_version_1_recording_holds_every_chunk_as_streamed() -> None:
+    # Guards the fixture: it must keep exercising the old form (deltas of a block one event
+    # each, a tool call's argument deltas logged).
     _, events = JsonlPersistence(V1).load("v1")
-    chunk_events = [e for e in events if e.type == "assistant/chunk"]
-    assert chunk_events and all("chunk" in e.data and "chunks" not in e.data for e in chunk_events)
-    assert all(len(logged_chunks(e.data)) == 1 for e in chunk_events)
+    types = [e.data["chunk"]["type"] for e in events if e.type == "assistant/chunk"]
+    assert "tool-call-delta" in types
+    assert any(a == b == "text-delta" for a, b in itertools.pairwise(types))
 
 
-async def test_a_resumed_version_1_log_goes_on_in_batches_under_its_old_header(
+async def test_a_resumed_version_1_log_goes_on_coalesced_under_its_old_header(
     tmp_path: Path,
 ) -> None:
     shutil.copy(V1 / "v1-crash.jsonl", tmp_path / "v1-crash.jsonl")
@@ -57,8 +58,9 @@ async def test_a_resumed_version_1_log_goes_on_in_batches_under_its_old_header(
     await app.aclose()
     header, events = JsonlPersistence(tmp_path).load("v1-crash")
     assert header.version == 1
-    batches = [e for e in events if e.type == "assistant/chunk" and "chunks" in e.data]
-    assert len(batches) == 1 and batches[0].data["turn"] == 4
+    new = [e.data["chunk"] for e in events if e.type == "assistant/chunk" and e.data["turn"] == 4]
+    deltas = [c["text"] for c in new if c["type"] == "text-delta"]
+    assert deltas == ["back again"]  # ten deltas streamed, one logged
     state = json.loads(json.dumps(derived_state(tmp_path, "v1-crash")))
     # Everything the old log derived is still there, followed by the new turn.
     assert state["messages"][: len(before["messages"])] == before["messages"]

@@ -3,8 +3,9 @@
 One attempt: build the proposal → ``agent/request`` waterfall → ``ctx.llm.prepare_call`` (the
 adapter's defaults, its retry policy and the exact adapter object) → ``request/header`` when it
 changed → stream through ``ctx.llm.stream(..., prepared=...)``, each chunk announced live on
-``session/chunk`` and logged coalesced in ``assistant/chunk`` batches (``Session.open_chunks``:
-a tool-call block once, when it ends, as the block the assembler built). A terminal error finish logs ``assistant/attempt`` and runs the
+``session/chunk`` and logged coalesced as ``assistant/chunk`` events (``Session.open_chunks``:
+a text block's deltas joined, a tool-call block once, when it ends, as the block the assembler
+built). A terminal error finish logs ``assistant/attempt`` and runs the
 ``agent/request-error`` waterfall; ``Retry()`` starts another attempt of the same step, any
 other answer raises the failure as an :class:`LlmError`. The system prompt is rendered once the
 attempt's config is prepared, so the loop's ``provider``/``model`` variables name the request
@@ -70,7 +71,7 @@ class _Agent(Protocol):
 @dataclass(slots=True)
 class Reply:
     """A settled model reply: the folded chunks, the finish kind (``None`` when the stream
-    ended without one) and the seqs of the ``assistant/chunk`` batches it was logged in."""
+    ended without one) and the seqs of the ``assistant/chunk`` events it was logged in."""
 
     assembler: BlockAssembler
     kind: str | None

@@ -1,8 +1,8 @@
 """``ChunkLog``: one streamed model response, announced chunk by chunk, logged coalesced.
 
 Live and durable are two paths. Every chunk is announced at once on ``session/chunk`` (views
-fold it as it streams); the durable log gets the same content in fewer events: ``assistant/
-chunk`` events of version 2, each holding a batch of ``chunks`` in stream order, where
+fold it as it streams); the durable log gets the same content in fewer ``assistant/chunk``
+events, each still ``{turn, step, chunk}`` with one chunk, in stream order, where
 
 - consecutive text (or reasoning) deltas of one block are one delta of their joined text;
 - a tool-call block is held until its ``block-end`` and logged as that one ``block-end``
@@ -12,15 +12,17 @@ chunk`` events of version 2, each holding a batch of ``chunks`` in stream order,
   shows it dropped), and is lost with the tail if the process dies first;
 - every other chunk (block starts and ends of text, usage, finish) is kept as is.
 
-Folding the batches through a ``BlockAssembler`` gives the same message as folding the stream.
+Folding the logged chunks through a ``BlockAssembler`` gives the same message as folding the
+stream.
 
-A batch is appended when the response closes (:meth:`close`), when the session's durability
-barrier runs (``Session.flush``), about :data:`FLUSH_AFTER` seconds after its first held chunk
-(so a slow stream is durable within that bound) and when :data:`MAX_HELD` chunks are held. The
-time bound is one timer per event loop shared by every open response (armed while any holds
-chunks), not a timer per response: a response that streams within one loop iteration (a
-zero-latency model) costs no timer at all. A crash loses at most the chunks not yet in a batch; crash
-repair closes the step and turn as before, and a rebuilt view shows what the batches hold.
+What is held is logged when the response closes (:meth:`close`), when the session's
+durability barrier runs (``Session.flush``), about :data:`FLUSH_AFTER` seconds after its first
+held chunk (so a slow stream is durable within that bound) and when :data:`MAX_HELD` chunks
+are held. The time bound is one timer per event loop shared by every open response (armed
+while any holds chunks), not a timer per response: a response that streams within one loop
+iteration (a zero-latency model) costs no timer at all. A crash loses at most the chunks not
+logged yet; crash repair closes the step and turn as before, and a rebuilt view shows what the
+log holds.
 """
 
 from __future__ import annotations
@@ -54,7 +56,7 @@ __all__ = ["FLUSH_AFTER", "MAX_HELD", "ChunkLog"]
 FLUSH_AFTER = 0.1
 """Seconds a streamed chunk waits at most before it is logged (while the loop runs)."""
 MAX_HELD = 1024
-"""Chunks held at most before they are logged as one batch."""
+"""Chunks held at most before they are logged."""
 
 _DELTAS = frozenset({"text-delta", "reasoning-delta"})
 _BLOCK_TYPES = frozenset({"block-start", "tool-call-delta", "block-end"})
@@ -118,7 +120,7 @@ class ChunkLog:
     """The durable side of one streamed response of ``session`` (see the module docstring).
 
     Built by ``Session.open_chunks(turn, step, resolve)``; :meth:`add` each chunk (frozen
-    JSON) in stream order, then :meth:`close` (idempotent) for the seqs of the batches logged.
+    JSON) in stream order, then :meth:`close` (idempotent) for the seqs of the events logged.
     """
 
     __slots__ = (
@@ -130,6 +132,7 @@ class ChunkLog:
         "_run",
         "_run_key",
         "_session",
+        "appending",
         "closed",
         "resolve",
         "seqs",
@@ -152,15 +155,19 @@ class ChunkLog:
         self.resolve = resolve
         self.seqs: list[int] = []
         self.closed = False
+        # True only while flush appends held chunks: the ``session/event`` of each was
+        # announced on ``session/chunk`` already (or is in a late view's ``held()``), so a
+        # live view skips it; any other ``assistant/chunk`` append is folded as logged.
+        self.appending = False
         self._pending: list[Any] = []  # coalesced chunks not logged yet
         self._run: list[str] = []  # texts of the delta run being coalesced
         self._run_key: tuple[str, int] | None = None  # (type, index) of that run
         self._open_tools: dict[int, list[Any]] = {}  # tool-call blocks held until their end
-        self._held = 0  # chunks added since the last batch
+        self._held = 0  # chunks added since the last flush
         self._flusher: _Flusher | None = None  # the time bound of its loop, once it held any
 
     def add(self, chunk: FrozenDict) -> None:
-        """Announce ``chunk`` live (``session/chunk``) and hold it for the next batch."""
+        """Announce ``chunk`` live (``session/chunk``) and hold it until it is logged."""
         if SESSION_CHUNK in self._listened:  # fast path: nobody watches, no payload
             self._session.announce_chunk(self, chunk)
         ctype = chunk["type"]
@@ -237,8 +244,8 @@ class ChunkLog:
         return out
 
     def flush(self) -> None:
-        """Log what is held (except open tool-call blocks) as one batch; a no-op when nothing
-        is. Raises like ``Session.append``."""
+        """Log what is held (except open tool-call blocks), one ``assistant/chunk`` per
+        coalesced chunk; a no-op when nothing is. Raises like ``Session.append``."""
         self._end_run()
         flusher = self._flusher
         if flusher is not None:
@@ -251,12 +258,20 @@ class ChunkLog:
         if not pending:
             return
         self._pending = []
-        data = wrap_frozen({"turn": self.turn, "step": self.step, "chunks": tuple(pending)})
-        self.seqs.append(self._session.append(ASSISTANT_CHUNK, data).seq)
+        append, seqs, turn, step = self._session.append, self.seqs, self.turn, self.step
+        self.appending = True
+        try:
+            for chunk in pending:
+                # fast path (benchmarks/bench_loop.py ingest): frozen here, not by append's
+                # walk (turn and step are the loop's own ints, each chunk is frozen JSON)
+                data = wrap_frozen({"turn": turn, "step": step, "chunk": chunk})
+                seqs.append(append(ASSISTANT_CHUNK, data).seq)
+        finally:
+            self.appending = False
 
     def close(self) -> list[int]:
         """Log everything held (a tool-call block that never ended as streamed), stop, and
-        return the seqs of the batches logged. Idempotent."""
+        return the seqs of the ``assistant/chunk`` events logged. Idempotent."""
         if not self.closed:
             self.closed = True
             for raw in self._open_tools.values():
@@ -273,4 +288,4 @@ class ChunkLog:
         return self.seqs
 
     def __repr__(self) -> str:
-        return f"<ChunkLog turn={self.turn} step={self.step} batches={len(self.seqs)}>"
+        return f"<ChunkLog turn={self.turn} step={self.step} logged={len(self.seqs)}>"

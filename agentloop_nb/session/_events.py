@@ -27,10 +27,10 @@ __all__ = [
 
 HEADER_VERSION = 2
 """The header ``version`` this package writes. Version 2 logs a model response's streamed
-chunks coalesced, several per ``assistant/chunk`` event (``data["chunks"]``); version 1 logged
-one chunk per event (``data["chunk"]``). Both are read (:data:`READ_VERSIONS`): the readers of
-chunk events accept either form event by event (``agentloop_nb.events.logged_chunks``), so a
-version-1 log resumed by this package goes on in the version-2 form under its old header."""
+chunks coalesced (a text block's deltas joined, a tool-call block once, as the ``block-end``
+carrying it); version 1 logged every chunk as streamed. Each ``assistant/chunk`` holds one
+``chunk`` in both, so one reader serves both (:data:`READ_VERSIONS`), and a version-1 log
+resumed by this package goes on in the version-2 form under its old header."""
 
 READ_VERSIONS = (1, 2)
 """The header versions this package reads."""

@@ -90,9 +90,9 @@ class SessionEventPayload:
 @dataclass(frozen=True, slots=True)
 class SessionChunkPayload:
     """Payload of ``session/chunk``: one streamed chunk of step ``step`` of turn ``turn``, as
-    frozen JSON, announced as it arrives. The log holds it later, coalesced into an
-    ``assistant/chunk`` batch (see ``ChunkLog``): a live view folds these and skips the
-    batches; a view built from the log folds the batches."""
+    frozen JSON, announced as it arrives. The log holds it later, coalesced (see
+    ``ChunkLog``): a live view folds these and skips the ``assistant/chunk`` events; a view
+    built from the log folds those."""
 
     session: Session
     turn: int

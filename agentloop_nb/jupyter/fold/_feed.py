@@ -75,9 +75,14 @@ class SessionFeed:
         self.fold_chunk(payload.turn, payload.step, payload.chunk)
 
     def fold(self, event: Any) -> None:
-        """Fold one logged event of this session and tell the observers (its chunks, if it is
-        an ``assistant/chunk`` batch, were folded live by :meth:`fold_chunk`)."""
-        self.transcript.feed(event, announced=True)
+        """Fold one logged event of this session and tell the observers. The chunk of an
+        ``assistant/chunk`` the session's ``ChunkLog`` logs was folded live already
+        (:meth:`fold_chunk`), so it is skipped; one appended any other way is folded."""
+        announced = False
+        if event.type == "assistant/chunk":
+            streaming = getattr(self.session, "streaming", None)
+            announced = streaming is not None and streaming.appending
+        self.transcript.feed(event, announced=announced)
         self._tell(event.type)
 
     def fold_chunk(self, turn: int, step: int, chunk: Any) -> None:

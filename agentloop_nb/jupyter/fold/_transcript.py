@@ -7,9 +7,9 @@ streamed chunk). Streamed blocks are folded by the loop's own rules: each stream
 view shows exactly what the model's message is assembled from (first non-empty tool-call id and
 name win, a ``block-end`` carrying its block replaces the deltas, ...). A live view folds each
 chunk as it streams (:meth:`Transcript.feed_chunk`, from ``session/chunk``) and skips the
-``assistant/chunk`` batches that log them later; a view built from the log folds the batches
-(coalesced: the same blocks, a tool call as one ``block-end`` carrying it) or, in a version-1
-log, one chunk per event. Feeding only marks the
+``assistant/chunk`` events that log them later; a view built from the log folds those
+(coalesced: the same blocks, a tool call as one ``block-end`` carrying it; in a version-1 log,
+every chunk as streamed). Feeding only marks the
 item dirty; building its text and rendering happen when a throttled view renders.
 
 Tool calls are ``queued`` until their ``tool/call`` is logged (``running``); they are shown
@@ -102,20 +102,15 @@ class Transcript:
 
     def feed(self, event: Any, *, announced: bool = False) -> None:
         """Fold one ``SessionEvent``. Unknown types are ignored. ``announced``: the event was
-        just logged and its chunks (an ``assistant/chunk`` batch) were already folded live
-        through :meth:`feed_chunk` (``session/chunk``), so the batch is skipped."""
+        just logged and its chunk (an ``assistant/chunk``) was already folded live through
+        :meth:`feed_chunk` (``session/chunk``), so it is skipped."""
         self.events_seen += 1
         kind = event.type
         data = event.data
         if kind == "assistant/chunk":
-            chunks = data.get("chunks")
-            if chunks is None:  # version 1: one chunk per event, logged as it streamed
-                chunk = data.get("chunk")
-                if chunk is not None:
-                    self._chunk(data, chunk)
-            elif not announced:
-                for chunk in chunks:
-                    self._chunk(data, chunk)
+            chunk = data.get("chunk")
+            if chunk is not None and not announced:
+                self._chunk(data, chunk)
             return
         handler = _HANDLERS.get(kind)
         if handler is not None:
