@@ -60,10 +60,9 @@ for i in range({agents}):
 STOP = """
 chunks = sum(
     sum(  # streamed words (one per delta); the log coalesces deltas, so count their text
-        c.get("text", "").count(" ")
+        e.data["chunk"].get("text", "").count(" ")
         for e in globals()[f"{prefix}{{i}}"].session.events
         if e.type == "assistant/chunk"
-        for c in (e.data.get("chunks") or (e.data.get("chunk"),))
     )
     for i in range({agents})
 )

@@ -489,9 +489,9 @@ async def write_session(root: Path, target: int) -> tuple[str, int]:
     preamble = "Let me look that up for you, one moment."
     answer = "Here is what I found after looking at all of it."
     steps_per_turn = 50
-    # Scripted for the fewest events a tool step logs (6: a version-2 log coalesces its
-    # chunks; a version-1 log took 5 more per step): turns are sent until ``target`` is reached.
-    turns = max(1, target // (6 * steps_per_turn + 4))
+    # Scripted for the fewest events a tool step logs (8 without text: a version-2 log
+    # coalesces its chunks; a version-1 log took 3 more): turns are sent until ``target``.
+    turns = max(1, target // (8 * steps_per_turn + 4))
     responses: list[list[StreamChunk]] = []
     for t in range(turns + 1):
         for s in range(steps_per_turn):

@@ -78,10 +78,9 @@ await asyncio.sleep(1)  # every stream under way before the clock starts
 
 CHUNKS = """sum(
     sum(  # streamed words (one per delta); the log coalesces deltas, so count their text
-        c.get("text", "").count(" ")
+        e.data["chunk"].get("text", "").count(" ")
         for e in globals()[f"{prefix}{{_i}}"].session.events
         if e.type == "assistant/chunk"
-        for c in (e.data.get("chunks") or (e.data.get("chunk"),))
     )
     for _i in range({agents})
 )"""
@@ -89,10 +88,9 @@ CHUNKS = """sum(
 STOP = """
 _chunks = sum(
     sum(  # streamed words (one per delta); the log coalesces deltas, so count their text
-        c.get("text", "").count(" ")
+        e.data["chunk"].get("text", "").count(" ")
         for e in globals()[f"{prefix}{{_i}}"].session.events
         if e.type == "assistant/chunk"
-        for c in (e.data.get("chunks") or (e.data.get("chunk"),))
     )
     for _i in range({agents})
 )
