@@ -386,9 +386,13 @@ class Session:
         """Start logging a streamed response of step ``step`` of turn ``turn``: its chunks go
         through the returned ``ChunkLog`` (see its module). ``resolve(index)`` gives the
         assembled block ``index`` as JSON when a tool-call block ends. A response still open
-        is closed first (its held chunks logged). Raises ``RuntimeError`` once detached."""
+        is closed first (its held chunks logged). Raises ``UsageError`` (a ``RuntimeError``) once
+        detached."""
         if self._state == "detached":
-            raise RuntimeError(f"session {self.id!r} is detached: it accepts no more events")
+            raise UsageError(
+                f"session {self.id!r} is detached: it accepts no more events "
+                "(resume it from persistence to continue)"
+            )
         if self._chunks is not None:
             self._chunks.close()
         log = self._chunks = ChunkLog(self, turn, step, resolve, self._listened)
