@@ -219,12 +219,14 @@ def test_the_most_specific_registered_class_describes_and_a_failing_describer_is
 
 
 @pytest.mark.anyio
-async def test_kernel_tools_describe_registers_in_the_loaded_kernel_state_and_leaves_with_it() -> (
-    None
-):
+async def test_kernel_tools_describe_registers_in_the_loaded_kernel_state_and_leaves_with_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     class Point:
         pass
 
+    # No IPython shell in this process (another test may have made the singleton one).
+    monkeypatch.setattr("IPython.get_ipython", lambda: None)
     assert current() is None
     with pytest.raises(RuntimeError, match="no IPython shell is running"):
         kernel_tools.describe(Point, lambda p: "a point")
