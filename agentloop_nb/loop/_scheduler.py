@@ -45,6 +45,9 @@ class _StepTools:
     signal: AbortSignal
     calls: tuple[ToolCallBlock, ...]
     running: dict[str, AbortController]
+    # executions made (resolved, arguments parsed) when the calls were grouped, so a call
+    # is resolved and parsed once; its signal is set when it starts (see ``_execution``)
+    prepared: dict[int, ToolExecution] = field(default_factory=dict)
     results: dict[int, ToolResult] = field(default_factory=dict)
     started: set[int] = field(default_factory=set)
     links: dict[int, AbortController] = field(default_factory=dict)
@@ -75,8 +78,8 @@ async def run_tool_calls(
 
 
 async def _run_groups(st: _StepTools) -> list[ToolResult]:
-    agent, calls, signal, tools = st.agent, st.calls, st.signal, st.tools
-    for mode, idxs in _groups(tools, agent, calls):
+    agent, calls, signal = st.agent, st.calls, st.signal
+    for mode, idxs in _groups(st):
         if signal.aborted or st.failure is not None:
             break
         cap = 1 if mode == "exclusive" else agent.ctx.agent_loop.settings.max_parallel_tool_calls
@@ -95,14 +98,18 @@ async def _run_groups(st: _StepTools) -> list[ToolResult]:
     return [st.results[i] for i in range(len(calls))]
 
 
-def _groups(
-    tools: Any, agent: Agent, calls: tuple[ToolCallBlock, ...]
-) -> list[tuple[str, list[int]]]:
+def _groups(st: _StepTools) -> list[tuple[str, list[int]]]:
+    calls, tools = st.calls, st.tools
     if len(calls) == 1:  # a lone call runs alone whatever its mode: skip classifying it
         return [("exclusive", [0])]
     groups: list[tuple[str, list[int]]] = []
+    prepared = st.prepared
     for i, call in enumerate(calls):
-        mode = tools.execution_mode(call, agent)
+        # The turn's signal stands in until the call starts under its own controller.
+        execution = prepared[i] = tools.new_execution(
+            call, agent=st.agent, signal=st.signal, turn=st.turn, step=st.step
+        )
+        mode = tools.execution_mode(execution)
         if mode == "parallel" and groups and groups[-1][0] == "parallel":
             groups[-1][1].append(i)
         else:
@@ -116,10 +123,13 @@ def _execution(st: _StepTools, i: int) -> ToolExecution:
     if controller is None:
         controller = st.links[i] = AbortController()
         controller.follow(st.signal)
-    signal = controller.signal
-    execution = st.tools.new_execution(
-        st.calls[i], agent=st.agent, signal=signal, turn=st.turn, step=st.step
-    )
+    execution = st.prepared.get(i)
+    if execution is None:
+        execution = st.tools.new_execution(
+            st.calls[i], agent=st.agent, signal=controller.signal, turn=st.turn, step=st.step
+        )
+    else:
+        execution.signal = controller.signal
     execution.on_approval = lambda state, reason: _log_approval(st, i, state, reason)
     return execution
 
@@ -230,7 +240,8 @@ async def _run_pool(st: _StepTools, idxs: list[int], cap: int) -> None:
         i: loop.create_future() for i in idxs
     }
     queue = deque(idxs)
-    in_order = anyio.Lock()
+    # fast_acquire: taking the free lock costs no event-loop pass (one per call otherwise)
+    in_order = anyio.Lock(fast_acquire=True)
     running = _Running()
 
     async def admit(execution: ToolExecution) -> ToolResult | None:
