@@ -28,6 +28,7 @@ import anyio
 
 from ..events import TOOL_APPROVAL, TOOL_CALL, TOOL_RESULT
 from ..messages import ToolCallBlock
+from ..session._frozen import wrap_frozen
 from ..signals import AbortController, AbortError
 from ..tools import TOOL_ERROR, ToolExecution, ToolResult, aborted_before_dispatch, error_result
 
@@ -45,6 +46,7 @@ class _StepTools:
     signal: AbortSignal
     calls: tuple[ToolCallBlock, ...]
     running: dict[str, AbortController]
+    gate: Any  # the loop's global tool gate (``max_parallel_tool_calls_total``), once per step
     # executions made (resolved, arguments parsed) when the calls were grouped, so a call
     # is resolved and parsed once; its signal is set when it starts (see ``_execution``)
     prepared: dict[int, ToolExecution] = field(default_factory=dict)
@@ -68,8 +70,17 @@ async def run_tool_calls(
     controller until its body settles. Raises the first plugin failure (a raising ``tools/*``
     listener) after every started call has drained and every unstarted call has its synthetic
     result."""
-    tools = agent.ctx.tools
-    st = _StepTools(agent, tools, turn, step, signal, calls, running if running is not None else {})
+    ctx = agent.ctx
+    st = _StepTools(
+        agent,
+        ctx.tools,
+        turn,
+        step,
+        signal,
+        calls,
+        running if running is not None else {},
+        ctx.agent_loop.limits.tool_calls,
+    )
     try:
         return await _run_groups(st)
     finally:
@@ -147,16 +158,23 @@ def _settled(st: _StepTools, i: int) -> None:
 
 def _log_call(st: _StepTools, i: int) -> None:
     call = st.calls[i]
-    st.agent.session.append(
-        TOOL_CALL,
-        {
-            "turn": st.turn,
-            "step": st.step,
-            "call_id": call.id,
-            "name": call.name,
-            "arguments": call.arguments,
-        },
-    )
+    data = {
+        "turn": st.turn,
+        "step": st.step,
+        "call_id": call.id,
+        "name": call.name,
+        "arguments": call.arguments,
+    }
+    # fast path (benchmarks/bench_loop.py pool): exact strs and ints are frozen as they are
+    # (no walk); a str subclass (an enum) takes the walk, which normalises it
+    plain = _exact_strs(call.id, call.name, call.arguments)
+    st.agent.session.append(TOOL_CALL, wrap_frozen(data) if plain else data)
+
+
+def _exact_strs(*values: Any) -> bool:
+    """Whether every value is an exact ``str`` (not a subclass, which the freeze walk
+    normalises)."""
+    return all(type(value) is str for value in values)
 
 
 def _log_approval(st: _StepTools, i: int, state: str, reason: str | None) -> None:
@@ -314,7 +332,7 @@ async def _dispatch(st: _StepTools, execution: ToolExecution) -> ToolResult:
     """Run the body inside the loop's global tool gate (``max_parallel_tool_calls_total``).
     A call whose turn aborts while it waits for a slot never starts its body: it ends
     ``ABORTED_BEFORE_DISPATCH``."""
-    gate = st.agent.ctx.agent_loop.limits.tool_calls
+    gate = st.gate
     if not gate.try_acquire():  # the common case takes a free slot without an await
         try:
             await gate.acquire(st.signal)
@@ -337,10 +355,20 @@ def _commit(st: _StepTools, i: int, result: ToolResult) -> None:
         "content": result.content,
         "is_error": result.is_error,
     }
-    if result.error is not None:
-        data["error"] = {"code": result.error.code, "message": result.error.message}
+    error = result.error
+    if error is not None:
+        data["error"] = {"code": error.code, "message": error.message}
     if result.meta:
         data["meta"] = dict(result.meta)
+    elif _exact_strs(call.id, call.name, result.content) and (
+        error is None or _exact_strs(error.code, error.message)
+    ):
+        # fast path (benchmarks/bench_loop.py pool): every value is an exact str/int/bool, so
+        # the data is frozen as it is; blocks, meta and str subclasses take the walk
+        if error is not None:
+            data["error"] = wrap_frozen(data["error"])
+        st.agent.session.append(TOOL_RESULT, wrap_frozen(data))
+        return
     st.agent.session.append(TOOL_RESULT, data)
 
 
