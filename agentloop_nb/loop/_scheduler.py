@@ -167,14 +167,14 @@ def _log_call(st: _StepTools, i: int) -> None:
     }
     # fast path (benchmarks/bench_loop.py pool): exact strs and ints are frozen as they are
     # (no walk); a str subclass (an enum) takes the walk, which normalises it
-    plain = _exact_strs(call.id, call.name, call.arguments)
+    plain = _exact_str(call.id) and _exact_str(call.name) and _exact_str(call.arguments)
     st.agent.session.append(TOOL_CALL, wrap_frozen(data) if plain else data)
 
 
-def _exact_strs(*values: Any) -> bool:
-    """Whether every value is an exact ``str`` (not a subclass, which the freeze walk
+def _exact_str(value: Any) -> bool:
+    """Whether ``value`` is an exact ``str`` (not a subclass, which the freeze walk
     normalises)."""
-    return all(type(value) is str for value in values)
+    return type(value) is str
 
 
 def _log_approval(st: _StepTools, i: int, state: str, reason: str | None) -> None:
@@ -360,8 +360,11 @@ def _commit(st: _StepTools, i: int, result: ToolResult) -> None:
         data["error"] = {"code": error.code, "message": error.message}
     if result.meta:
         data["meta"] = dict(result.meta)
-    elif _exact_strs(call.id, call.name, result.content) and (
-        error is None or _exact_strs(error.code, error.message)
+    elif (
+        _exact_str(call.id)
+        and _exact_str(call.name)
+        and _exact_str(result.content)
+        and (error is None or (_exact_str(error.code) and _exact_str(error.message)))
     ):
         # fast path (benchmarks/bench_loop.py pool): every value is an exact str/int/bool, so
         # the data is frozen as it is; blocks, meta and str subclasses take the walk
