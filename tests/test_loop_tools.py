@@ -584,3 +584,25 @@ async def test_logged_call_and_result_data_is_frozen_plain_json_whatever_the_res
     assert isinstance(results["c4"]["error"], FrozenDict)
     with pytest.raises(TypeError):
         results["c4"]["error"]["code"] = "X"
+
+
+async def test_a_tool_registered_by_an_earlier_call_of_the_step_is_found_by_a_later_call(
+    app: App,
+) -> None:
+    @tool
+    def late() -> str:
+        """Registered while the step runs."""
+        return "late ran"
+
+    @tool
+    def enable() -> str:
+        """Register ``late``."""
+        app.ctx.tools.register(late)
+        return "enabled"
+
+    register(app, enable)
+    agent, _ = new_agent(
+        app, combine(tool_call("c1", "enable", {}), tool_call("c2", "late", {})), text("ok")
+    )
+    await run(agent)
+    assert [d["content"] for d in data(agent, "tool/result")] == ["enabled", "late ran"]

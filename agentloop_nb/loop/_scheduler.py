@@ -140,6 +140,9 @@ def _execution(st: _StepTools, i: int) -> ToolExecution:
             st.calls[i], agent=st.agent, signal=controller.signal, turn=st.turn, step=st.step
         )
     else:
+        # Resolved again at the start, as an unprepared call is: an earlier call's body may
+        # have registered (or removed) the tool since the calls were grouped.
+        execution.tool = st.tools.lookup(execution.name, st.agent)
         execution.signal = controller.signal
     execution.on_approval = lambda state, reason: _log_approval(st, i, state, reason)
     return execution
