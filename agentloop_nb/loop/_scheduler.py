@@ -47,8 +47,8 @@ class _StepTools:
     calls: tuple[ToolCallBlock, ...]
     running: dict[str, AbortController]
     gate: Any  # the loop's global tool gate (``max_parallel_tool_calls_total``), once per step
-    # executions made (resolved, arguments parsed) when the calls were grouped, so a call
-    # is resolved and parsed once; its signal is set when it starts (see ``_execution``)
+    # executions made when the calls were grouped, so a call's arguments are parsed once;
+    # its tool and signal are set again when it starts (see ``_execution``)
     prepared: dict[int, ToolExecution] = field(default_factory=dict)
     results: dict[int, ToolResult] = field(default_factory=dict)
     started: set[int] = field(default_factory=set)
