@@ -3,6 +3,7 @@ problems, additional contexts, ``tools/settled``, reclassification and ``finaliz
 
 from __future__ import annotations
 
+import enum
 from typing import Any
 
 import anyio
@@ -22,6 +23,7 @@ from _loop_helpers import (
 from pydantic import ValidationError
 
 from agentloop_nb.app import App
+from agentloop_nb.session import FrozenDict
 from agentloop_nb.testing import combine, text, tool_call
 from agentloop_nb.tools import (
     Accept,
@@ -535,3 +537,72 @@ async def test_hook_listeners_a_tool_body_registers_apply_from_the_next_dispatch
         ("agent/request", 2),
     ]
     assert [d["content"] for d in data(agent, "tool/result")] == ["listening"]
+
+
+async def test_logged_call_and_result_data_is_frozen_plain_json_whatever_the_result_holds(
+    app: App,
+) -> None:
+    class Colour(enum.StrEnum):
+        RED = "red"
+
+    @tool
+    def plain() -> str:
+        """A plain text result."""
+        return "ok"
+
+    @tool
+    def subclass() -> str:
+        """A str subclass (an enum member) as the result."""
+        return Colour.RED
+
+    @tool
+    def with_meta() -> ToolResult:
+        """A result carrying meta."""
+        return ToolResult(content="m", meta={"rows": [1, 2]})
+
+    register(app, plain, subclass, with_meta)
+    agent, _ = new_agent(
+        app,
+        combine(
+            tool_call("c1", "plain", {}),
+            tool_call("c2", "subclass", {}),
+            tool_call("c3", "with_meta", {}),
+            tool_call("c4", "nope", {}),
+        ),
+        text("ok"),
+    )
+    await run(agent)
+    events = [e for e in agent.session.events if e.type in ("tool/call", "tool/result")]
+    assert all(isinstance(e.data, FrozenDict) for e in events)
+    results = {d["call_id"]: d for d in data(agent, "tool/result")}
+    assert results["c1"]["content"] == "ok"
+    # the enum member is logged as the plain str it stands for
+    assert type(results["c2"]["content"]) is str and results["c2"]["content"] == "red"
+    assert results["c3"]["meta"] == {"rows": (1, 2)}
+    assert isinstance(results["c3"]["meta"], FrozenDict)
+    assert results["c4"]["error"]["code"] == "UNKNOWN_TOOL"
+    assert isinstance(results["c4"]["error"], FrozenDict)
+    with pytest.raises(TypeError):
+        results["c4"]["error"]["code"] = "X"
+
+
+async def test_a_tool_registered_by_an_earlier_call_of_the_step_is_found_by_a_later_call(
+    app: App,
+) -> None:
+    @tool
+    def late() -> str:
+        """Registered while the step runs."""
+        return "late ran"
+
+    @tool
+    def enable() -> str:
+        """Register ``late``."""
+        app.ctx.tools.register(late)
+        return "enabled"
+
+    register(app, enable)
+    agent, _ = new_agent(
+        app, combine(tool_call("c1", "enable", {}), tool_call("c2", "late", {})), text("ok")
+    )
+    await run(agent)
+    assert [d["content"] for d in data(agent, "tool/result")] == ["enabled", "late ran"]

@@ -28,6 +28,7 @@ import anyio
 
 from ..events import TOOL_APPROVAL, TOOL_CALL, TOOL_RESULT
 from ..messages import ToolCallBlock
+from ..session._frozen import wrap_frozen
 from ..signals import AbortController, AbortError
 from ..tools import TOOL_ERROR, ToolExecution, ToolResult, aborted_before_dispatch, error_result
 
@@ -45,6 +46,10 @@ class _StepTools:
     signal: AbortSignal
     calls: tuple[ToolCallBlock, ...]
     running: dict[str, AbortController]
+    gate: Any  # the loop's global tool gate (``max_parallel_tool_calls_total``), once per step
+    # executions made when the calls were grouped, so a call's arguments are parsed once;
+    # its tool and signal are set again when it starts (see ``_execution``)
+    prepared: dict[int, ToolExecution] = field(default_factory=dict)
     results: dict[int, ToolResult] = field(default_factory=dict)
     started: set[int] = field(default_factory=set)
     links: dict[int, AbortController] = field(default_factory=dict)
@@ -65,8 +70,17 @@ async def run_tool_calls(
     controller until its body settles. Raises the first plugin failure (a raising ``tools/*``
     listener) after every started call has drained and every unstarted call has its synthetic
     result."""
-    tools = agent.ctx.tools
-    st = _StepTools(agent, tools, turn, step, signal, calls, running if running is not None else {})
+    ctx = agent.ctx
+    st = _StepTools(
+        agent,
+        ctx.tools,
+        turn,
+        step,
+        signal,
+        calls,
+        running if running is not None else {},
+        ctx.agent_loop.limits.tool_calls,
+    )
     try:
         return await _run_groups(st)
     finally:
@@ -75,8 +89,8 @@ async def run_tool_calls(
 
 
 async def _run_groups(st: _StepTools) -> list[ToolResult]:
-    agent, calls, signal, tools = st.agent, st.calls, st.signal, st.tools
-    for mode, idxs in _groups(tools, agent, calls):
+    agent, calls, signal = st.agent, st.calls, st.signal
+    for mode, idxs in _groups(st):
         if signal.aborted or st.failure is not None:
             break
         cap = 1 if mode == "exclusive" else agent.ctx.agent_loop.settings.max_parallel_tool_calls
@@ -95,14 +109,18 @@ async def _run_groups(st: _StepTools) -> list[ToolResult]:
     return [st.results[i] for i in range(len(calls))]
 
 
-def _groups(
-    tools: Any, agent: Agent, calls: tuple[ToolCallBlock, ...]
-) -> list[tuple[str, list[int]]]:
+def _groups(st: _StepTools) -> list[tuple[str, list[int]]]:
+    calls, tools = st.calls, st.tools
     if len(calls) == 1:  # a lone call runs alone whatever its mode: skip classifying it
         return [("exclusive", [0])]
     groups: list[tuple[str, list[int]]] = []
+    prepared = st.prepared
     for i, call in enumerate(calls):
-        mode = tools.execution_mode(call, agent)
+        # The turn's signal stands in until the call starts under its own controller.
+        execution = prepared[i] = tools.new_execution(
+            call, agent=st.agent, signal=st.signal, turn=st.turn, step=st.step
+        )
+        mode = tools.execution_mode(execution)
         if mode == "parallel" and groups and groups[-1][0] == "parallel":
             groups[-1][1].append(i)
         else:
@@ -116,10 +134,16 @@ def _execution(st: _StepTools, i: int) -> ToolExecution:
     if controller is None:
         controller = st.links[i] = AbortController()
         controller.follow(st.signal)
-    signal = controller.signal
-    execution = st.tools.new_execution(
-        st.calls[i], agent=st.agent, signal=signal, turn=st.turn, step=st.step
-    )
+    execution = st.prepared.get(i)
+    if execution is None:
+        execution = st.tools.new_execution(
+            st.calls[i], agent=st.agent, signal=controller.signal, turn=st.turn, step=st.step
+        )
+    else:
+        # Resolved again at the start, as an unprepared call is: an earlier call's body may
+        # have registered (or removed) the tool since the calls were grouped.
+        execution.tool = st.tools.lookup(execution.name, st.agent)
+        execution.signal = controller.signal
     execution.on_approval = lambda state, reason: _log_approval(st, i, state, reason)
     return execution
 
@@ -137,16 +161,23 @@ def _settled(st: _StepTools, i: int) -> None:
 
 def _log_call(st: _StepTools, i: int) -> None:
     call = st.calls[i]
-    st.agent.session.append(
-        TOOL_CALL,
-        {
-            "turn": st.turn,
-            "step": st.step,
-            "call_id": call.id,
-            "name": call.name,
-            "arguments": call.arguments,
-        },
-    )
+    data = {
+        "turn": st.turn,
+        "step": st.step,
+        "call_id": call.id,
+        "name": call.name,
+        "arguments": call.arguments,
+    }
+    # fast path (benchmarks/bench_loop.py pool): exact strs and ints are frozen as they are
+    # (no walk); a str subclass (an enum) takes the walk, which normalises it
+    plain = _exact_str(call.id) and _exact_str(call.name) and _exact_str(call.arguments)
+    st.agent.session.append(TOOL_CALL, wrap_frozen(data) if plain else data)
+
+
+def _exact_str(value: Any) -> bool:
+    """Whether ``value`` is an exact ``str`` (not a subclass, which the freeze walk
+    normalises)."""
+    return type(value) is str
 
 
 def _log_approval(st: _StepTools, i: int, state: str, reason: str | None) -> None:
@@ -230,7 +261,8 @@ async def _run_pool(st: _StepTools, idxs: list[int], cap: int) -> None:
         i: loop.create_future() for i in idxs
     }
     queue = deque(idxs)
-    in_order = anyio.Lock()
+    # fast_acquire: taking the free lock costs no event-loop pass (one per call otherwise)
+    in_order = anyio.Lock(fast_acquire=True)
     running = _Running()
 
     async def admit(execution: ToolExecution) -> ToolResult | None:
@@ -303,7 +335,7 @@ async def _dispatch(st: _StepTools, execution: ToolExecution) -> ToolResult:
     """Run the body inside the loop's global tool gate (``max_parallel_tool_calls_total``).
     A call whose turn aborts while it waits for a slot never starts its body: it ends
     ``ABORTED_BEFORE_DISPATCH``."""
-    gate = st.agent.ctx.agent_loop.limits.tool_calls
+    gate = st.gate
     if not gate.try_acquire():  # the common case takes a free slot without an await
         try:
             await gate.acquire(st.signal)
@@ -326,10 +358,23 @@ def _commit(st: _StepTools, i: int, result: ToolResult) -> None:
         "content": result.content,
         "is_error": result.is_error,
     }
-    if result.error is not None:
-        data["error"] = {"code": result.error.code, "message": result.error.message}
+    error = result.error
+    if error is not None:
+        data["error"] = {"code": error.code, "message": error.message}
     if result.meta:
         data["meta"] = dict(result.meta)
+    elif (
+        _exact_str(call.id)
+        and _exact_str(call.name)
+        and _exact_str(result.content)
+        and (error is None or (_exact_str(error.code) and _exact_str(error.message)))
+    ):
+        # fast path (benchmarks/bench_loop.py pool): every value is an exact str/int/bool, so
+        # the data is frozen as it is; blocks, meta and str subclasses take the walk
+        if error is not None:
+            data["error"] = wrap_frozen(data["error"])
+        st.agent.session.append(TOOL_RESULT, wrap_frozen(data))
+        return
     st.agent.session.append(TOOL_RESULT, data)
 
 
