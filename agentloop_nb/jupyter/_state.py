@@ -54,6 +54,10 @@ DEFAULT_PROVIDER = "offline"
 DEFAULT_MODEL = "demo"
 
 
+# Constant and valid: constructed, so %load_ext builds no validator for it (start-up cost).
+_DEFAULT_OPTIONS = AgentOptions.model_construct(provider=DEFAULT_PROVIDER, model=DEFAULT_MODEL)
+
+
 class UserError(AgentloopError):
     """A problem a person fixes by typing something else: shown as one line, no traceback."""
 
@@ -112,7 +116,7 @@ class KernelState:
                 app.ctx.provide("kernel_memory", self.memory),
                 app.ctx.provide("undo", self.memory),
             ]
-        self._defaults = defaults or AgentOptions(provider=DEFAULT_PROVIDER, model=DEFAULT_MODEL)
+        self._defaults = defaults or _DEFAULT_OPTIONS
         # The Agents panel: the roster every front end lists, and the panel's actions over the
         # bridge (``%agent panel`` shows the same roster without the extension).
         self.panel = AgentsPanel(self, self.notebook)
@@ -329,7 +333,7 @@ def default_options() -> AgentOptions:
     unset, so an ``agent/request`` listener or the adapter's defaults must supply it)."""
     provider = _KERNEL.settings.get("default_provider")
     if provider is None:
-        return AgentOptions(provider=DEFAULT_PROVIDER, model=DEFAULT_MODEL)
+        return _DEFAULT_OPTIONS
     return AgentOptions(provider=provider, model=_KERNEL.settings.get("default_model"))
 
 

@@ -28,7 +28,8 @@ OPS = ("snapshot", "insert", "replace", "delete", "run")
 
 
 class _Message(BaseModel):
-    model_config = ConfigDict(extra="ignore", frozen=True)
+    # defer_build: validators are built with the first message, not when the bridge opens
+    model_config = ConfigDict(extra="ignore", frozen=True, defer_build=True)
 
 
 class Hello(_Message):
@@ -114,7 +115,7 @@ Action = Annotated[
     Field(discriminator="action"),
 ]
 FrontMessage = Annotated[Response | Action, Field(discriminator="type")]
-_FRONT = TypeAdapter[Response | Action](FrontMessage)
+_FRONT = TypeAdapter[Response | Action](FrontMessage, config=ConfigDict(defer_build=True))
 
 
 def parse_front_message(data: Any) -> Response | Action:
