@@ -13,6 +13,7 @@ from __future__ import annotations
 import importlib
 import sys
 from collections.abc import Iterable, Mapping
+from types import MappingProxyType
 from typing import Any
 
 
@@ -21,7 +22,8 @@ class LazyExports:
 
     def __init__(self, package: str, table: Mapping[str, Iterable[str]]) -> None:
         self.package = package
-        self.home = {name: sub for sub, names in table.items() for name in names}
+        # Read-only: a declaration, not a registry (nothing adds to it at run time).
+        self.home = MappingProxyType({name: sub for sub, names in table.items() for name in names})
 
     def names(self) -> list[str]:
         """Every exported name, sorted (what ``__all__`` lists)."""
