@@ -28,8 +28,10 @@ OPS = ("snapshot", "insert", "replace", "delete", "run")
 
 
 class _Message(BaseModel):
-    # defer_build: validators are built with the first message, not when the bridge opens
-    model_config = ConfigDict(extra="ignore", frozen=True, defer_build=True)
+    # Built at import, unlike the core's models: deferring them broke the "Fix with agent" round
+    # trip in the browser (docs/architecture.md, "Start-up"). Only a kernel imports this module
+    # at %load_ext (the bridge needs a comm); a terminal IPython never does.
+    model_config = ConfigDict(extra="ignore", frozen=True)
 
 
 class Hello(_Message):
@@ -115,7 +117,7 @@ Action = Annotated[
     Field(discriminator="action"),
 ]
 FrontMessage = Annotated[Response | Action, Field(discriminator="type")]
-_FRONT = TypeAdapter[Response | Action](FrontMessage, config=ConfigDict(defer_build=True))
+_FRONT = TypeAdapter[Response | Action](FrontMessage)
 
 
 def parse_front_message(data: Any) -> Response | Action:
