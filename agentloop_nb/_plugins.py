@@ -37,10 +37,22 @@ def validate_config(plugin: Any, config: Any) -> Any:
     if not (isinstance(model, type) and issubclass(model, BaseModel)):
         return config
     if config is None:
-        return model()
+        return _defaults(model)
     if isinstance(config, model):
         return config
     return model.model_validate(config)
+
+
+def _defaults(model: type[BaseModel]) -> BaseModel:
+    """``model()``: constructed without building its validator when validating the defaults
+    would do nothing (no model validator, no ``validate_default``), as for the built-in
+    plugins applied by every ``App`` (start-up cost); validated otherwise."""
+    validates_defaults = (
+        model.__pydantic_decorators__.model_validators
+        or model.model_config.get("validate_default")
+        or any(f.validate_default for f in model.model_fields.values())
+    )
+    return model() if validates_defaults else model.model_construct()
 
 
 def check_inject(plugin: Any, label: str, path: str, provided: Callable[[str], bool]) -> None:

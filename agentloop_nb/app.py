@@ -55,6 +55,22 @@ class AppConfig(AgentLoopConfig):
         return value
 
 
+def _app_config(config: Mapping[str, Any] | AppConfig | None, updates: dict[str, Any]) -> AppConfig:
+    """``config`` with the keyword ``updates`` over it, validated. The configuration of a plain
+    ``App()`` / ``App(persistence_root=path)`` (what ``%load_ext`` builds) is valid by
+    construction: it is constructed, which leaves pydantic's validator build and plugin
+    discovery (``importlib.metadata``, every installed distribution's entry points) for the
+    first App that needs them."""
+    if not config and updates.keys() <= {"persistence_root"}:
+        root = updates.get("persistence_root")
+        if root is None or isinstance(root, str):
+            return AppConfig.model_construct(**updates)
+    cfg = config if isinstance(config, AppConfig) else AppConfig.model_validate(dict(config or {}))
+    if updates:
+        cfg = AppConfig.model_validate({**cfg.model_dump(), **updates})
+    return cfg
+
+
 class _LazyMCP:
     """The ``mcp`` service until a context first reads ``ctx.mcp``: only then is
     ``agentloop_nb.mcp`` imported and the shared ``MCPService`` built (start-up cost); every
@@ -103,11 +119,6 @@ class App:
         invariants: bool | None = None,
         models: Mapping[str, Mapping[str, Any]] | None = None,
     ) -> None:
-        cfg = (
-            config
-            if isinstance(config, AppConfig)
-            else AppConfig.model_validate(dict(config or {}))
-        )
         updates: dict[str, Any] = {}
         if providers is not None:
             updates["providers"] = {k: dict(v) for k, v in providers.items()}
@@ -123,9 +134,7 @@ class App:
             updates["persistence_root"] = os.fspath(persistence_root)
         if persistence_url is not None:
             updates["persistence_url"] = persistence_url
-        if updates:
-            cfg = AppConfig.model_validate({**cfg.model_dump(), **updates})
-        self.config = cfg
+        self.config = cfg = _app_config(config, updates)
         self.supervisor = Supervisor()
         self._adapters: list[Any] = []
         self.ctx = ctx = Context()
@@ -149,7 +158,8 @@ class App:
         self._mcp = _LazyMCP()
         ctx.provide("mcp", self._mcp)
         self._register_providers(cfg.providers)
-        loop_cfg = AgentLoopConfig(
+        # Values of a validated AppConfig: constructed, not validated again (start-up cost).
+        loop_cfg = AgentLoopConfig.model_construct(
             max_parallel_tool_calls=cfg.max_parallel_tool_calls,
             max_parallel_tool_calls_total=cfg.max_parallel_tool_calls_total,
             max_concurrent_model_calls=cfg.max_concurrent_model_calls,

@@ -8,9 +8,12 @@ pydantic models build their validators on first use.
 
 from __future__ import annotations
 
+import importlib
 import json
 import subprocess
 import sys
+
+import pytest
 
 # Third-party packages only some programs need, and the notebook layer's.
 LAZY_PACKAGES = (
@@ -114,6 +117,117 @@ def test_an_unknown_root_attribute_is_an_attribute_error() -> None:
             assert "NoSuchName" in str(exc)
         else:
             raise AssertionError(f"{module.__name__}.NoSuchName resolved")
+
+
+# The notebook layer's rooms a freshly loaded extension does not use: the widgets (ipywidgets),
+# the event fold, the notebook tools and the bridge's message models, the "Fix with agent"
+# flow, and every magic sub-command (they load with the first ``%agent`` line). The kernel
+# memory (its hooks record cells from the load on), the interrupt hook, the notebook provider
+# and the public ``kernel_tools`` do load.
+LOAD_EXT_LAZY = (
+    "ipywidgets",
+    "anywidget",
+    "markdown_it",
+    "importlib.metadata",  # pydantic's plugin discovery: no validator is built at %load_ext
+    "agentloop_nb.jupyter.fold._feed",
+    "agentloop_nb.jupyter.fold._transcript",
+    "agentloop_nb.jupyter.fold._render",
+    "agentloop_nb.jupyter.view._agentview",
+    "agentloop_nb.jupyter.view._sessionview",
+    "agentloop_nb.jupyter.view._pool",
+    "agentloop_nb.jupyter.view._prompt",
+    "agentloop_nb.jupyter.notebook._bridge",
+    "agentloop_nb.jupyter.notebook._messages",
+    "agentloop_nb.jupyter.notebook._tools",
+    "agentloop_nb.jupyter._fixflow",
+    "agentloop_nb.jupyter.magics._fix",
+    "agentloop_nb.jupyter.magics._panel",
+    "agentloop_nb.jupyter.magics._notebook",
+    "agentloop_nb.jupyter.magics._kernel",
+    "agentloop_nb.jupyter.magics._sessions",
+)
+
+_LOAD_EXT = (
+    "import sys, json, os, tempfile, pydantic\n"
+    "os.chdir(tempfile.mkdtemp())\n"
+    "from IPython.core.interactiveshell import InteractiveShell\n"
+    "shell = InteractiveShell.instance()\n"
+    "shell.run_line_magic('load_ext', 'agentloop_nb')\n"
+    "def walk(c):\n"
+    "    for s in c.__subclasses__():\n"
+    "        yield s\n"
+    "        yield from walk(s)\n"
+    "built = sorted(c.__qualname__ for c in walk(pydantic.BaseModel)\n"
+    "               if c.__module__.startswith('agentloop_nb') and c.__pydantic_complete__)\n"
+    "loaded = sorted(m for m, v in sys.modules.items() if type(v).__name__ != '_LazyModule')\n"
+)
+
+
+def test_load_ext_loads_only_what_a_fresh_extension_uses() -> None:
+    code = _LOAD_EXT + (
+        "ctx = shell.user_ns['ctx']\n"
+        "print(json.dumps([loaded, built, type(ctx).__name__, sorted(shell.magics_manager\n"
+        "    .magics['line']), sorted(shell.magics_manager.magics['cell'])]))\n"
+    )
+    loaded, built, ctx, line, cell = _run(code)  # type: ignore[misc]
+    assert "agentloop_nb.jupyter._state" in loaded and ctx == "Context"  # it did load
+    assert "agent" in line and {"agent", "plugin"} <= set(cell)
+    assert _loaded(LOAD_EXT_LAZY, set(loaded)) == []
+    assert built == []
+
+
+def test_the_deferred_rooms_load_with_the_first_agent_command() -> None:
+    # What %load_ext left out is there when used: the magics' parser and sub-commands, the
+    # agent's view with its widgets, and the validators of the options it was created with.
+    code = _LOAD_EXT + (
+        "shell.run_line_magic('agent', 'create bot')\n"
+        "shell.run_line_magic('agent', 'show bot')\n"
+        "after = set(sys.modules)\n"
+        "print(json.dumps([sorted(m for m in after if m not in loaded),\n"
+        "                  type(shell.user_ns['bot']).__name__]))\n"
+    )
+    new, bot = _run(code)  # type: ignore[misc]
+    assert bot == "Agent"
+    assert {
+        "ipywidgets",
+        "agentloop_nb.jupyter.magics._panel",
+        "agentloop_nb.jupyter.view._agentview",
+        "agentloop_nb.jupyter.fold._feed",
+    } <= set(new)
+
+
+@pytest.mark.parametrize(
+    "package",
+    [
+        "agentloop_nb.jupyter",
+        "agentloop_nb.jupyter.fold",
+        "agentloop_nb.jupyter.kernel",
+        "agentloop_nb.jupyter.magics",
+        "agentloop_nb.jupyter.notebook",
+        "agentloop_nb.jupyter.view",
+    ],
+)
+def test_a_lazy_package_exports_what_it_lists(package: str) -> None:
+    # ``__all__``, the lazy table and the names resolve alike (the type checkers' imports
+    # under TYPE_CHECKING name the same modules); a name not exported is an AttributeError.
+    module = importlib.import_module(package)
+    assert sorted(module.__all__) == module._EXPORTS.names()
+    for name in module.__all__:
+        assert getattr(module, name) is not None
+    with pytest.raises(AttributeError, match="NoSuchName"):
+        module.NoSuchName  # noqa: B018
+
+
+def test_the_jupyter_functions_named_like_a_room_stay_functions() -> None:
+    # ``agentloop_nb.jupyter.view`` and ``.notebook`` are the functions of the kernel state even
+    # after the rooms of the same names load (a first submodule import rebinds its name).
+    code = (
+        "import json, agentloop_nb.jupyter as J\n"
+        "before = [callable(J.view), callable(J.notebook)]\n"
+        "import agentloop_nb.jupyter.view._agentview, agentloop_nb.jupyter.notebook._tools\n"
+        "print(json.dumps(before + [J.view.__module__, J.notebook.__module__]))\n"
+    )
+    assert _run(code) == [True, True, "agentloop_nb.jupyter._state", "agentloop_nb.jupyter._state"]
 
 
 def test_load_ext_leaves_http_anywidget_and_markdown_for_their_first_use() -> None:

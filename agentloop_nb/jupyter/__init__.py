@@ -33,32 +33,61 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ._extension import load_ipython_extension, unload_ipython_extension
-from ._state import app, configure, kernel_tools, notebook, undo, view, wait_closed
-from .fold import SessionFeed, Transcript
-from .kernel import run_sync
-from .magics import plugin
-from .notebook import NotebookDocument, NotebookFile, notebook_tools
-from .view import (
-    AgentView,
-    InboxView,
-    PendingApproval,
-    SessionView,
-    Throttle,
-    ToolPoolView,
-    WidgetApproval,
-)
+from ._lazy import LazyExports
 
 if TYPE_CHECKING:
-    from .view import PromptBox
+    from ._extension import load_ipython_extension, unload_ipython_extension
+    from ._state import app, configure, kernel_tools, notebook, undo, view, wait_closed
+    from .fold import SessionFeed, Transcript
+    from .kernel import run_sync
+    from .magics import plugin
+    from .notebook import NotebookDocument, NotebookFile, notebook_tools
+    from .view import (
+        AgentView,
+        InboxView,
+        PendingApproval,
+        PromptBox,
+        SessionView,
+        Throttle,
+        ToolPoolView,
+        WidgetApproval,
+    )
+else:
+    # ``view`` and ``notebook`` name a room (a subpackage) and a function of ``_state``. The
+    # first import of a submodule binds its name on the package, so the rooms (whose own
+    # imports are lazy too: nothing heavy loads here) are imported now and their names
+    # dropped: the functions then resolve below and stay bound.
+    from . import notebook, view
+
+    del notebook, view
+
+# Every name loads its room on first use: ``%load_ext`` imports the extension and what a
+# freshly loaded kernel state needs, not the widgets, the notebook tools or the magics' commands.
+_EXPORTS = LazyExports(
+    __name__,
+    {
+        "._extension": ("load_ipython_extension", "unload_ipython_extension"),
+        "._state": ("app", "configure", "kernel_tools", "notebook", "undo", "view", "wait_closed"),
+        ".fold": ("SessionFeed", "Transcript"),
+        ".kernel": ("run_sync",),
+        ".magics": ("plugin",),
+        ".notebook": ("NotebookDocument", "NotebookFile", "notebook_tools"),
+        ".view": (
+            "AgentView",
+            "InboxView",
+            "PendingApproval",
+            "PromptBox",
+            "SessionView",
+            "Throttle",
+            "ToolPoolView",
+            "WidgetApproval",
+        ),
+    },
+)
 
 
 def __getattr__(name: str) -> Any:
-    if name == "PromptBox":  # on first use, with anywidget (see view/__init__)
-        from .view import PromptBox
-
-        return PromptBox
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return _EXPORTS.load(name)
 
 
 __all__ = [

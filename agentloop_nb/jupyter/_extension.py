@@ -20,7 +20,6 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from ._fixflow import fix_listener
 from ._state import KernelState, attach, build_app, closing, current, default_options, detach
 from .magics import AgentMagics, keep_question_marks
 
@@ -35,6 +34,8 @@ def load_ipython_extension(ipython: Any) -> None:
     st = KernelState(ipython, application, approval, defaults=default_options())
     attach(st)
     if st.notebook is not None:  # "Fix with agent"; closing the bridge ends it with the state
+        from ._fixflow import fix_listener  # only a kernel has the bridge
+
         st.notebook.on_action(fix_listener(st, st.notebook.push))
     ipython.register_magics(AgentMagics(ipython, st))
     cleanup = getattr(ipython, "input_transformers_cleanup", None)

@@ -28,24 +28,19 @@ import asyncio
 import logging
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from .._disposer import Disposer
 from ..errors import AgentloopError
 from ..events import ASSISTANT_MESSAGE, BUDGET_REACHED, COMPACTION_SUMMARY, TURN_END, TURN_START
-from ..loop import AgentOptions
 from ..messages import TextBlock
-from .kernel import add_kernel_tools, mask, secret_values
-from .notebook import (
-    CancelAction,
-    CellRef,
-    CreateAction,
-    ListAction,
-    NotebookBridge,
-    PromptAction,
-    notebook_tools,
-)
-from .view import AgentView, WidgetApproval
+
+if TYPE_CHECKING:
+    # The actions' rooms load with the first action, not with %load_ext (the bridge, when
+    # there is one, has loaded the message models by then).
+    from ..loop import AgentOptions
+    from .notebook import CellRef, NotebookBridge
+    from .view import AgentView, WidgetApproval
 
 _log = logging.getLogger("agentloop_nb.notebook")
 
@@ -128,6 +123,8 @@ def ref_text(ref: CellRef, secrets: Sequence[str] = ()) -> str:
     elif ref.lines is not None:
         first, last = ref.lines
         where += f", line {first}" if first == last else f", lines {first}-{last}"
+    from .kernel import mask
+
     text = mask(ref.text, secrets)
     if len(text) > REF_MAX_CHARS:
         text = text[:REF_MAX_CHARS] + f"\n… ({len(text) - REF_MAX_CHARS} more characters)"
@@ -290,6 +287,9 @@ class AgentsPanel:
             agent = host.app.agent_loop.create(name, options)
         except Exception as exc:
             raise PanelError(f"creating an agent failed: {exc}") from exc
+        from .kernel import add_kernel_tools
+        from .notebook import notebook_tools
+
         add_kernel_tools(agent, run="ask")
         notebook_tools(agent, edit="ask")
         host.bind(name, agent)
@@ -317,6 +317,8 @@ class AgentsPanel:
         refs = list(refs)
         if not text.strip() and not refs:
             raise PanelError("the prompt is empty: type a message first")
+        from .kernel import secret_values
+
         agent = self.agent(name)
         secrets = secret_values(self.host.shell.user_ns) if refs else ()
         content = prompt_content(text.strip(), refs, secrets)
@@ -333,6 +335,8 @@ class AgentsPanel:
     def handle(self, action: Any) -> None:
         """Do what the front end asked (``list``, ``create``, ``prompt``, ``cancel``; ``fix``
         belongs to another listener). A failure is logged, never raised into the comm."""
+        from .notebook import CancelAction, CreateAction, ListAction, PromptAction
+
         try:
             if isinstance(action, ListAction):
                 self.push(force=True)

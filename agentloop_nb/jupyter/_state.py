@@ -22,30 +22,40 @@ from __future__ import annotations
 
 import asyncio
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..app import App
 from ..errors import AgentloopError, InvalidValueError, UsageError
 from ..loop import AgentOptions
 from ._panel import AgentsPanel
-from .fold import SessionFeed
 from .kernel import (
     DEFAULT_SIZE_LIMIT,
     Describers,
     InterruptHook,
     KernelMemory,
     KernelTools,
-    UndoReport,
     shell_describers,
 )
-from .notebook import NotebookBridge, NotebookDocument, NotebookProvider
-from .view import DEFAULT_APPROVAL_TIMEOUT, AgentView, WidgetApproval
+from .notebook import NotebookProvider
+from .view import DEFAULT_APPROVAL_TIMEOUT, WidgetApproval
+
+if TYPE_CHECKING:
+    # Loaded with their first use, not by %load_ext: the views bring ipywidgets, the bridge
+    # (only a kernel has one) its message models.
+    from .fold import SessionFeed
+    from .kernel import UndoReport
+    from .notebook import NotebookBridge, NotebookDocument
+    from .view import AgentView
 
 #: What ``%agent create`` without ``--provider``, the Agents panel's Create button and the
 #: "Fix with agent" button's new agent use unless :func:`configure` names others
 #: (``default_provider=``, ``default_model=``).
 DEFAULT_PROVIDER = "offline"
 DEFAULT_MODEL = "demo"
+
+
+# Constant and valid: constructed, so %load_ext builds no validator for it (start-up cost).
+_DEFAULT_OPTIONS = AgentOptions.model_construct(provider=DEFAULT_PROVIDER, model=DEFAULT_MODEL)
 
 
 class UserError(AgentloopError):
@@ -76,7 +86,11 @@ class KernelState:
         self._tasks: set[asyncio.Task[Any]] = set()
         self.hook = InterruptHook(shell, self.cancel_running)
         kernel = getattr(shell, "kernel", None)  # the comm to the JupyterLab extension
-        self.notebook = NotebookBridge(kernel) if kernel is not None else None
+        self.notebook: NotebookBridge | None = None
+        if kernel is not None:
+            from .notebook import NotebookBridge
+
+            self.notebook = NotebookBridge(kernel)
         self._off = app.ctx.on("agent/disposed", self._forget)
         # The notebook the notebook tools act on, handed to them as the ``ctx.notebooks``
         # service (the notebook room cannot import this module). Whoever owns the comm to the
@@ -102,7 +116,7 @@ class KernelState:
                 app.ctx.provide("kernel_memory", self.memory),
                 app.ctx.provide("undo", self.memory),
             ]
-        self._defaults = defaults or AgentOptions(provider=DEFAULT_PROVIDER, model=DEFAULT_MODEL)
+        self._defaults = defaults or _DEFAULT_OPTIONS
         # The Agents panel: the roster every front end lists, and the panel's actions over the
         # bridge (``%agent panel`` shows the same roster without the extension).
         self.panel = AgentsPanel(self, self.notebook)
@@ -166,6 +180,8 @@ class KernelState:
         """The agent's feed, shared by all its views (a chunk is folded once)."""
         feed = self.feeds.get(agent.id)
         if feed is None:
+            from .fold import SessionFeed
+
             feed = self.feeds[agent.id] = SessionFeed(agent.session, agent.ctx)
         return feed
 
@@ -173,6 +189,8 @@ class KernelState:
         """The agent's cached ``AgentView`` of every turn (``%agent show``, :func:`view`)."""
         view = self.views.get(agent.id)
         if view is None:
+            from .view import AgentView
+
             view = self.views[agent.id] = AgentView(
                 agent, name=self.name_of(agent), feed=self.feed(agent), on_fork=self.bind_fork
             )
@@ -181,6 +199,8 @@ class KernelState:
     def cell_view(self, agent: Any, own: list[str]) -> AgentView:
         """A new ``AgentView`` of the turns of messages ``own`` (what a ``%%agent`` cell
         shows), kept until the agent is disposed."""
+        from .view import AgentView
+
         view = AgentView(
             agent, name=self.name_of(agent), feed=self.feed(agent), own=own, on_fork=self.bind_fork
         )
@@ -313,7 +333,7 @@ def default_options() -> AgentOptions:
     unset, so an ``agent/request`` listener or the adapter's defaults must supply it)."""
     provider = _KERNEL.settings.get("default_provider")
     if provider is None:
-        return AgentOptions(provider=DEFAULT_PROVIDER, model=DEFAULT_MODEL)
+        return _DEFAULT_OPTIONS
     return AgentOptions(provider=provider, model=_KERNEL.settings.get("default_model"))
 
 

@@ -31,14 +31,12 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import ipaddress
 import json
 import os
 import re
 import sys
 import time
 from collections.abc import Iterable, Mapping
-from email.utils import parsedate_to_datetime
 from importlib.util import LazyLoader, find_spec, module_from_spec
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
@@ -211,6 +209,10 @@ def is_loopback_url(url: str) -> bool:
         return False
     if host == "localhost" or host.endswith(".localhost"):
         return True
+    if not host:
+        return False
+    import ipaddress  # here: the App asks this with no URL for most presets (start-up cost)
+
     try:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
@@ -259,6 +261,8 @@ def parse_retry_after(headers: Mapping[str, str] | httpx.Headers) -> float | Non
         return max(0.0, float(raw))
     except ValueError:
         pass
+    from email.utils import parsedate_to_datetime  # a date form is rare (start-up cost)
+
     try:
         when = parsedate_to_datetime(raw)
     except (TypeError, ValueError, IndexError):

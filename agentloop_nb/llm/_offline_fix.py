@@ -19,20 +19,21 @@ import tokenize
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from .._lazyre import lazy_re
 from ..messages import Message, TextBlock, ToolResultMessage, UserMessage
 
 __all__ = ["fix_response", "trailing_results"]
 
-_FIX = re.compile(r"^\s*fix\b", re.I)
-_AUTOPSY = re.compile(
+_FIX = lazy_re(r"^\s*fix\b", re.I)
+_AUTOPSY = lazy_re(
     r"^Error autopsy of cell \[[^\]]*\](?: \(id (?P<id>[^)\s]+)\))?: (?P<exc>.*)$", re.M
 )
-_MISSING = re.compile(
+_MISSING = lazy_re(
     r"^missing: (?P<kind>name|key|attribute) (?P<name>'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\")"
     r" — not among (?P<among>.*?); closest: (?P<closest>.*)$",
     re.M,
 )
-_SOURCE = re.compile(r"^source:\n```python\n(?P<src>.*?)\n```$", re.M | re.S)
+_SOURCE = lazy_re(r"^source:\n```python\n(?P<src>.*?)\n```$", re.M | re.S)
 _CELL_PROPS = ("cell", "cell_id", "id", "position", "index")
 _SOURCE_PROPS = ("source", "new_source", "code", "text")
 _Call = tuple[str, str, dict[str, Any]]

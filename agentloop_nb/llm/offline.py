@@ -74,6 +74,7 @@ from typing import Any
 import anyio
 
 from .._json import dumps_arguments
+from .._lazyre import lazy_re
 from ..errors import InvalidValueError
 from ..messages import TextBlock, ToolResultMessage, UserMessage
 from ._chunks import (
@@ -116,30 +117,30 @@ _LS_TOOLS = ("list_files", "ls", "list_dir", "list_directory", "listdir")
 _READ_TOOLS = ("read_file", "read", "cat", "open_file")
 _ECHO_TOOLS = ("echo",)
 
-_GREETING = re.compile(r"^\s*(hello|hi|hey|good (morning|afternoon|evening))\b", re.I)
-_ARITH_INTENT = re.compile(
+_GREETING = lazy_re(r"^\s*(hello|hi|hey|good (morning|afternoon|evening))\b", re.I)
+_ARITH_INTENT = lazy_re(
     r"^\s*(?:what(?:'s| is)|calculate|compute|evaluate|how much is|solve)\s+(.+?)\s*[?.!]*\s*$",
     re.I,
 )
-_EXPR = re.compile(r"^[\d\s.+\-*/%()]+$")
-_TIME = re.compile(
+_EXPR = lazy_re(r"^[\d\s.+\-*/%()]+$")
+_TIME = lazy_re(
     r"\b(what time|the time|current time|time is it|what day|today's date|current date)\b", re.I
 )
-_LS = re.compile(
+_LS = lazy_re(
     r"^\s*(?:please\s+)?(?:list(?: the)? files|ls|show(?: me)?(?: the)? files)(?:\s+(?:in\s+)?(\S+))?\s*[?.!]*\s*$",
     re.I,
 )
-_READ = re.compile(
+_READ = lazy_re(
     r"^\s*(?:please\s+)?(?:read|cat|open|show me)\s+(?:the\s+)?(?:file\s+)?(\S+?)\s*[?.!]*\s*$",
     re.I,
 )
-_ECHO = re.compile(r"^\s*echo\s+(.+?)\s*$", re.I | re.S)
-_VARIABLES = re.compile(r"^\s*(?:list\s+)?variables\s*[?.!]*\s*$", re.I)
-_INSPECT = re.compile(r"^\s*inspect\s+([A-Za-z_][\w.]*)\s*[?.!]*\s*$", re.I)
-_RUN = re.compile(r"^\s*run:[ \t]*\n?(.*)$", re.I | re.S)
-_HISTORY = re.compile(r"^\s*history\s*[?.!]*\s*$", re.I)
-_WORD = re.compile(r"\S+\s*|\s+")
-_USE = re.compile(r"^\s*use\s+([A-Za-z0-9_-]{1,64})(?:\s+(\{.*\}))?\s*[.!]*\s*$", re.I | re.S)
+_ECHO = lazy_re(r"^\s*echo\s+(.+?)\s*$", re.I | re.S)
+_VARIABLES = lazy_re(r"^\s*(?:list\s+)?variables\s*[?.!]*\s*$", re.I)
+_INSPECT = lazy_re(r"^\s*inspect\s+([A-Za-z_][\w.]*)\s*[?.!]*\s*$", re.I)
+_RUN = lazy_re(r"^\s*run:[ \t]*\n?(.*)$", re.I | re.S)
+_HISTORY = lazy_re(r"^\s*history\s*[?.!]*\s*$", re.I)
+_WORD = lazy_re(r"\S+\s*|\s+")
+_USE = lazy_re(r"^\s*use\s+([A-Za-z0-9_-]{1,64})(?:\s+(\{.*\}))?\s*[.!]*\s*$", re.I | re.S)
 
 _BINOPS: dict[type[ast.operator], Callable[[Any, Any], Any]] = {
     ast.Add: operator.add,
@@ -403,13 +404,13 @@ def _kernel_call(
 NOTEBOOK_TOOLS = frozenset(
     {"list_cells", "read_cell", "insert_cell", "replace_cell", "delete_cell", "run_cell"}
 )
-_NB_CELLS = re.compile(r"^\s*(?:list\s+(?:the\s+)?)?cells\s*[?.!]*\s*$", re.I)
-_NB_READ = re.compile(r"^\s*(?:read\s+)?cell\s+(\d+)\s*[?.!]*\s*$", re.I)
-_NB_INSERT = re.compile(r"^\s*insert\s+after\s+(\d+)\s*:[ \t]*\n?(.*)$", re.I | re.S)
-_NB_REPLACE = re.compile(r"^\s*replace\s+(?:cell\s+)?(\d+)\s*:[ \t]*\n?(.*)$", re.I | re.S)
-_NB_DELETE = re.compile(r"^\s*delete\s+(?:cell\s+)?(\d+)\s*[?.!]*\s*$", re.I)
-_NB_RUN = re.compile(r"^\s*run\s+cell\s+(\d+)\s*[?.!]*\s*$", re.I)
-_NB_ERROR = re.compile(r"^error: (.+)$", re.M)
+_NB_CELLS = lazy_re(r"^\s*(?:list\s+(?:the\s+)?)?cells\s*[?.!]*\s*$", re.I)
+_NB_READ = lazy_re(r"^\s*(?:read\s+)?cell\s+(\d+)\s*[?.!]*\s*$", re.I)
+_NB_INSERT = lazy_re(r"^\s*insert\s+after\s+(\d+)\s*:[ \t]*\n?(.*)$", re.I | re.S)
+_NB_REPLACE = lazy_re(r"^\s*replace\s+(?:cell\s+)?(\d+)\s*:[ \t]*\n?(.*)$", re.I | re.S)
+_NB_DELETE = lazy_re(r"^\s*delete\s+(?:cell\s+)?(\d+)\s*[?.!]*\s*$", re.I)
+_NB_RUN = lazy_re(r"^\s*run\s+cell\s+(\d+)\s*[?.!]*\s*$", re.I)
+_NB_ERROR = lazy_re(r"^error: (.+)$", re.M)
 
 
 def notebook_call(said: str) -> tuple[str, dict[str, Any]] | None:
@@ -452,7 +453,7 @@ def notebook_answer(results: list[ToolResultMessage]) -> str | None:
     return " ".join(s if s.endswith((".", "!", "?")) else s + "." for s in sentences)
 
 
-_VARIABLE_LINE = re.compile(r"^([A-Za-z_]\w*): (\S+)( \(secret: value hidden\))?")
+_VARIABLE_LINE = lazy_re(r"^([A-Za-z_]\w*): (\S+)( \(secret: value hidden\))?")
 
 
 def variables_answer(results: list[ToolResultMessage]) -> str | None:

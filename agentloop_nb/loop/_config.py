@@ -87,4 +87,8 @@ class LoopSettings(_LoopLimits):
 
 def live_settings(config: AgentLoopConfig) -> LoopSettings:
     """The live settings a loop starts with: ``config``'s value of every limit."""
-    return LoopSettings(**{name: getattr(config, name) for name in _LoopLimits.model_fields})
+    # ``config`` is validated: its values are taken as they are (the validator is built with
+    # the first assignment, which is validated).
+    return LoopSettings.model_construct(
+        **{name: getattr(config, name) for name in _LoopLimits.model_fields}
+    )

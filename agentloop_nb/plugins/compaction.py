@@ -81,7 +81,8 @@ class CompactionConfig(BaseModel):
     ``summary_max_tokens``: the summary call's output limit (default: the agent's own, the
     ``max_tokens`` of its last request)."""
 
-    model_config = ConfigDict(extra="forbid")
+    # defer_build: validators are built on first use, not at import (start-up cost)
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     trigger_ratio: float = Field(0.8, gt=0)
     keep_recent_turns: NonNegativeInt = 2

@@ -68,7 +68,10 @@ class RetryConfig(RetryPolicy):
     @property
     def default_policy(self) -> RetryPolicy:
         """The inherited fields as a plain :class:`RetryPolicy`."""
-        return RetryPolicy.model_validate(self.model_dump(exclude={"providers"}))
+        # This config's own values, valid already: constructed, not validated again.
+        return RetryPolicy.model_construct(
+            **{name: getattr(self, name) for name in RetryPolicy.model_fields}
+        )
 
 
 class RequestError(Protocol):

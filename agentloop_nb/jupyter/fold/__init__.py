@@ -8,13 +8,37 @@ and dispatcher, held by the dispatching context). ``view`` and ``kernel`` build 
 
 from __future__ import annotations
 
-from ._code import code_html
-from ._feed import SETTLED, Observer, SessionFeed
-from ._item import CHUNK_TYPES, Item
-from ._render import end_label, item_html, item_text, pretty_args
-from ._routes import Router, router
-from ._style import STYLE
-from ._transcript import Transcript, content_text
+from typing import TYPE_CHECKING, Any
+
+from .._lazy import LazyExports
+
+if TYPE_CHECKING:
+    from ._code import code_html
+    from ._feed import SETTLED, Observer, SessionFeed
+    from ._item import CHUNK_TYPES, Item
+    from ._render import end_label, item_html, item_text, pretty_args
+    from ._routes import Router, router
+    from ._style import STYLE
+    from ._transcript import Transcript, content_text
+
+# Each room loads with the first use of one of its names (start-up cost of %load_ext).
+_EXPORTS = LazyExports(
+    __name__,
+    {
+        "._code": ("code_html",),
+        "._feed": ("SETTLED", "Observer", "SessionFeed"),
+        "._item": ("CHUNK_TYPES", "Item"),
+        "._render": ("end_label", "item_html", "item_text", "pretty_args"),
+        "._routes": ("Router", "router"),
+        "._style": ("STYLE",),
+        "._transcript": ("Transcript", "content_text"),
+    },
+)
+
+
+def __getattr__(name: str) -> Any:
+    return _EXPORTS.load(name)
+
 
 __all__ = [
     "CHUNK_TYPES",

@@ -14,34 +14,93 @@ and its Undo button through callables the kernel tools register on the approval 
 
 from __future__ import annotations
 
-from ._autopsy import Autopsy, build_autopsy
-from ._bindings import Bindings, analyse
-from ._describe import (
-    MASK,
-    Describer,
-    Describers,
-    close_matches,
-    describe,
-    is_secret,
-    mask,
-    secret_values,
-    shell_describers,
+from typing import TYPE_CHECKING, Any
+
+from .._lazy import LazyExports
+
+if TYPE_CHECKING:
+    from ._autopsy import Autopsy, build_autopsy
+    from ._bindings import Bindings, analyse
+    from ._describe import (
+        MASK,
+        Describer,
+        Describers,
+        close_matches,
+        describe,
+        is_secret,
+        mask,
+        secret_values,
+        shell_describers,
+    )
+    from ._interrupt import InterruptHook
+    from ._memory import AgentRun, KernelMemory, UndoReport
+    from ._provenance import Binding
+    from ._run_code import RunOutcome, run_code
+    from ._sync import run_eagerly, run_sync
+    from ._tools import (
+        KernelTools,
+        add_kernel_tools,
+        code_html,
+        describers_of,
+        memory_of,
+        undo_action,
+        user_variables,
+    )
+    from ._undo import (
+        DEFAULT_SIZE_LIMIT,
+        NameOutcome,
+        Snapshot,
+        estimate_size,
+        restore,
+        snapshot_for,
+    )
+
+# Each room loads with the first use of one of its names (start-up cost of %load_ext).
+_EXPORTS = LazyExports(
+    __name__,
+    {
+        "._autopsy": ("Autopsy", "build_autopsy"),
+        "._bindings": ("Bindings", "analyse"),
+        "._describe": (
+            "MASK",
+            "Describer",
+            "Describers",
+            "close_matches",
+            "describe",
+            "is_secret",
+            "mask",
+            "secret_values",
+            "shell_describers",
+        ),
+        "._interrupt": ("InterruptHook",),
+        "._memory": ("AgentRun", "KernelMemory", "UndoReport"),
+        "._provenance": ("Binding",),
+        "._run_code": ("RunOutcome", "run_code"),
+        "._sync": ("run_eagerly", "run_sync"),
+        "._tools": (
+            "KernelTools",
+            "add_kernel_tools",
+            "code_html",
+            "describers_of",
+            "memory_of",
+            "undo_action",
+            "user_variables",
+        ),
+        "._undo": (
+            "DEFAULT_SIZE_LIMIT",
+            "NameOutcome",
+            "Snapshot",
+            "estimate_size",
+            "restore",
+            "snapshot_for",
+        ),
+    },
 )
-from ._interrupt import InterruptHook
-from ._memory import AgentRun, KernelMemory, UndoReport
-from ._provenance import Binding
-from ._run_code import RunOutcome, run_code
-from ._sync import run_eagerly, run_sync
-from ._tools import (
-    KernelTools,
-    add_kernel_tools,
-    code_html,
-    describers_of,
-    memory_of,
-    undo_action,
-    user_variables,
-)
-from ._undo import DEFAULT_SIZE_LIMIT, NameOutcome, Snapshot, estimate_size, restore, snapshot_for
+
+
+def __getattr__(name: str) -> Any:
+    return _EXPORTS.load(name)
+
 
 __all__ = [
     "DEFAULT_SIZE_LIMIT",

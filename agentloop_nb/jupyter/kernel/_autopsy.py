@@ -26,8 +26,8 @@ from __future__ import annotations
 import ast
 import builtins
 import difflib
+import functools
 import re
-import sysconfig
 import time
 import traceback
 from collections import OrderedDict
@@ -47,21 +47,22 @@ MAX_LOCALS = 20
 MAX_KEPT = 100
 _MAX_CHAIN = 5
 _MAX_KEYS = 10_000
-_LIB_DIRS = tuple(
-    sorted(
-        {
-            p
-            for k in ("stdlib", "platstdlib", "purelib", "platlib")
-            if (p := sysconfig.get_paths().get(k))
-        }
-    )
-)
 _NOT_DEFINED = re.compile(r"name '(\w+)' is not defined")
 
 
 def is_library(filename: str) -> bool:
     """True for the standard library, installed packages and frozen modules."""
-    return filename.startswith("<frozen") or filename.startswith(_LIB_DIRS)
+    return filename.startswith("<frozen") or filename.startswith(_lib_dirs())
+
+
+@functools.cache
+def _lib_dirs() -> tuple[str, ...]:
+    # Read at the first autopsy, not at %load_ext (``sysconfig`` and its path expansion).
+    import sysconfig
+
+    paths = sysconfig.get_paths()
+    keys = ("stdlib", "platstdlib", "purelib", "platlib")
+    return tuple(sorted({p for k in keys if (p := paths.get(k))}))
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import builtins
 import difflib
+import functools
 import keyword
 import re
 import shlex
@@ -24,30 +25,12 @@ from IPython.core.magic import Magics, cell_magic, line_cell_magic, magics_class
 from IPython.display import display
 
 from ...errors import AgentloopError
-from ...llm.offline import OfflineModel
 from ...loop import AgentOptions
 from .._state import DEFAULT_MODEL, DEFAULT_PROVIDER, KernelState, UserError
-from ..kernel import run_eagerly
-from ._cellplugin import run_plugin_cell
-from ._fix import add_fix_parser, run_fix
-from ._fork import add_fork_parser, run_fork
-from ._kernel import (
-    add_create_flags,
-    add_tool_command,
-    after_create,
-    check_create_flags,
-    prompt_with,
-    register_tool,
-    split_cell_line,
-)
-from ._longrun import add_longrun_parsers, cmd_compact
-from ._mcp import add_mcp_parser, run_mcp_command
-from ._notebook import add_notebook_parser, run_notebook_command
-from ._panel import add_panel_parser, run_panel_command
-from ._sessions import format_table as _format_table
-from ._sessions import run_sessions
-from ._undo import add_undo_parser, run_undo
-from ._why import add_why_parser, run_why
+
+# The sub-commands' modules (``_fix``, ``_panel``, ``_notebook``...) load with the first
+# ``%agent`` line, not with %load_ext: they bring the widgets, the notebook tools and the
+# "Fix with agent" flow. ``_build_parser`` imports them all; each command imports its own.
 
 _RAW_TEXT = ("steer", "inject")  # TEXT is the raw rest of the line (quotes and all)
 # `%agent steer|inject NAME TEXT?`: IPython would read the trailing `?` as a help request.
@@ -71,6 +54,16 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _build_parser() -> _Parser:
+    from ._fix import add_fix_parser
+    from ._fork import add_fork_parser
+    from ._kernel import add_create_flags, add_tool_command
+    from ._longrun import add_longrun_parsers
+    from ._mcp import add_mcp_parser
+    from ._notebook import add_notebook_parser
+    from ._panel import add_panel_parser
+    from ._undo import add_undo_parser
+    from ._why import add_why_parser
+
     p = _Parser(
         prog="%agent",
         description="Create, steer and cancel background agents.",
@@ -215,7 +208,11 @@ class AgentMagics(Magics):
     def __init__(self, shell: Any, state: KernelState) -> None:
         super().__init__(shell)
         self.state = state
-        self.parser = _build_parser()
+
+    @functools.cached_property
+    def parser(self) -> _Parser:
+        """The ``%agent`` argument parser, built on first use."""
+        return _build_parser()
 
     @line_cell_magic
     def agent(self, line: str, cell: str | None = None) -> None:
@@ -310,6 +307,8 @@ class AgentMagics(Magics):
         if len(words) != 1:
             _fail("%%plugin: expected exactly one NAME — usage: %%plugin NAME")
             return
+        from ._cellplugin import run_plugin_cell
+
         run_plugin_cell(self.shell, self.state.app.ctx, words[0], cell)
 
     # -- dispatch ---------------------------------------------------------------------------
@@ -345,6 +344,8 @@ class AgentMagics(Magics):
         getattr(self, f"_cmd_{args.command}")(args)
 
     def _cell(self, line: str, cell: str) -> None:
+        from ._kernel import prompt_with, split_cell_line
+
         name, attach = split_cell_line(line)
         agent = self.state.agent(name)
         prompt = cell.strip()
@@ -359,6 +360,8 @@ class AgentMagics(Magics):
     # -- commands ---------------------------------------------------------------------------
 
     def _cmd_create(self, args: argparse.Namespace) -> None:
+        from ._kernel import after_create, check_create_flags
+
         name = _identifier(args.name)
         self._check_free(name)
         defaults = self.state.default_options()
@@ -398,6 +401,8 @@ class AgentMagics(Magics):
             raise UserError("%agent create: --pace works with the offline provider only")
         if not 0 < pace <= 1000:
             raise UserError("%agent create: --pace must be between 0 and 1000 words per second")
+        from ...llm.offline import OfflineModel
+
         name = f"{DEFAULT_PROVIDER}@{pace:g}wps"
         llm = self.state.app.ctx.llm
         if name not in llm.providers():
@@ -409,12 +414,18 @@ class AgentMagics(Magics):
             raise UserError(f"an agent named {name!r} exists; %agent dispose {name} first")
 
     def _cmd_panel(self, args: argparse.Namespace) -> None:
+        from ._panel import run_panel_command
+
         run_panel_command(self.state, args)
 
     def _cmd_notebook(self, args: argparse.Namespace) -> None:
+        from ._notebook import run_notebook_command
+
         print(run_notebook_command(self.state, args))
 
     def _cmd_tool(self, args: argparse.Namespace) -> None:
+        from ._kernel import register_tool
+
         agent = None if args.agent is None else self.state.agent(args.agent)
         print(register_tool(self.shell, self.state.app.ctx, agent, args.func))
 
@@ -429,6 +440,8 @@ class AgentMagics(Magics):
             print(f"{args.name} is idle: nothing to cancel")
 
     def _cmd_resume(self, args: argparse.Namespace) -> None:
+        from ..kernel import run_eagerly
+
         sid = args.session_id
         default = sid.split("-session-")[0] if "-session-" in sid else None
         if args.name is None and (default is None or not default.isidentifier()):
@@ -457,15 +470,23 @@ class AgentMagics(Magics):
         print(f"resuming {sid} as {name}…")
 
     def _cmd_fork(self, args: argparse.Namespace) -> None:
+        from ._fork import run_fork
+
         run_fork(self.state, args)
 
     def _cmd_fix(self, args: argparse.Namespace) -> None:
+        from ._fix import run_fix
+
         run_fix(self.state, args)
 
     def _cmd_undo(self, args: argparse.Namespace) -> None:
+        from ._undo import run_undo
+
         run_undo(self.state, args)
 
     def _cmd_why(self, args: argparse.Namespace) -> None:
+        from ._why import run_why
+
         run_why(self.state, args)
 
     def _check_session(self, sid: str) -> None:
@@ -507,15 +528,23 @@ class AgentMagics(Magics):
         display(self.state.view(self.state.agent(args.name)))
 
     def _cmd_sessions(self, _args: argparse.Namespace) -> None:
+        from ._sessions import run_sessions
+
         run_sessions(self.state, self.shell)
 
     def _cmd_compact(self, args: argparse.Namespace) -> None:
+        from ._longrun import cmd_compact
+
         cmd_compact(self.state, args)
 
     def _cmd_mcp(self, args: argparse.Namespace) -> None:
+        from ._mcp import run_mcp_command
+
         run_mcp_command(self.state, args)
 
     def _cmd_dispose(self, args: argparse.Namespace) -> None:
+        from ..kernel import run_eagerly
+
         st = self.state
         agent = st.unbind(args.name)
         done, value = run_eagerly(st.app.agent_loop.dispose(agent))
@@ -529,6 +558,8 @@ def _where(persistence: Any) -> str:
 
 
 def _table(rows: Sequence[tuple[str, ...]]) -> None:
+    from ._sessions import format_table as _format_table
+
     print(_format_table(rows))
 
 

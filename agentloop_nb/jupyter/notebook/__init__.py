@@ -12,31 +12,73 @@ notifications the front end sends. This room imports ``fold``, ``kernel`` and th
 
 from __future__ import annotations
 
-from ._bridge import BridgeError, NotebookBridge
-from ._document import (
-    CELL_TYPES,
-    BridgeDocument,
-    BridgeLike,
-    Cell,
-    DocumentError,
-    NotebookDocument,
-    RunResult,
+from typing import TYPE_CHECKING, Any
+
+from .._lazy import LazyExports
+
+if TYPE_CHECKING:
+    from ._bridge import BridgeError, NotebookBridge
+    from ._document import (
+        CELL_TYPES,
+        BridgeDocument,
+        BridgeLike,
+        Cell,
+        DocumentError,
+        NotebookDocument,
+        RunResult,
+    )
+    from ._file import NotebookFile
+    from ._messages import (
+        COMM_TARGET,
+        PROTOCOL,
+        READY_TARGET,
+        CancelAction,
+        CellRef,
+        CreateAction,
+        FixAction,
+        ListAction,
+        PromptAction,
+    )
+    from ._outputs import MAX_IMAGE_BYTES, MAX_IMAGES, OutputSummary, summarize
+    from ._provider import NO_NOTEBOOK, NotebookProvider
+    from ._tools import EDIT_TOOLS, NotebookTools, diff_html, notebook_tools
+
+# Each room loads with the first use of one of its names (start-up cost of %load_ext).
+_EXPORTS = LazyExports(
+    __name__,
+    {
+        "._bridge": ("BridgeError", "NotebookBridge"),
+        "._document": (
+            "CELL_TYPES",
+            "BridgeDocument",
+            "BridgeLike",
+            "Cell",
+            "DocumentError",
+            "NotebookDocument",
+            "RunResult",
+        ),
+        "._file": ("NotebookFile",),
+        "._messages": (
+            "COMM_TARGET",
+            "PROTOCOL",
+            "READY_TARGET",
+            "CancelAction",
+            "CellRef",
+            "CreateAction",
+            "FixAction",
+            "ListAction",
+            "PromptAction",
+        ),
+        "._outputs": ("MAX_IMAGE_BYTES", "MAX_IMAGES", "OutputSummary", "summarize"),
+        "._provider": ("NO_NOTEBOOK", "NotebookProvider"),
+        "._tools": ("EDIT_TOOLS", "NotebookTools", "diff_html", "notebook_tools"),
+    },
 )
-from ._file import NotebookFile
-from ._messages import (
-    COMM_TARGET,
-    PROTOCOL,
-    READY_TARGET,
-    CancelAction,
-    CellRef,
-    CreateAction,
-    FixAction,
-    ListAction,
-    PromptAction,
-)
-from ._outputs import MAX_IMAGE_BYTES, MAX_IMAGES, OutputSummary, summarize
-from ._provider import NO_NOTEBOOK, NotebookProvider
-from ._tools import EDIT_TOOLS, NotebookTools, diff_html, notebook_tools
+
+
+def __getattr__(name: str) -> Any:
+    return _EXPORTS.load(name)
+
 
 __all__ = [
     "CELL_TYPES",

@@ -28,6 +28,9 @@ OPS = ("snapshot", "insert", "replace", "delete", "run")
 
 
 class _Message(BaseModel):
+    # Built at import, unlike the core's models: deferring them broke the "Fix with agent" round
+    # trip in the browser (docs/architecture.md, "Start-up"). Only a kernel imports this module
+    # at %load_ext (the bridge needs a comm); a terminal IPython never does.
     model_config = ConfigDict(extra="ignore", frozen=True)
 
 
