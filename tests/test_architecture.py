@@ -47,6 +47,9 @@ ROOM_REACHES: dict[tuple[str, str], str] = {
     ("agentloop_nb.loop._request", "agentloop_nb.session._frozen"): (
         "chunks are frozen from their validated fields (the same unchecked wrapper)"
     ),
+    ("agentloop_nb.loop._scheduler", "agentloop_nb.session._frozen"): (
+        "tool/call and tool/result data of exact strs and ints wrapped as-is (the same wrapper)"
+    ),
 }
 
 # Private modules a bundled plugin may import (module, imported module): reason.
