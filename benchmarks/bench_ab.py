@@ -57,6 +57,21 @@ def export(ref: str, name: str, into: Path) -> None:
         path.write_text(pattern.sub(f"agentloop_nb_{name}", path.read_text()))
 
 
+class ScriptReplay:
+    """A zero-latency adapter of any version: the i-th request streams ``script[i]`` (chunks
+    built with that version's classes). Shared with ``bench_pool_ab.py``."""
+
+    def __init__(self, script: Any) -> None:
+        self.script = script
+        self.i = 0
+
+    async def stream(self, options: Any) -> Any:
+        chunks = self.script[self.i]
+        self.i += 1
+        for chunk in chunks:
+            yield chunk
+
+
 class Version:
     """One exported package: builds an app with a replaying adapter and the ``noop`` tool."""
 
@@ -79,20 +94,8 @@ class Version:
         self.noop = noop
 
     def build(self, root: Path | None) -> tuple[Any, Any]:
-        script = self.script
-
-        class Replay:
-            def __init__(self) -> None:
-                self.i = 0
-
-            async def stream(self, options: Any) -> Any:
-                chunks = script[self.i]
-                self.i += 1
-                for chunk in chunks:
-                    yield chunk
-
         app = self.app_class(None, persistence_root=root) if root else self.app_class(None)
-        app.ctx.llm.register_adapter(["replay"], Replay())
+        app.ctx.llm.register_adapter(["replay"], ScriptReplay(self.script))
         app.ctx.tools.register(self.noop)
         agent = app.ctx.agent_loop.create("bench", self.options(provider="replay", model="m"))
         return app, agent

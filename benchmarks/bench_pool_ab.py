@@ -22,13 +22,12 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
 
 import anyio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_ab import export
+from bench_ab import ScriptReplay, export
 
 CAP, BODY = 10, 0.01
 
@@ -53,21 +52,9 @@ class Version:
         self.tool = sleepy
 
     async def run(self, root: Path | None) -> tuple[float, float, float, float]:
-        script = self.script
-
-        class Replay:
-            def __init__(self) -> None:
-                self.i = 0
-
-            async def stream(self, options: Any) -> Any:
-                chunks = script[self.i]
-                self.i += 1
-                for chunk in chunks:
-                    yield chunk
-
         config = {"max_parallel_tool_calls": CAP}
         app = self.app_class(config, persistence_root=root) if root else self.app_class(config)
-        app.ctx.llm.register_adapter(["replay"], Replay())
+        app.ctx.llm.register_adapter(["replay"], ScriptReplay(self.script))
         app.ctx.tools.register(self.tool)
         agent = app.ctx.agent_loop.create("bench", self.options(provider="replay", model="m"))
         gc.collect()
