@@ -202,3 +202,41 @@ async def test_aclose_closes_the_http_adapters_the_app_built() -> None:
     adapter.aclose = spy
     await app.aclose()
     assert closed == ["openai"]
+
+
+@pytest.mark.parametrize("root", [None, "str", "path"])
+async def test_a_plain_app_built_without_validation_holds_what_validation_gives(
+    root: str | None, tmp_path: Path
+) -> None:
+    # What %load_ext builds (``App()`` / ``App(persistence_root=...)``) constructs its own
+    # configuration, loop settings and default retry policy instead of validating them (start-up
+    # cost): each must equal, value and type, what validating the same input gives.
+    from agentloop_nb.app import AppConfig
+    from agentloop_nb.llm import RetryPolicy
+    from agentloop_nb.loop import LoopSettings
+    from agentloop_nb.plugins.retry import RetryConfig
+
+    given: dict[str, Any] = {}
+    if root is not None:
+        given["persistence_root"] = str(tmp_path) if root == "str" else tmp_path
+    app = App(**given)
+    try:
+        validated = AppConfig.model_validate(
+            {"persistence_root": str(tmp_path)} if root is not None else {}
+        )
+        assert app.config == validated
+        assert app.config.model_dump() == validated.model_dump()
+        settings = app.ctx.agent_loop.settings
+        expected = LoopSettings.model_validate(
+            {name: getattr(validated, name) for name in LoopSettings.model_fields}
+        )
+        assert settings.model_dump() == expected.model_dump()  # (its listeners differ)
+        # The constructed settings still validate what a user assigns.
+        with pytest.raises(ValidationError):
+            settings.max_parallel_tool_calls = 0
+        config = RetryConfig()
+        assert config.default_policy == RetryPolicy.model_validate(
+            config.model_dump(exclude={"providers"})
+        )
+    finally:
+        await app.aclose()
