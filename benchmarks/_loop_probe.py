@@ -28,6 +28,7 @@ _slow: list[tuple[float, str]] = []  # (CPU seconds, what) of every callback or 
 _bursts: list[Any] = []  # iterations over 5 ms of wall time: (cpu, wall, n, 3 largest)
 _gc: list[tuple[int, float]] = []  # (generation, seconds) of every collection
 _iteration: list[Any] = [0.0, 0.0, []]
+_renders: list[float] = []  # CPU seconds of every view render
 
 
 def _what(handle: Any) -> str:
@@ -84,6 +85,7 @@ def install() -> None:
         t = clock()
         fire(throttle)
         d = clock() - t
+        _renders.append(d)
         if d > 0.001:
             _slow.append((d, f"render {getattr(throttle._render, '__qualname__', 'render')}"))
 
@@ -94,11 +96,12 @@ def install() -> None:
 
 
 def take() -> list[Any]:
-    """``[[cpu_seconds, callbacks], slow, bursts, gc, [process_cpu, main_thread_cpu]]`` since
-    the last call (the last item: the clocks now, every thread and the calling one); clears
-    them."""
+    """``[[cpu_seconds, callbacks], slow, bursts, gc, [process_cpu, main_thread_cpu], renders]``
+    since the last call (the clocks: now, every thread and the calling one; renders: each view
+    render's CPU seconds); clears them."""
     clocks = [time.process_time(), time.thread_time()]
-    out = [list(_busy), list(_slow), list(_bursts), list(_gc), clocks]
+    out = [list(_busy), list(_slow), list(_bursts), list(_gc), clocks, list(_renders)]
+    _renders.clear()
     _busy[:] = [0.0, 0]
     _slow.clear()
     _bursts.clear()

@@ -345,6 +345,15 @@ def _report_probe(
         for cpu, wall, n, parts in bursts:
             what = "; ".join(f"{d * 1e3:.1f} {x[:48]}" for d, x in parts)
             print(f"  {phase}: {wall * 1e3:.1f} ms ({cpu * 1e3:.1f} cpu), {n} callbacks: {what}")
+    print("view renders (CPU ms of each):")
+    for phase, pairs in probes.items():
+        rs = sorted(d for _, t in pairs for d in t[5])
+        if rs:
+            p50, p90, p99 = (rs[min(len(rs) - 1, int(f * len(rs)))] * 1e3 for f in (0.5, 0.9, 0.99))
+            print(
+                f"  {phase}: {len(rs)} renders, p50 {p50:.2f} p90 {p90:.2f} p99 {p99:.2f}"
+                f" max {rs[-1] * 1e3:.2f}, {sum(rs) * 1e3:.0f} ms in all"
+            )
     print("slowest callbacks and view renders (CPU ms), by kind:")
     for phase, pairs in probes.items():
         kinds: dict[str, list[float]] = {}

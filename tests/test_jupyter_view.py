@@ -227,13 +227,13 @@ async def test_a_running_turn_shows_a_spinner_and_elapsed_time_top_and_bottom() 
     view.flush()
     assert "agentloop-spinner" in view.status.value
     assert re.search(r"running \d+s", view.status.value)
-    assert view.status_bottom.value == view.status.value
+    assert view.status_bottom.children == (view.status,)  # the same model, shown twice
     agent.cancel("user")
     await agent.when_idle()
     await view.settled()
     view.flush()
     assert "agentloop-spinner" not in view.status.value
-    assert view.status_bottom.value == view.status.value
+    assert view.status_bottom.children == (view.status,)  # the same model, shown twice
     view.close()
     await app.aclose()
 

@@ -136,6 +136,30 @@ async def test_a_new_segment_of_a_streaming_answer_opens_one_widget(
         await view.throttle.settled()
     # the segment's own model only: its layout and style are the view's shared ones
     assert comm_messages["comm_open"] == 4
+    # per new segment: the filled one's last value and the box's children; the new one's
+    # value and classes travel in its comm_open (no update right after opening)
+    assert comm_messages["comm_msg"] == 2 * 4
+    view.close()
+
+
+@pytest.mark.anyio
+async def test_a_new_streamed_item_and_its_turn_open_with_their_classes_in_one_message_each(
+    comm_messages: Counter[str],
+) -> None:
+    session = SessionStore(Context()).create("s")
+    view = SessionView(session, interval=0)
+    await view.throttle.settled()
+    comm_messages.clear()
+    session.append("turn/start", {"turn": 1})
+    _chunk_event(session, {"type": "block-start", "index": 0, "block_type": "text"})
+    _chunk_event(session, {"type": "text-delta", "index": 0, "text": "start "})
+    await view.throttle.settled()
+    opened = comm_messages["comm_open"]
+    assert opened >= 3  # the turn's box, the stream's box, its first segment
+    # children of the new turn box and of the transcript body; nothing else: every widget
+    # opened with its value and classes
+    assert comm_messages["comm_msg"] <= 3
+    assert "agentloop-streaming" in view.turn_htmls[-1]
     view.close()
 
 

@@ -542,6 +542,27 @@ def test_assembler_leaves_out_blocks_that_stayed_empty() -> None:
     assert message.content == ()
 
 
+def test_assembler_streamed_text_is_the_one_text_block_so_far_and_none_for_anything_else() -> None:
+    asm = BlockAssembler()
+    assert asm.streamed_text() is None  # nothing fed
+    asm.feed(BlockStart(index=0, block_type="reasoning"))
+    assert asm.streamed_text() == ""
+    for piece in ("deep ", "thou", "ght"):
+        asm.feed(ReasoningDelta(index=0, text=piece))
+        assert asm.streamed_text() == asm.message().content[0].text  # type: ignore[union-attr]
+    assert asm.streamed_text() == "deep thought"
+    asm.feed(BlockEnd(index=0, block=ReasoningBlock(text="deep thought", signature="s")))
+    assert asm.streamed_text() is None  # a carried block: what message() holds is that block
+    calls = BlockAssembler()
+    calls.feed(ToolCallDelta(index=0, id="c1", name="echo", arguments_delta="{}"))
+    assert calls.streamed_text() is None
+    two = BlockAssembler()
+    two.feed(TextDelta(index=0, text="a"))
+    two.feed(TextDelta(index=1, text="b"))
+    assert two.streamed_text() is None
+    assert two.message().content == (TextBlock(text="a"), TextBlock(text="b"))
+
+
 def test_assembler_on_scripted_tool_call_response_builds_the_call() -> None:
     message, usage, finish = assemble(tool_call("c9", "add", {"a": 1}, text="sure"))
     assert message.text == "sure"

@@ -37,6 +37,8 @@ from ._chunks import (
     UsageChunk,
 )
 
+_TEXT_KINDS = frozenset({"text", "reasoning"})
+
 
 class _Partial:
     """One block being assembled."""
@@ -114,6 +116,23 @@ class BlockAssembler:
         if partial.ended:
             partial.block = block
         return block
+
+    def streamed_text(self) -> str | None:
+        """The text so far when the only block fed is a text or reasoning block built from its
+        deltas (what ``message()``'s one block would hold, ``""`` while empty); ``None`` for
+        anything else (ask ``message``). A view calls this after every few deltas of a long
+        answer: the parts are kept joined, so each call joins only what arrived since the
+        last one, and no message is built."""
+        blocks = self._blocks
+        if len(blocks) != 1:
+            return None
+        (partial,) = blocks.values()
+        if partial.block is not None or partial.kind not in _TEXT_KINDS:
+            return None
+        parts = partial.parts
+        if len(parts) > 1:
+            parts[:] = ["".join(parts)]
+        return parts[0] if parts else ""
 
     def message(self, *, interrupted: bool = False) -> AssistantMessage:
         """The assembled message (see the module docstring for what is dropped)."""

@@ -136,6 +136,10 @@ class Item:
         seen = assembler.chunks_seen
         if self._built[0] == seen:
             return self._built[1]
+        text = assembler.streamed_text()  # a text being streamed: no message built
+        if text is not None:
+            self._built = (seen, text)
+            return text
         content = assembler.message().content  # this block alone: at most one content block
         block = content[0] if content else None
         text = ""

@@ -71,8 +71,9 @@ class AgentView(TextRepr, widgets.VBox):
         self._name = name
         self.feed, self._owns_feed = feed_for(agent.session, agent.ctx, feed)
         self.status = widgets.HTML()
-        self.status_bottom = widgets.HTML()
-        self.status_bottom.add_class("agentloop-status-bottom")
+        # The bottom status line shows the same widget model (a model may be displayed in any
+        # number of places): one comm message per status change, not two.
+        self.status_bottom = widgets.Box([self.status], _dom_classes=("agentloop-status-bottom",))
         self.session_view = SessionView(
             agent.session, interval=interval, feed=self.feed, own=own, on_fork=on_fork
         )
@@ -178,7 +179,6 @@ class AgentView(TextRepr, widgets.VBox):
         html = self.status_html()
         if self.status.value != html:
             self.status.value = html
-            self.status_bottom.value = html
         running = str(self.agent.status) == "running"
         style = "warning" if running else ""
         if self.cancel_button.button_style != style:

@@ -50,15 +50,15 @@ class _Stream:
 
     def __init__(self, kind: str, shared: tuple[widgets.Layout, HTMLStyle]) -> None:
         self.layout, self.style = shared
-        self.box = widgets.Box(layout=self.layout)
         self.classes = (
             "agentloop-box",
             f"agentloop-{kind}",
             "agentloop-streaming",
             "agentloop-flow",
         )
-        for css in self.classes:
-            self.box.add_class(css)
+        # Classes given at construction travel in the comm_open: each add_class afterwards
+        # would be one more comm message per streamed item.
+        self.box = widgets.Box(layout=self.layout, _dom_classes=self.classes)
         self.segments: list[widgets.HTML] = []
         self.frozen = 0  # segments whose text is final
 
@@ -76,8 +76,8 @@ class _Stream:
                 value=escape(text[k * SEGMENT : (k + 1) * SEGMENT]),
                 layout=self.layout,
                 style=self.style,
+                _dom_classes=("agentloop-segment",),
             )
-            w.add_class("agentloop-segment")
             segments.append(w)
         self.frozen = full
         tail = escape(text[full * SEGMENT :])
@@ -261,8 +261,9 @@ class SessionView(TextRepr, widgets.VBox):
             box = self._turns.get(turn)
             new = box is None
             if box is None:
-                box = self._turns[turn] = widgets.VBox(layout=self._turn_layout)
-                box.add_class("agentloop-turn")
+                box = self._turns[turn] = widgets.VBox(
+                    layout=self._turn_layout, _dom_classes=("agentloop-turn",)
+                )
                 added = True
             if self._finished(turn):
                 self._seal(turn, box, new or turn in dirty_turns)
@@ -335,8 +336,8 @@ class SessionView(TextRepr, widgets.VBox):
                 value="".join(item_html(i) for i in group),
                 layout=self._turn_layout,
                 style=self._part_style,
+                _dom_classes=("agentloop-item",),
             )
-            w.add_class("agentloop-item")
             parts.append(w)
         self._sealed[turn] = _Sealed(parts, key)
         self._turn_changed(turn)
@@ -409,9 +410,11 @@ class SessionView(TextRepr, widgets.VBox):
         w = self._widgets.get(i)
         if w is None:
             w = self._widgets[i] = widgets.HTML(
-                value=html, layout=self._turn_layout, style=self._part_style
+                value=html,
+                layout=self._turn_layout,
+                style=self._part_style,
+                _dom_classes=("agentloop-item",),
             )
-            w.add_class("agentloop-item")
         elif w.value != html:
             w.value = html
         if stream is not None:  # finished: one widget with its Markdown replaces the segments
