@@ -36,9 +36,11 @@ _log = logging.getLogger("agentloop_nb.jupyter")
 DEFAULT_INTERVAL = 0.1
 """Seconds between renders: at most 10 renders per second per view."""
 
-SLOT = 0.002
+SLOT = 0.0005
 """Seconds of rendering a pacer slot may spend before it yields to the loop (a render that
-starts within the slot runs to its end)."""
+starts within the slot runs to its end). A streaming view's render is one comm message, about
+0.3-0.5 ms of the loop's time in a kernel, so a slot is about one such render (or many cheap
+ones): a shell message that arrives mid-slot waits for one render, not for several."""
 
 REST = 2.0
 """After a slot that took ``d`` seconds the pacer waits ``REST * d`` before the next one, so
