@@ -38,8 +38,10 @@ from ._throttle import DEFAULT_INTERVAL, Throttle
 from ._turnfork import OnFork, TurnForks
 from ._viewbase import TextRepr, feed_for, style_widget
 
-SEGMENT = 4096
-"""Characters of streaming text per segment widget (what one render sends at most)."""
+SEGMENT = 16384
+"""Characters of streaming text per segment widget (what one render sends at most). Opening a
+segment (a widget, its comm, the box's new children) costs about ten times a tail update, so
+segments are long: most answers fit in one, and a long stream opens a new one rarely."""
 _STREAMED = frozenset({"assistant", "reasoning"})
 
 
