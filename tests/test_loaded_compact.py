@@ -16,6 +16,7 @@ import pytest
 from _loop_helpers import OPTIONS, make_app, register, run, scripted
 
 from agentloop_nb.session import FrozenDict, JsonlPersistence, SessionEvent, SessionStore
+from agentloop_nb.session import _jsonl_codec as codec
 from agentloop_nb.session import _session as session_module
 from agentloop_nb.testing import text, tool_call
 from agentloop_nb.tools import tool
@@ -24,7 +25,7 @@ pytestmark = pytest.mark.anyio
 
 
 @tool
-def look_up(q: int) -> str:
+def look_up(q: int, why: str = "") -> str:
     """A result of its own for each question."""
     return f"entry {q}: " + "details of the entry " * 3
 
@@ -35,7 +36,12 @@ async def _write(root: Path, steps: int, sid: str = "s") -> list[Any]:
     app = make_app(persistence=JsonlPersistence(root))
     register(app, look_up)
     script = [
-        tool_call(f"c{i}", "look_up", {"q": i}, text=f"Step {i}: let me look that up for you.")
+        tool_call(
+            f"c{i}",
+            "look_up",
+            {"q": i, "why": f"the user asked question {i}"},
+            text=f"Step {i}: let me look that up for you.",
+        )
         for i in range(steps)
     ]
     scripted(app, *script, text("Here is everything I found."))
@@ -51,10 +57,13 @@ def _load(root: Path, sid: str = "s") -> Any:
     return SessionStore().prepare(header=header, events=events)
 
 
+@pytest.mark.parametrize("window", [None, 8])
 async def test_a_loaded_session_equals_the_live_one_event_for_event_and_line_for_line(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, window: int | None
 ) -> None:
     live_events, live_messages = await _write(tmp_path, 5)
+    if window is not None:  # a loader that starts sharing anew every few records
+        monkeypatch.setattr(codec, "SHARED_WINDOW", window)
     session = _load(tmp_path)
     assert list(session.events) == live_events
     assert session.derive_messages() == live_messages
@@ -125,6 +134,25 @@ async def test_messages_of_a_loaded_session_share_their_field_name_sets(tmp_path
     changed = results[0].model_copy(update={"is_error": True})
     assert changed.is_error and not results[1].is_error
     assert results[1].model_fields_set == {"call_id", "name", "content", "is_error"}
+
+
+async def test_a_loaded_step_holds_its_text_and_tool_call_once(tmp_path: Path) -> None:
+    await _write(tmp_path, 2)
+    session = _load(tmp_path)
+    events = list(session.events)
+    chunks = [e.data["chunk"] for e in events if e.type == "assistant/chunk"]
+    deltas = [c["text"] for c in chunks if c["type"] == "text-delta"]
+    blocks = [c["block"] for c in chunks if c.get("block")]
+    messages = [e.data["message"] for e in events if e.type == "assistant/message"]
+    calls = [e.data for e in events if e.type == "tool/call"]
+    for i in range(2):
+        text_block, call_block = messages[i]["content"]
+        assert text_block["text"] is deltas[i] and len(deltas[i]) > 16
+        assert call_block is blocks[i] and len(call_block["arguments"]) > 16
+        assert calls[i]["arguments"] is call_block["arguments"]
+    derived = [m for m in session.derive_messages() if m.role == "assistant" and m.tool_calls]
+    assert derived[1].text is deltas[1]
+    assert derived[1].tool_calls[0].arguments is calls[1]["arguments"]
 
 
 def test_equal_dicts_holding_shared_dicts_are_one_object(tmp_path: Path) -> None:

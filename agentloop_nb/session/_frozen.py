@@ -26,6 +26,7 @@ from ..errors import AgentloopError, InvalidTypeError
 
 __all__ = [
     "EMPTY",
+    "SHARED_WINDOW",
     "Fallback",
     "FrozenDict",
     "Shared",
@@ -309,9 +310,17 @@ def freeze_json(value: Any, *, label: str, root: str = "data") -> Any:
     raise InvalidTypeError(f"{label}: {where} {error.what}; {_JSON_KINDS}") from None
 
 
-Shared = dict[Any, FrozenDict]
-"""What one load shares (:func:`freeze_trusted`): a dict's items → its one ``FrozenDict``, and
-``id(frozen)`` → ``frozen`` for each of those (what tells a shared value from a fresh one)."""
+Shared = dict[Any, Any]
+"""What one load shares (:func:`freeze_trusted`): a string longer than :data:`SHARED_STR` →
+its one copy, a small dict's items → its one ``FrozenDict``, and ``id(frozen)`` → ``frozen``
+for each of those (what tells a shared value from a fresh one). A loader may clear it
+between records (:data:`SHARED_WINDOW`): what came before is then shared no more."""
+
+SHARED_WINDOW = 1 << 14
+"""Entries of a loader's ``Shared`` map after which it starts a new one: sharing is for what
+a log repeats nearby (a streamed text in its message, a tool call's arguments in its chunk,
+message and ``tool/call``; the same small dicts step after step), and the map, which lives
+only while a log loads, stays bounded."""
 
 
 def freeze_trusted(value: Any, shared: Shared | None = None) -> Any:
@@ -322,10 +331,11 @@ def freeze_trusted(value: Any, shared: Shared | None = None) -> Any:
     What a loaded log holds, shared instead of copied: every key and every string of at most
     :data:`SHARED_STR` characters is interned (a JSON decoder builds fresh strings per
     document, so a log repeats ``"type"``, ``"turn"``, ``"text-delta"``... once per line), and
-    with ``shared`` (one dict per load) every small dict of plain strings, ints and dicts
-    shared the same way (``{"type": "block-end", "index": 0}``, ``{"kind": "stop"}``,
-    ``{"type": "finish", "reason": {"kind": "stop"}}``) is one ``FrozenDict`` however often it
-    occurs (frozen values can be shared safely)."""
+    with ``shared`` (see :data:`Shared`) equal longer strings are one object, and every small
+    dict of strings, ints and dicts shared the same way (``{"type": "block-end", "index": 0}``,
+    ``{"kind": "stop"}``, ``{"type": "finish", "reason": {"kind": "stop"}}``, a tool call's
+    block in its chunk and its message) is one ``FrozenDict`` however often it occurs (frozen
+    values and strings can be shared safely)."""
     t = type(value)
     if t is dict:
         return _load_dict(value, {} if shared is None else shared)
@@ -349,10 +359,7 @@ def _load_dict(value: dict[str, Any], shared: Shared) -> FrozenDict:
     for key, item in value.items():
         t = type(item)
         if t is str:
-            if len(item) <= SHARED_STR:
-                item = _intern(item)
-            else:
-                plain = False
+            item = _intern(item) if len(item) <= SHARED_STR else shared.setdefault(item, item)
         elif t is int:
             pass
         elif t is dict:
@@ -388,8 +395,7 @@ def _load_list(value: list[Any], shared: Shared) -> tuple[Any, ...]:
     for item in value:
         t = type(item)
         if t is str:
-            if len(item) <= SHARED_STR:
-                item = _intern(item)
+            item = _intern(item) if len(item) <= SHARED_STR else shared.setdefault(item, item)
         elif t is dict:
             item = _load_dict(item, shared)
         elif t is list:

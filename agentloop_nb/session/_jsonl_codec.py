@@ -30,7 +30,7 @@ from ._events import (
     make_event,
     normalize_surface_op,
 )
-from ._frozen import EMPTY, FrozenDict, Shared, freeze_trusted
+from ._frozen import EMPTY, SHARED_WINDOW, FrozenDict, Shared, freeze_trusted
 from ._persistence import SessionCorruptError
 from ._session import LoadedEvents, parse_loaded_node
 
@@ -151,7 +151,7 @@ def parse_log(path: Path, id: str, raw: bytes) -> tuple[SessionHeader, list[Sess
     last_index = -1 if torn_tail else len(lines) - 1
     # Loading builds only acyclic objects; pausing the cyclic GC avoids repeated full
     # collections over a growing heap (several times the cost of parsing a large log).
-    shared: Shared = {}  # the small dicts this log repeats, one object each
+    shared: Shared = {}  # what this log repeats nearby, one object each
     gc_enabled = gc.isenabled()
     gc.disable()
     try:
@@ -163,6 +163,8 @@ def parse_log(path: Path, id: str, raw: bytes) -> tuple[SessionHeader, list[Sess
                     break  # an unparseable final line is a torn write, never committed
                 raise SessionCorruptError(path, index + 1, str(exc)) from None
             append(_event_or_corrupt(path, index + 1, obj, events, shared))
+            if len(shared) > SHARED_WINDOW:
+                shared = {}  # bounded: see SHARED_WINDOW
     finally:
         if gc_enabled:
             gc.enable()
