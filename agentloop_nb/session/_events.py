@@ -117,7 +117,9 @@ class SessionEvent:
     ``surface_op``: ``None``, ``"append"`` or a frozen replace op; ``source_event_seqs``: seqs of
     the events this one was derived from. The public constructor checks every field
     (``TypeError`` for non-JSON data, ``ValueError`` for malformed fields); a session builds its
-    events through a private fast path after the same checks.
+    events through a private fast path after the same checks. A loaded log's
+    ``assistant/chunk`` events are ``ChunkEvent`` instances, a compact subclass whose ``data`` is
+    built on access.
     """
 
     __slots__ = ("data", "seq", "source_event_seqs", "surface_op", "time", "type")
