@@ -483,9 +483,16 @@ async def bench_ingest(deltas: int, reps: int, tmp: Path, prof: bool) -> str:
 # -- (d) resume ----------------------------------------------------------------------------------
 
 
-async def write_session(root: Path, target: int) -> tuple[str, int]:
+async def look_up(q: int) -> str:
+    """What the entry says (a result of its own per call)."""
+    return f"entry {q}: what the tool found about it, one line of text"
+
+
+async def write_session(root: Path, target: int, distinct: bool = False) -> tuple[str, int]:
     """Write a realistic session of about ``target`` events: turns of 50 steps, each step a
-    ~40-character streamed preamble plus one tool call; a streamed final answer per turn."""
+    ~40-character streamed preamble plus one tool call; a streamed final answer per turn.
+    ``distinct``: every step's preamble, arguments and tool result differ (``look_up``);
+    otherwise they repeat (``noop`` refusing its argument)."""
     preamble = "Let me look that up for you, one moment."
     answer = "Here is what I found after looking at all of it."
     steps_per_turn = 50
@@ -495,9 +502,16 @@ async def write_session(root: Path, target: int) -> tuple[str, int]:
     responses: list[list[StreamChunk]] = []
     for t in range(turns + 1):
         for s in range(steps_per_turn):
-            responses.append(tool_call(f"t{t}s{s}", "noop", {"q": s}, text=preamble))
+            if distinct:
+                q = t * steps_per_turn + s
+                says = f"Step {s} of turn {t}: let me look that up for you."
+                responses.append(tool_call(f"t{t}s{s}", "look_up", {"q": q}, text=says))
+            else:
+                responses.append(tool_call(f"t{t}s{s}", "noop", {"q": s}, text=preamble))
         responses.append(text(answer))
     app, agent = build_app(responses, root)
+    if distinct:
+        app.ctx.tools.register(look_up)
     for t in range(turns + 1):
         if t and len(agent.session.events) >= target:
             break

@@ -10,7 +10,9 @@ Sections:
                JSONL on): per-step cost vs one agent alone (interleaved rounds), peak RSS
   history  (b) per-step cost of 20 tool steps on a fresh session vs on a resumed session of
                100k events (the loop must be flat in history)
-  memory   (c) resident memory of a loaded 100k-event session vs its JSONL size
+  memory   (c) memory of a loaded 100k-event session vs its JSONL size, and the CPU time of
+               loading it; a log whose steps repeat their texts and tool results, and one
+               whose steps all differ
 
 Per-step cost = wall time of the run / (agents x steps). The CPU column counts every thread
 (the JSONL writer included).
@@ -175,31 +177,47 @@ async def bench_history(target: int, rounds: int, tmp: Path) -> str:
     )
 
 
-async def bench_memory(target: int, tmp: Path) -> str:
-    root = tmp / "mem"
-    sid, count = await write_session(root, target)
-    size = (root / f"{sid}.jsonl").stat().st_size
-    gc.collect()
-    before_rss = rss_mb()
-    loaded = _load(root, sid)  # RSS first: tracemalloc's own bookkeeping inflates RSS
-    gc.collect()
-    after_rss = rss_mb()
-    del loaded
-    gc.collect()
-    tracemalloc.start()
-    loaded = _load(root, sid)
-    gc.collect()
-    heap, _peak = tracemalloc.get_traced_memory()
-    tracemalloc.stop()
-    del loaded
-    rows = [
-        ["JSONL file", size / 1e6, "1.00x"],
-        ["Python heap held (tracemalloc)", heap / 1e6, f"{heap / size:.2f}x"],
-        ["RSS growth", after_rss - before_rss, f"{(after_rss - before_rss) * 1e6 / size:.2f}x"],
-    ]
+async def bench_memory(target: int, tmp: Path, reps: int = 5) -> str:
+    rows = []
+    for distinct in (False, True):
+        root = tmp / f"mem-{distinct}"
+        sid, count = await write_session(root, target, distinct=distinct)
+        size = (root / f"{sid}.jsonl").stat().st_size
+        gc.collect()
+        before_rss = rss_mb()
+        loaded = _load(root, sid)  # RSS first: tracemalloc's own bookkeeping inflates RSS
+        gc.collect()
+        after_rss = rss_mb()
+        del loaded
+        gc.collect()
+        tracemalloc.start()
+        loaded = _load(root, sid)
+        gc.collect()
+        heap, _peak = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+        del loaded
+        cpu: list[float] = []
+        for _ in range(reps):
+            gc.collect()
+            start = time.process_time()
+            loaded = _load(root, sid)
+            cpu.append(time.process_time() - start)
+            del loaded
+        rows.append(
+            [
+                "distinct steps" if distinct else "repeating steps",
+                count,
+                size / 1e6,
+                heap / 1e6,
+                f"{heap / size:.2f}x",
+                after_rss - before_rss,
+                statistics.median(cpu) * 1000,
+            ]
+        )
     return table(
-        f"(c) memory of a loaded session of {count:,} events (goal: <= 3x the JSONL size)",
-        ["what", "MB", "/ file"],
+        "(c) memory of a loaded session (load + prepare + derive; goal: heap <= 3x the JSONL "
+        f"size; CPU: median of {reps})",
+        ["log", "events", "JSONL MB", "heap MB", "heap / file", "RSS growth MB", "CPU ms"],
         rows,
     )
 

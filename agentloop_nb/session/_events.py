@@ -15,7 +15,7 @@ from typing import Any, NoReturn
 from .._json import dumps_str
 from ..errors import InvalidTypeError, InvalidValueError
 from ..events import SURFACE_TYPES
-from ._frozen import EMPTY, FrozenDict, freeze_json, freeze_plain_dict
+from ._frozen import EMPTY, FrozenDict, freeze_json, freeze_plain_dict, wrap_frozen
 
 __all__ = [
     "HEADER_VERSION",
@@ -117,7 +117,9 @@ class SessionEvent:
     ``surface_op``: ``None``, ``"append"`` or a frozen replace op; ``source_event_seqs``: seqs of
     the events this one was derived from. The public constructor checks every field
     (``TypeError`` for non-JSON data, ``ValueError`` for malformed fields); a session builds its
-    events through a private fast path after the same checks.
+    events through a private fast path after the same checks. A loaded log's
+    ``assistant/chunk`` events are ``ChunkEvent`` instances, a compact subclass whose ``data`` is
+    built on access.
     """
 
     __slots__ = ("data", "seq", "source_event_seqs", "surface_op", "time", "type")
@@ -172,7 +174,7 @@ class SessionEvent:
         )
 
     def __eq__(self, other: object) -> bool:
-        if type(other) is not SessionEvent:
+        if not isinstance(other, SessionEvent):
             return NotImplemented
         return self._fields() == other._fields()
 
@@ -265,6 +267,59 @@ def make_event(
 
 def _rebuild_event(*fields: Any) -> SessionEvent:
     return make_event(*fields)
+
+
+_get_data = SessionEvent.__dict__["data"].__get__
+
+
+class ChunkEvent(SessionEvent):
+    """A loaded ``assistant/chunk`` event, held compactly: its ``data`` slot holds only the
+    ``chunk`` and two more slots its ``turn`` and ``step``, so the ``{"turn", "step",
+    "chunk"}`` mapping (184 bytes; every second event of a log is a chunk) is not kept.
+
+    It is a ``SessionEvent`` in every way a reader sees (fields, equality, ``to_dict``,
+    pickling, ``repr``), except that ``data`` is built on each access: equal each time, a
+    fresh ``FrozenDict`` (``data["chunk"]`` is the same object each time). Built only by the
+    loader (:func:`make_chunk_event`)."""
+
+    __slots__ = ("_step", "_turn")
+
+    _turn: int
+    _step: int
+
+    @property
+    def data(self) -> FrozenDict:  # type: ignore[override]  # read-only: events are immutable
+        return wrap_frozen({"turn": self._turn, "step": self._step, "chunk": _get_data(self)})
+
+    @classmethod
+    def from_dict(cls, obj: Mapping[str, Any]) -> SessionEvent:
+        """A plain ``SessionEvent`` (see :meth:`SessionEvent.from_dict`)."""
+        return SessionEvent.from_dict(obj)
+
+
+_SET_TURN = ChunkEvent.__dict__["_turn"].__set__
+_SET_STEP = ChunkEvent.__dict__["_step"].__set__
+
+EVENT_TYPES = frozenset({SessionEvent, ChunkEvent})
+"""The classes a session log holds (``type(event) in EVENT_TYPES``)."""
+
+
+def make_chunk_event(
+    type: str, seq: int, time: float, turn: int, step: int, chunk: FrozenDict
+) -> ChunkEvent:
+    """The loader's compact ``assistant/chunk`` event whose data is ``{"turn": turn, "step":
+    step, "chunk": chunk}`` (in this key order), from checked, frozen fields."""
+    event: ChunkEvent = _new_object(ChunkEvent)
+    s_type, s_seq, s_time, s_data, s_op, s_seqs = _SET_EVENT
+    s_type(event, type)
+    s_seq(event, seq)
+    s_time(event, time)
+    s_data(event, chunk)
+    s_op(event, None)
+    s_seqs(event, ())
+    _SET_TURN(event, turn)
+    _SET_STEP(event, step)
+    return event
 
 
 def freeze_data(event_type: str, data: object) -> FrozenDict:

@@ -26,8 +26,10 @@ from ..errors import AgentloopError, InvalidTypeError
 
 __all__ = [
     "EMPTY",
+    "SHARED_WINDOW",
     "Fallback",
     "FrozenDict",
+    "Shared",
     "freeze_fields",
     "freeze_json",
     "freeze_plain_dict",
@@ -308,7 +310,20 @@ def freeze_json(value: Any, *, label: str, root: str = "data") -> Any:
     raise InvalidTypeError(f"{label}: {where} {error.what}; {_JSON_KINDS}") from None
 
 
-def freeze_trusted(value: Any, shared: dict[Any, FrozenDict] | None = None) -> Any:
+Shared = dict[Any, Any]
+"""What one load shares (:func:`freeze_trusted`): a string longer than :data:`SHARED_STR` →
+its one copy, a small dict's items → its one ``FrozenDict``, and ``id(frozen)`` → ``frozen``
+for each of those (what tells a shared value from a fresh one). A loader may clear it
+between records (:data:`SHARED_WINDOW`): what came before is then shared no more."""
+
+SHARED_WINDOW = 1 << 14
+"""Entries of a loader's ``Shared`` map after which it starts a new one: sharing is for what
+a log repeats nearby (a streamed text in its message, a tool call's arguments in its chunk,
+message and ``tool/call``; the same small dicts step after step), and the map, which lives
+only while a log loads, stays bounded."""
+
+
+def freeze_trusted(value: Any, shared: Shared | None = None) -> Any:
     """The trusted entry: the frozen copy of a value known to be lossless JSON (decoded by a
     JSON parser that refuses NaN), so no error is translated; nesting deeper than the
     interpreter recurses raises ``RecursionError``.
@@ -316,9 +331,11 @@ def freeze_trusted(value: Any, shared: dict[Any, FrozenDict] | None = None) -> A
     What a loaded log holds, shared instead of copied: every key and every string of at most
     :data:`SHARED_STR` characters is interned (a JSON decoder builds fresh strings per
     document, so a log repeats ``"type"``, ``"turn"``, ``"text-delta"``... once per line), and
-    with ``shared`` (one dict per load) every small dict of plain strings and ints
-    (``{"type": "block-end", "index": 0}``, ``{"kind": "stop"}``, ``{"turn": 3, "step": 2}``)
-    is one ``FrozenDict`` however often it occurs (frozen values can be shared safely)."""
+    with ``shared`` (see :data:`Shared`) equal longer strings are one object, and every small
+    dict of strings, ints and dicts shared the same way (``{"type": "block-end", "index": 0}``,
+    ``{"kind": "stop"}``, ``{"type": "finish", "reason": {"kind": "stop"}}``, a tool call's
+    block in its chunk and its message) is one ``FrozenDict`` however often it occurs (frozen
+    values and strings can be shared safely)."""
     t = type(value)
     if t is dict:
         return _load_dict(value, {} if shared is None else shared)
@@ -331,45 +348,54 @@ SHARED_STR = 16
 """Strings of a loaded log up to this length are interned (keys always are)."""
 _SHARED_ITEMS = 4  # dicts of at most this many plain items are shared
 _intern = sys.intern
+_NESTED = object()  # tags a shared dict value in a share key: (key, id(value), _NESTED)
 
 
-def _load_dict(value: dict[str, Any], shared: dict[Any, FrozenDict]) -> FrozenDict:
+def _load_dict(value: dict[str, Any], shared: Shared) -> FrozenDict:
     out: dict[str, Any] = {}
-    plain = len(value) <= _SHARED_ITEMS  # only str/int values so far (bool, float: never,
-    # since ``1 == True == 1.0`` would make their dicts equal keys)
+    plain = len(value) <= _SHARED_ITEMS  # only str/int values and shared dicts so far (bool,
+    # float: never, since ``1 == True == 1.0`` would make their dicts equal keys)
+    nested = False  # holds a shared dict (keyed by its identity)
     for key, item in value.items():
         t = type(item)
         if t is str:
-            if len(item) <= SHARED_STR:
-                item = _intern(item)
-            else:
-                plain = False
+            item = _intern(item) if len(item) <= SHARED_STR else shared.setdefault(item, item)
         elif t is int:
             pass
+        elif t is dict:
+            item = _load_dict(item, shared)
+            if plain:
+                if id(item) in shared:
+                    nested = True
+                else:
+                    plain = False
         else:
             plain = False
-            if t is dict:
-                item = _load_dict(item, shared)
-            elif t is list:
+            if t is list:
                 item = _load_list(item, shared)
         out[_intern(key)] = item
     if plain:
-        items = tuple(out.items())
+        if nested:
+            items: tuple[Any, ...] = tuple(
+                [(k, id(v), _NESTED) if type(v) is FrozenDict else (k, v) for k, v in out.items()]
+            )
+        else:
+            items = tuple(out.items())
         frozen = shared.get(items)
         if frozen is None:
             frozen = shared[items] = wrap_frozen(out)
+            shared[id(frozen)] = frozen
         return frozen
     return wrap_frozen(out)
 
 
-def _load_list(value: list[Any], shared: dict[Any, FrozenDict]) -> tuple[Any, ...]:
+def _load_list(value: list[Any], shared: Shared) -> tuple[Any, ...]:
     out: list[Any] = []
     append = out.append
     for item in value:
         t = type(item)
         if t is str:
-            if len(item) <= SHARED_STR:
-                item = _intern(item)
+            item = _intern(item) if len(item) <= SHARED_STR else shared.setdefault(item, item)
         elif t is dict:
             item = _load_dict(item, shared)
         elif t is list:

@@ -21,10 +21,18 @@ import orjson
 
 from .._json import dumps_bytes
 from ..errors import InvalidValueError
-from ._events import SURFACE_TYPES, SessionEvent, SessionHeader, make_event, normalize_surface_op
-from ._frozen import EMPTY, FrozenDict, freeze_trusted
+from ..events import ASSISTANT_CHUNK
+from ._events import (
+    SURFACE_TYPES,
+    SessionEvent,
+    SessionHeader,
+    make_chunk_event,
+    make_event,
+    normalize_surface_op,
+)
+from ._frozen import EMPTY, SHARED_WINDOW, FrozenDict, Shared, freeze_trusted
 from ._persistence import SessionCorruptError
-from ._session import parse_node
+from ._session import LoadedEvents, parse_loaded_node
 
 __all__ = [
     "decode_line",
@@ -54,7 +62,10 @@ def decode_line(text: str) -> Any:
         raise InvalidValueError(_TOO_DEEP) from None
 
 
-def _event_from_line(obj: Any, seq: int, shared: dict[Any, FrozenDict]) -> SessionEvent:
+_CHUNK_KEYS = ("turn", "step", "chunk")
+
+
+def _event_from_line(obj: Any, seq: int, loaded: LoadedEvents, shared: Shared) -> SessionEvent:
     if type(obj) is not dict:
         raise InvalidValueError("not a JSON object")
     if obj.get("seq") != seq:
@@ -67,30 +78,43 @@ def _event_from_line(obj: Any, seq: int, shared: dict[Any, FrozenDict]) -> Sessi
         if type(when) is not int:
             raise InvalidValueError("missing or invalid time")
         when = float(when)
+    op = obj.get("surface_op")
+    seqs = obj.get("source_event_seqs")
+    simple = op is None and seqs is None and len(obj) <= 4
     if data is None:
         frozen: FrozenDict = EMPTY
     elif type(data) is dict:
+        if simple and kind == ASSISTANT_CHUNK and tuple(data) == _CHUNK_KEYS:
+            turn, step, chunk = data["turn"], data["step"], data["chunk"]
+            if type(turn) is int and type(step) is int and type(chunk) is dict:
+                # Every second event of a log: held without its outer mapping (ChunkEvent).
+                return make_chunk_event(kind, seq, when, turn, step, freeze_trusted(chunk, shared))
         frozen = freeze_trusted(data, shared)  # decoded JSON: the walk's trusted entry
     else:
         raise InvalidValueError("data is not a JSON object")
-    op = obj.get("surface_op")
-    seqs = obj.get("source_event_seqs")
-    if op is None and seqs is None and len(obj) <= 4:
+    if simple:
         event = make_event(kind, seq, when, frozen)
     else:
         event = SessionEvent(kind, seq, when, frozen, normalize_surface_op(op, kind), seqs)
+        if event.source_event_seqs:
+            # The same int objects as the events' own seqs (checked: each names an earlier one)
+            _set_seqs(event, tuple([loaded[s].seq for s in event.source_event_seqs]))
     if kind in SURFACE_TYPES:
         # A surface event that is not a message would load fine and then break every later
-        # request: reject it here, where the file and line are known.
-        parse_node(kind, frozen, seq)
+        # request: reject it here, where the file and line are known; the message is kept for
+        # the session's derive_messages.
+        loaded.nodes[seq] = (event, parse_loaded_node(kind, frozen, seq))
     return event
 
 
+_set_seqs = SessionEvent.__dict__["source_event_seqs"].__set__
+
+
 def _event_or_corrupt(
-    path: Path, line: int, obj: Any, shared: dict[Any, FrozenDict]
+    path: Path, line: int, obj: Any, loaded: LoadedEvents, shared: Shared
 ) -> SessionEvent:
     try:
-        return _event_from_line(obj, line - 2, shared)
+        return _event_from_line(obj, line - 2, loaded, shared)
     except RecursionError:
         raise SessionCorruptError(path, line, _TOO_DEEP) from None
     except (ValueError, TypeError) as exc:
@@ -120,14 +144,14 @@ def parse_log(path: Path, id: str, raw: bytes) -> tuple[SessionHeader, list[Sess
         raise SessionCorruptError(path, 1, f"bad header: {exc}") from None
     if header.id != id:
         raise SessionCorruptError(path, 1, f"the header names session {header.id!r}, not {id!r}")
-    events: list[SessionEvent] = []
+    events = LoadedEvents()
     append = events.append
     # Only the final record may be torn: with unterminated bytes after it, every line is
     # committed; otherwise the last line may be.
     last_index = -1 if torn_tail else len(lines) - 1
     # Loading builds only acyclic objects; pausing the cyclic GC avoids repeated full
     # collections over a growing heap (several times the cost of parsing a large log).
-    shared: dict[Any, FrozenDict] = {}  # the small dicts this log repeats, one object each
+    shared: Shared = {}  # what this log repeats nearby, one object each
     gc_enabled = gc.isenabled()
     gc.disable()
     try:
@@ -138,7 +162,9 @@ def parse_log(path: Path, id: str, raw: bytes) -> tuple[SessionHeader, list[Sess
                 if index == last_index:
                     break  # an unparseable final line is a torn write, never committed
                 raise SessionCorruptError(path, index + 1, str(exc)) from None
-            append(_event_or_corrupt(path, index + 1, obj, shared))
+            append(_event_or_corrupt(path, index + 1, obj, events, shared))
+            if len(shared) > SHARED_WINDOW:
+                shared = {}  # bounded: see SHARED_WINDOW
     finally:
         if gc_enabled:
             gc.enable()

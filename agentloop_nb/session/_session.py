@@ -16,6 +16,7 @@ from ..events import ASSISTANT_MESSAGE, REQUEST_HEADER, SURFACE_TYPES, TOOL_RESU
 from ..messages import AssistantMessage, Message, ToolResultMessage, UserMessage
 from ._chunklog import ChunkLog, Resolve
 from ._events import (
+    EVENT_TYPES,
     SessionEvent,
     SessionHeader,
     freeze_data,
@@ -27,6 +28,7 @@ from ._frozen import FrozenDict
 
 __all__ = [
     "EventLog",
+    "LoadedEvents",
     "Session",
     "SessionChunkPayload",
     "SessionDispatch",
@@ -194,6 +196,54 @@ def parse_node(event_type: str, data: FrozenDict, seq: int) -> Message | None:
         ) from None
 
 
+_FIELD_SETS: dict[frozenset[str], set[str]] = {}  # one set per distinct set of field names
+
+
+def _share_fields_set(model: Any) -> None:
+    """Give ``model`` the one shared ``set`` equal to its ``__pydantic_fields_set__``.
+
+    pydantic builds a fresh set per model instance (216 bytes for 2-4 names: a loaded
+    session's messages and their blocks held one each, more than their ``__dict__``). The
+    models are frozen, pydantic copies the set before changing it (``model_copy``), and the
+    message classes have few distinct sets of names, so equal sets are shared."""
+    fields = model.__pydantic_fields_set__
+    key = frozenset(fields)
+    shared = _FIELD_SETS.get(key)
+    if shared is None:
+        shared = _FIELD_SETS[key] = set(key)
+    _set_model_attr(model, "__pydantic_fields_set__", shared)
+
+
+_set_model_attr = object.__setattr__
+
+
+def parse_loaded_node(event_type: str, data: FrozenDict, seq: int) -> Message | None:
+    """:func:`parse_node` for an event read from persistence: the same message, with its
+    models' field-name sets shared (see :func:`_share_fields_set`)."""
+    node = parse_node(event_type, data, seq)
+    if node is not None:
+        _share_fields_set(node)
+        content = node.content
+        if type(content) is tuple:
+            for block in content:
+                _share_fields_set(block)
+    return node
+
+
+class LoadedEvents(list[SessionEvent]):
+    """A loaded log's events (a plain ``list`` to every reader), carrying the messages the
+    loader already parsed from its surface events (it checks each one, to report a bad line):
+    ``nodes[seq] = (event, message)``. ``SessionStore.prepare`` hands them to
+    ``Session.adopt_durable``, so a resumed session derives its messages without parsing
+    every surface event a second time. A copy or slice is a plain list without them."""
+
+    __slots__ = ("nodes",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.nodes: dict[int, tuple[SessionEvent, Message | None]] = {}
+
+
 class Session:
     """One append-only event log. Built by ``SessionStore.prepare``/``create``.
 
@@ -310,7 +360,7 @@ class Session:
 
     def _catch_up(self) -> None:
         events, surface, nodes = self._events, self._surface, self._nodes
-        index = self._derived
+        index = start = self._derived
         end = len(events)
         try:
             while index < end:
@@ -329,6 +379,9 @@ class Session:
                 index += 1
         finally:
             self._derived = index
+        if index - start > 1024 and not nodes:
+            # The nodes of a loaded log, all taken: drop the big emptied table with them.
+            self._nodes = {}
 
     # -- write side ------------------------------------------------------------------------
 
@@ -422,16 +475,23 @@ class Session:
                 f"outside the derived surface ({size} messages: valid indices 0..{size - 1})"
             )
 
-    def adopt_durable(self, events: Sequence[SessionEvent]) -> None:
+    def adopt_durable(
+        self,
+        events: Sequence[SessionEvent],
+        nodes: Mapping[int, tuple[SessionEvent, Message | None]] | None = None,
+    ) -> None:
         """Take already-durable events (loaded from persistence) as the start of the log.
 
-        Only for a session that has no events yet (``SessionStore.prepare`` calls it). Raises
-        ``TypeError`` for items that are not ``SessionEvent``s, ``ValueError`` for seqs that
-        are not contiguous from 0 or a log that is not empty."""
+        Only for a session that has no events yet (``SessionStore.prepare`` calls it).
+        ``nodes`` (``LoadedEvents.nodes``) are messages a loader already parsed from surface
+        events, ``{seq: (event, message)}``; ``derive_messages`` uses each one whose event is
+        the very object at that seq instead of parsing it again. Raises ``TypeError`` for
+        items that are not ``SessionEvent``s, ``ValueError`` for seqs that are not contiguous
+        from 0 or a log that is not empty."""
         if self._events:
             raise InvalidValueError(f"session {self.id!r}: loaded events must start an empty log")
         for index, event in enumerate(events):
-            if _type(event) is not SessionEvent:
+            if _type(event) not in EVENT_TYPES:
                 raise InvalidTypeError(f"session {self.id!r}: loaded events must be SessionEvents")
             if event.seq != index:
                 raise InvalidValueError(
@@ -441,6 +501,13 @@ class Session:
             if event.type == REQUEST_HEADER:
                 self._header_seq = index
         self._events.extend(events)
+        if nodes:
+            count = len(events)
+            self._nodes = {
+                seq: node
+                for seq, (event, node) in nodes.items()
+                if seq < count and events[seq] is event
+            }
         self._durable_seq = len(events) - 1
         self._header_durable = True
 

@@ -83,7 +83,8 @@ class SessionStore:
         session = Session(self, header)
         if events is not None:
             session.adopt_durable(
-                [e if isinstance(e, SessionEvent) else SessionEvent.from_dict(e) for e in events]
+                [e if isinstance(e, SessionEvent) else SessionEvent.from_dict(e) for e in events],
+                getattr(events, "nodes", None),  # a LoadedEvents' messages, parsed at load
             )
         for item in seed or ():
             _append_seed(session, item)
