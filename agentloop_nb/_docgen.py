@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, ForwardRef
 
 from . import events, hooks
+from ._record import Record, fields_of
 
 __all__ = ["REGENERATE", "main", "render_events", "render_hooks", "stale_files"]
 
@@ -108,6 +109,8 @@ def render_events() -> str:
 
 
 def _payload_fields(cls: type) -> list[tuple[str, str]]:
+    if issubclass(cls, Record):
+        return [(name, _type_text(note)) for name, note in fields_of(cls)]
     if dataclasses.is_dataclass(cls):
         return [(f.name, _type_text(f.type)) for f in dataclasses.fields(cls)]
     model_fields = getattr(cls, "model_fields", None)

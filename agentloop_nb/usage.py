@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .events import ASSISTANT_MESSAGE, COMPACTION_SUMMARY, REQUEST_HEADER, TURN_START
+from ._event_names import ASSISTANT_MESSAGE, COMPACTION_SUMMARY, REQUEST_HEADER, TURN_START
 from .models import ModelTable, cost_usd
 
 __all__ = ["UsageTotals", "session_usage", "usage_from_events"]

@@ -41,6 +41,8 @@ LAZY_SUBMODULES = (
     "agentloop_nb.plugins.retry",
     "agentloop_nb.testing",
     "agentloop_nb._docgen",
+    "agentloop_nb.events",  # the event catalogue: the writers import only the names
+    "agentloop_nb._hook_catalogue",  # HOOKS: the dispatchers need only names and payloads
 )
 
 

@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from typing import Any
 from uuid import uuid4
 
+from .._event_names import ASSISTANT_MESSAGE, TOOL_RESULT
 from ..errors import InvalidValueError
-from ..events import ASSISTANT_MESSAGE, TOOL_RESULT
 from ..session import SURFACE_TYPES, SessionEvent, SessionHeader
 
 __all__ = ["ForkPlan", "plan_fork"]

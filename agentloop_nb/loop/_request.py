@@ -25,10 +25,10 @@ from functools import partial
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Protocol
 
+from .._event_names import ASSISTANT_ATTEMPT, REQUEST_HEADER
 from .._hook_names import AGENT_REQUEST, AGENT_REQUEST_ERROR
 from ..context import Lazy, listened
 from ..errors import InvalidTypeError
-from ..events import ASSISTANT_ATTEMPT, REQUEST_HEADER
 from ..hooks import RequestConfig, RequestErrorPayload, RequestPayload, Retry
 from ..llm import BlockAssembler, GenerateOptions, LlmError, PreparedCall, RequestFacts
 from ..session import FrozenDict, freeze_json

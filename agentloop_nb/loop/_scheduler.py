@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from ..events import TOOL_APPROVAL, TOOL_CALL, TOOL_RESULT
+from .._event_names import TOOL_APPROVAL, TOOL_CALL, TOOL_RESULT
 from ..messages import ToolCallBlock
 from ..session._frozen import wrap_frozen
 from ..signals import AbortController, AbortError

@@ -26,11 +26,11 @@ from .._creation import (
     alias,
     reject_unknown,
 )
+from .._event_names import TURN_START
 from .._hook_names import AGENT_CREATED, AGENT_DISPOSED, AGENT_SESSION_START
 from .._scoped import BoundView
 from ..agents import AgentHandle, Setup, scope_owned
 from ..errors import InvalidTypeError, UsageError
-from ..events import TURN_START
 from ..hooks import AgentPayload, SessionStartPayload
 from ..session import PersistenceError, repair
 from ..signals import AbortController, AbortScope
