@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from ._event_names import ASSISTANT_MESSAGE, COMPACTION_SUMMARY, REQUEST_HEADER, TURN_START
@@ -83,15 +83,17 @@ def usage_from_events(
     return ledger.total, list(ledger.by_turn)
 
 
-@dataclass(slots=True)
 class _Ledger:
     """Running sums over a log's prefix: folding only the events appended since."""
 
-    table: ModelTable
-    position: int = 0
-    model: str | None = None
-    total: UsageTotals = ZERO
-    by_turn: list[UsageTotals] = field(default_factory=list)
+    __slots__ = ("by_turn", "model", "position", "table", "total")
+
+    def __init__(self, table: ModelTable) -> None:
+        self.table = table
+        self.position = 0
+        self.model: str | None = None
+        self.total = ZERO
+        self.by_turn: list[UsageTotals] = []
 
     def fold(self, events: Sequence[Any]) -> None:
         for index in range(self.position, len(events)):
