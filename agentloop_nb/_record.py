@@ -21,7 +21,7 @@ from typing import Any, ClassVar, NoReturn
 
 from .errors import InvalidTypeError
 
-__all__ = ["Record", "fields_of", "set_field"]
+__all__ = ["Record", "field_values", "fields_of", "set_field"]
 
 set_field = object.__setattr__
 """Stores a field in ``__init__`` (records refuse ``setattr``)."""
@@ -77,3 +77,9 @@ def fields_of(cls: type[Record]) -> list[tuple[str, object]]:
     for klass in reversed(cls.__mro__):
         notes.update(inspect.get_annotations(klass))
     return [(name, notes.get(name, "Any")) for name in cls.__match_args__]
+
+
+def field_values(record: Record) -> dict[str, Any]:
+    """``{name: value}`` of each field of ``record``, in order (what ``dataclasses.asdict`` gave,
+    without copying the values)."""
+    return {name: getattr(record, name) for name in record.__match_args__}
