@@ -14,6 +14,7 @@ import re
 import sys
 from collections.abc import Iterable
 from pathlib import Path
+from types import GenericAlias
 from typing import Any, ForwardRef
 
 from . import events, hooks
@@ -37,7 +38,8 @@ def _type_text(annotation: Any) -> str:
         return annotation.__forward_arg__
     if isinstance(annotation, str):
         return annotation
-    if isinstance(annotation, type) and annotation.__module__ == "builtins":
+    if isinstance(annotation, type) and not isinstance(annotation, GenericAlias):
+        # a class: its name, as a string annotation would spell it
         return annotation.__name__
     return _MODULE_PREFIX.sub("", repr(annotation)).replace("NoneType", "None")
 

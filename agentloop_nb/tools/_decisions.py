@@ -11,8 +11,6 @@ error result has ``is_error=True``, ``error=ToolErrorInfo(code, message)`` and c
 ``"Error: <message>"`` so the model can read it.
 """
 
-from __future__ import annotations
-
 from collections.abc import Callable
 from typing import Any, Final, Literal, Protocol
 
@@ -232,7 +230,7 @@ class ToolDefinition(Protocol):
     @property
     def parameters(self) -> dict[str, Any]: ...
     @property
-    def execute(self) -> Callable[[dict[str, Any], ToolExecution], Any]: ...
+    def execute(self) -> Callable[[dict[str, Any], "ToolExecution"], Any]: ...
     @property
     def concurrency_safe(self) -> bool | Callable[[dict[str, Any]], Any]: ...
     @property
