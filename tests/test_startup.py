@@ -308,3 +308,42 @@ def test_the_first_request_loads_httpx_and_streams_through_it() -> None:
         "print(json.dumps([before, real(), answer]))\n"
     )
     assert _run(code) == [False, True, "hello"]
+
+
+def test_importing_the_package_leaves_the_garbage_collector_as_it_found_it() -> None:
+    # The import runs with the cyclic GC off (start-up cost) and turns it back on only if it
+    # was on: a program that disabled it keeps it disabled.
+    code = (
+        "import gc, json\n"
+        "gc.disable()\n"
+        "import agentloop_nb\n"
+        "off = gc.isenabled()\n"
+        "gc.enable()\n"
+        "import agentloop_nb.events\n"
+        "print(json.dumps([off, gc.isenabled(), hasattr(agentloop_nb, '_gc_was_enabled')]))\n"
+    )
+    assert _run(code) == [False, True, False]
+    assert _run("import gc, json, agentloop_nb; print(json.dumps(gc.isenabled()))") is True
+
+
+def test_the_catalogues_load_on_first_use_and_name_the_same_objects() -> None:
+    # ``agentloop_nb.events`` and ``hooks.HOOKS`` are not built by the import; reaching them
+    # through the package loads them, and what the writers use is what they list.
+    code = (
+        "import sys, json, agentloop_nb\n"
+        "from agentloop_nb import hooks, session\n"
+        "before = [m in sys.modules for m in ('agentloop_nb.events',\n"
+        "                                      'agentloop_nb._hook_catalogue')]\n"
+        "events = agentloop_nb.events\n"
+        "spec = hooks.HOOKS['agent/status']\n"
+        "print(json.dumps([before, events.SURFACE_TYPES is session.SURFACE_TYPES,\n"
+        "    spec.payload is hooks.StatusPayload, hooks.HookSpec.__name__,\n"
+        "    sorted(n for n, s in events.EVENTS.items() if s.model_visible != 'no')]))\n"
+    )
+    assert _run(code) == [
+        [False, False],
+        True,
+        True,
+        "HookSpec",
+        ["assistant/message", "compaction/summary", "tool/result", "user/message"],
+    ]
