@@ -9,76 +9,65 @@ The catalogues: ``agentloop_nb.events`` (durable event types and their data) and
 
 from __future__ import annotations
 
-import gc as _gc
 from types import FunctionType
 from typing import TYPE_CHECKING, Any
 
-# The cyclic GC stays off while the core's modules load (turned back on after, as it was):
-# an import allocates some hundred thousand objects, none of them garbage, and the collections
-# they trigger were a tenth of the import's instructions. Start-up cost; see benchmarks/README.md.
-_gc_was_enabled = _gc.isenabled()
-_gc.disable()
-try:
-    from .agents import AgentHandle, AgentRegistry
-    from .app import App, AppConfig
-    from .context import Context, Fiber, InactiveContextError
-    from .errors import (
-        AgentloopError,
-        InvalidTypeError,
-        InvalidValueError,
-        MissingDependencyError,
-        NotFoundError,
-        UsageError,
-    )
-    from .hooks import Enter, Reject, RequestConfig, Retry
-    from .llm import (
-        GenerateOptions,
-        LlmError,
-        LlmRuntime,
-        PreparedCall,
-        RequestFacts,
-        RetryPolicy,
-        StreamChunk,
-        Usage,
-    )
-    from .loop import (
-        Agent,
-        AgentConfig,
-        AgentLoop,
-        AgentLoopConfig,
-        AgentOptions,
-        AgentTurnError,
-    )
-    from .messages import (
-        AssistantMessage,
-        ImageBlock,
-        Message,
-        ReasoningBlock,
-        TextBlock,
-        ToolCallBlock,
-        ToolResultMessage,
-        UserMessage,
-    )
-    from .prompt import SystemPrompt
-    from .session import JsonlPersistence, Session, SessionEvent, SessionStore
-    from .signals import AbortController, AbortError, AbortSignal
-    from .tools import (
-        Accept,
-        Allow,
-        Ask,
-        Block,
-        Deny,
-        Tool,
-        ToolExecution,
-        ToolResult,
-        ToolRuntime,
-        tool,
-    )
-    from .usage import UsageTotals
-finally:
-    if _gc_was_enabled:
-        _gc.enable()
-    del _gc_was_enabled
+from .agents import AgentHandle, AgentRegistry
+from .app import App, AppConfig
+from .context import Context, Fiber, InactiveContextError
+from .errors import (
+    AgentloopError,
+    InvalidTypeError,
+    InvalidValueError,
+    MissingDependencyError,
+    NotFoundError,
+    UsageError,
+)
+from .hooks import Enter, Reject, RequestConfig, Retry
+from .llm import (
+    GenerateOptions,
+    LlmError,
+    LlmRuntime,
+    PreparedCall,
+    RequestFacts,
+    RetryPolicy,
+    StreamChunk,
+    Usage,
+)
+from .loop import (
+    Agent,
+    AgentConfig,
+    AgentLoop,
+    AgentLoopConfig,
+    AgentOptions,
+    AgentTurnError,
+)
+from .messages import (
+    AssistantMessage,
+    ImageBlock,
+    Message,
+    ReasoningBlock,
+    TextBlock,
+    ToolCallBlock,
+    ToolResultMessage,
+    UserMessage,
+)
+from .prompt import SystemPrompt
+from .session import JsonlPersistence, Session, SessionEvent, SessionStore
+from .signals import AbortController, AbortError, AbortSignal
+from .tools import (
+    Accept,
+    Allow,
+    Ask,
+    Block,
+    Deny,
+    Tool,
+    ToolExecution,
+    ToolResult,
+    ToolRuntime,
+    tool,
+)
+from .usage import UsageTotals
 
 if TYPE_CHECKING:
     from .plugins.invariants import InvariantError

@@ -16,7 +16,9 @@ compiled once into the ``.pyc`` and costs no more per instance than the generate
 from __future__ import annotations
 
 import inspect
+from collections.abc import Callable
 from dataclasses import FrozenInstanceError
+from operator import attrgetter
 from typing import Any, ClassVar, NoReturn
 
 from .errors import InvalidTypeError
@@ -32,6 +34,8 @@ class Record:
 
     __slots__ = ()
     __match_args__: ClassVar[tuple[str, ...]] = ()
+    # the fields in one C call (a scalar for a one-field record): equality and hash use it
+    _key: ClassVar[Callable[[Any], Any]] = staticmethod(lambda record: ())
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -43,6 +47,8 @@ class Record:
                 f"record {cls.__qualname__}: __match_args__ {cls.__match_args__} must name "
                 f"exactly its slots {sorted(slots)} (in field order)"
             )
+        if cls.__match_args__:
+            cls._key = attrgetter(*cls.__match_args__)
 
     def _values(self) -> tuple[Any, ...]:
         return tuple([getattr(self, name) for name in self.__match_args__])
@@ -56,11 +62,11 @@ class Record:
     def __eq__(self, other: object) -> bool:
         if other.__class__ is not self.__class__:
             return NotImplemented
-        assert isinstance(other, Record)
-        return self._values() == other._values()
+        key = self._key
+        return bool(key(self) == key(other))
 
     def __hash__(self) -> int:
-        return hash(self._values())
+        return hash(self._key(self))
 
     def __repr__(self) -> str:
         fields = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.__match_args__)

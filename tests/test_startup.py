@@ -310,22 +310,6 @@ def test_the_first_request_loads_httpx_and_streams_through_it() -> None:
     assert _run(code) == [False, True, "hello"]
 
 
-def test_importing_the_package_leaves_the_garbage_collector_as_it_found_it() -> None:
-    # The import runs with the cyclic GC off (start-up cost) and turns it back on only if it
-    # was on: a program that disabled it keeps it disabled.
-    code = (
-        "import gc, json\n"
-        "gc.disable()\n"
-        "import agentloop_nb\n"
-        "off = gc.isenabled()\n"
-        "gc.enable()\n"
-        "import agentloop_nb.events\n"
-        "print(json.dumps([off, gc.isenabled(), hasattr(agentloop_nb, '_gc_was_enabled')]))\n"
-    )
-    assert _run(code) == [False, True, False]
-    assert _run("import gc, json, agentloop_nb; print(json.dumps(gc.isenabled()))") is True
-
-
 def test_the_catalogues_load_on_first_use_and_name_the_same_objects() -> None:
     # ``agentloop_nb.events`` and ``hooks.HOOKS`` are not built by the import; reaching them
     # through the package loads them, and what the writers use is what they list.
