@@ -16,7 +16,6 @@ compiled once into the ``.pyc`` and costs no more per instance than the generate
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
 from dataclasses import FrozenInstanceError
 from operator import attrgetter
 from typing import Any, ClassVar, NoReturn
@@ -35,7 +34,7 @@ class Record:
     __slots__ = ()
     __match_args__: ClassVar[tuple[str, ...]] = ()
     # the fields in one C call (a scalar for a one-field record): equality and hash use it
-    _key: ClassVar[Callable[[Any], Any]] = staticmethod(lambda record: ())
+    _key: ClassVar[attrgetter[Any]] = attrgetter("__class__")  # a record without fields
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -49,6 +48,8 @@ class Record:
             )
         if cls.__match_args__:
             cls._key = attrgetter(*cls.__match_args__)
+        else:
+            cls._key = attrgetter("__class__")
 
     def _values(self) -> tuple[Any, ...]:
         return tuple([getattr(self, name) for name in self.__match_args__])
