@@ -262,3 +262,5 @@ _ALL = (
 
 HOOKS: Mapping[str, HookSpec] = MappingProxyType({spec.name: spec for spec in _ALL})
 """Every hook the package dispatches, by name."""
+
+HookSpec.__module__ = "agentloop_nb.hooks"  # its public home (reprs, docs)
