@@ -81,6 +81,12 @@ def __getattr__(name: str) -> Any:
         from .plugins.invariants import InvariantError
 
         return InvariantError
+    # The event catalogue (``agentloop_nb.events``) is a submodule the core does not import;
+    # ``agentloop_nb.events`` still works without importing it first.
+    if name == "events":
+        import importlib  # not ``from . import``: its hasattr would call back here
+
+        return importlib.import_module(f"{__name__}.events")
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

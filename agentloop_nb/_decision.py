@@ -2,8 +2,6 @@
 ``Deny``, ``Enter``, ``Retry``, ...). Like the spec's signatures, they accept their fields
 positionally too: ``Deny("no network")`` is ``Deny(reason="no network")``."""
 
-from __future__ import annotations
-
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict

@@ -14,9 +14,11 @@ import re
 import sys
 from collections.abc import Iterable
 from pathlib import Path
+from types import GenericAlias
 from typing import Any, ForwardRef
 
 from . import events, hooks
+from ._record import Record, fields_of
 
 __all__ = ["REGENERATE", "main", "render_events", "render_hooks", "stale_files"]
 
@@ -36,7 +38,8 @@ def _type_text(annotation: Any) -> str:
         return annotation.__forward_arg__
     if isinstance(annotation, str):
         return annotation
-    if isinstance(annotation, type) and annotation.__module__ == "builtins":
+    if isinstance(annotation, type) and not isinstance(annotation, GenericAlias):
+        # a class: its name, as a string annotation would spell it
         return annotation.__name__
     return _MODULE_PREFIX.sub("", repr(annotation)).replace("NoneType", "None")
 
@@ -108,6 +111,8 @@ def render_events() -> str:
 
 
 def _payload_fields(cls: type) -> list[tuple[str, str]]:
+    if issubclass(cls, Record):
+        return [(name, _type_text(note)) for name, note in fields_of(cls)]
     if dataclasses.is_dataclass(cls):
         return [(f.name, _type_text(f.type)) for f in dataclasses.fields(cls)]
     model_fields = getattr(cls, "model_fields", None)

@@ -8,17 +8,26 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any, TypeAlias
 
+from ._record import Record, set_field
+
 SectionSource: TypeAlias = str | Callable[[Any], str | None]
 VariableSource: TypeAlias = Callable[[Any], str | None]
 
 
-@dataclass(frozen=True, slots=True)
-class Section:
+class Section(Record):
     """One resolved section of an assembly."""
+
+    __slots__ = ("name", "order", "text")
+    __match_args__ = ("name", "text", "order")
 
     name: str
     text: str
-    order: int = 0
+    order: int
+
+    def __init__(self, name: str, text: str, order: int = 0) -> None:
+        set_field(self, "name", name)
+        set_field(self, "text", text)
+        set_field(self, "order", order)
 
 
 @dataclass(frozen=True, slots=True)

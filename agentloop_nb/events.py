@@ -8,7 +8,11 @@ to its ``EventSpec``; ``docs/events.md`` is generated from it (``python -m agent
 
 Plugins may append their own types; unknown types load fine and are never model-visible.
 
-This module is a leaf: it imports nothing from the package, so any layer may use it.
+This module is a leaf: it imports nothing from the package but the type names
+(``_event_names``), so any layer may use it. The core writes its events through those names
+and does not import this module: the catalogue loads at its first import (start-up cost).
+``SURFACE_TYPES`` (the model-visible types) is defined with the names; it agrees with
+``EVENTS``' ``model_visible``.
 """
 
 from __future__ import annotations
@@ -18,6 +22,26 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Literal, NotRequired, TypedDict
+
+from ._event_names import (
+    AGENT_INBOX_SPLICED,
+    ASSISTANT_ATTEMPT,
+    ASSISTANT_CHUNK,
+    ASSISTANT_MESSAGE,
+    BUDGET_REACHED,
+    COMPACTION_SUMMARY,
+    LLM_RETRY,
+    REQUEST_HEADER,
+    STEP_END,
+    STEP_START,
+    SURFACE_TYPES,
+    TOOL_APPROVAL,
+    TOOL_CALL,
+    TOOL_RESULT,
+    TURN_END,
+    TURN_START,
+    USER_MESSAGE,
+)
 
 __all__ = [
     "AGENT_INBOX_SPLICED",
@@ -67,25 +91,6 @@ __all__ = [
     "TurnStartData",
     "UserMessageData",
 ]
-
-# -- type names ------------------------------------------------------------------------------
-
-AGENT_INBOX_SPLICED = "agent/inbox/spliced"
-TURN_START = "turn/start"
-TURN_END = "turn/end"
-STEP_START = "step/start"
-STEP_END = "step/end"
-USER_MESSAGE = "user/message"
-REQUEST_HEADER = "request/header"
-ASSISTANT_CHUNK = "assistant/chunk"
-ASSISTANT_MESSAGE = "assistant/message"
-ASSISTANT_ATTEMPT = "assistant/attempt"
-TOOL_CALL = "tool/call"
-TOOL_RESULT = "tool/result"
-TOOL_APPROVAL = "tool/approval"
-LLM_RETRY = "llm/retry"
-COMPACTION_SUMMARY = "compaction/summary"
-BUDGET_REACHED = "budget/reached"
 
 # -- turn-end reasons ------------------------------------------------------------------------
 
@@ -449,8 +454,6 @@ _CORE = (
 EVENTS: Mapping[str, EventSpec] = MappingProxyType({spec.type: spec for spec in _CORE})
 """Every durable event type the package writes, by type name."""
 
-SURFACE_TYPES = frozenset(name for name, spec in EVENTS.items() if spec.model_visible != "no")
-"""Event types that derive model-visible messages; every other type is log-only."""
 
 TURN_END_REASONS: Mapping[str, ReasonSpec] = MappingProxyType(
     {

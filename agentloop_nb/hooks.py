@@ -4,7 +4,9 @@ A hook is a named dispatch through a ``Context`` (``ctx.on(name, handler)`` subs
 handler receives **one payload object**; the dispatch mode decides what its return value means
 (``emit``: ignored; ``waterfall``: the answer, see the ``answer`` column). ``HOOKS`` maps every
 name to its ``HookSpec``; ``docs/hooks.md`` is generated from it
-(``python -m agentloop_nb._docgen``).
+(``python -m agentloop_nb._docgen``). The catalogue is built at the first use of ``HOOKS`` or
+``HookSpec``; the payloads are records (``agentloop_nb._record.Record``: frozen, compared,
+hashed and shown by their fields, as frozen dataclasses are, without dataclasses' import cost).
 
 Plugins import payload classes and decisions from here (or from the package root for the
 decisions), never from private modules. The agent loop's payloads are defined in this module;
@@ -18,10 +20,7 @@ loop in the import graph.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
-from types import MappingProxyType
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from ._creation import AgentOptions
 from ._decision import Decision
@@ -52,6 +51,7 @@ from ._hook_names import (
     TOOLS_RESULT,
     TOOLS_SETTLED,
 )
+from ._record import Record, set_field
 from .context import Context, ErrorReport
 from .llm import ErrorFinish, LlmStreamPayload, RequestFacts, RetryPolicy
 from .messages import UserMessage
@@ -69,6 +69,9 @@ from .tools import (
     ToolResultPayload,
     ToolSettledPayload,
 )
+
+if TYPE_CHECKING:
+    from ._hook_catalogue import HOOKS, HookSpec
 
 __all__ = [
     "AGENT_CREATED",
@@ -204,59 +207,99 @@ class AgentLike(Protocol):
     async def when_idle(self) -> None: ...
 
 
-@dataclass(frozen=True, slots=True)
-class AgentPayload:
+class AgentPayload(Record):
     """Payload of ``agent/created`` and ``agent/disposed``."""
+
+    __slots__ = ("agent",)
+    __match_args__ = ("agent",)
 
     agent: AgentLike
 
+    def __init__(self, agent: AgentLike) -> None:
+        set_field(self, "agent", agent)
 
-@dataclass(frozen=True, slots=True)
-class SessionStartPayload:
+
+class SessionStartPayload(Record):
     """Payload of ``agent/session-start``: ``source`` says whether the session is new."""
+
+    __slots__ = ("agent", "source")
+    __match_args__ = ("agent", "source")
 
     agent: AgentLike
     source: Literal["startup", "resume"]
 
+    def __init__(self, agent: AgentLike, source: Literal["startup", "resume"]) -> None:
+        set_field(self, "agent", agent)
+        set_field(self, "source", source)
 
-@dataclass(frozen=True, slots=True)
-class StatusPayload:
+
+class StatusPayload(Record):
     """Payload of ``agent/status``: the status the agent just took."""
+
+    __slots__ = ("agent", "status")
+    __match_args__ = ("agent", "status")
 
     agent: AgentLike
     status: str
 
+    def __init__(self, agent: AgentLike, status: str) -> None:
+        set_field(self, "agent", agent)
+        set_field(self, "status", status)
 
-@dataclass(frozen=True, slots=True)
-class ErrorPayload:
+
+class ErrorPayload(Record):
     """Payload of ``agent/error``: the failure that ended a turn ``error``."""
+
+    __slots__ = ("agent", "error", "step", "turn")
+    __match_args__ = ("agent", "turn", "step", "error")
 
     agent: AgentLike
     turn: int
     step: int
     error: BaseException
 
+    def __init__(self, agent: AgentLike, turn: int, step: int, error: BaseException) -> None:
+        set_field(self, "agent", agent)
+        set_field(self, "turn", turn)
+        set_field(self, "step", step)
+        set_field(self, "error", error)
 
-@dataclass(frozen=True, slots=True)
-class InboxPayload:
+
+class InboxPayload(Record):
     """Payload of ``agent/inbox/inserted`` and ``agent/inbox/discarded``."""
+
+    __slots__ = ("agent", "message")
+    __match_args__ = ("agent", "message")
 
     agent: AgentLike
     message: UserMessage
 
+    def __init__(self, agent: AgentLike, message: UserMessage) -> None:
+        set_field(self, "agent", agent)
+        set_field(self, "message", message)
 
-@dataclass(frozen=True, slots=True)
-class ClaimedPayload:
+
+class ClaimedPayload(Record):
     """Payload of ``agent/inbox/claimed``: a pending message a turn took."""
+
+    __slots__ = ("agent", "message", "turn")
+    __match_args__ = ("agent", "message", "turn")
 
     agent: AgentLike
     message: UserMessage
     turn: int
 
+    def __init__(self, agent: AgentLike, message: UserMessage, turn: int) -> None:
+        set_field(self, "agent", agent)
+        set_field(self, "message", message)
+        set_field(self, "turn", turn)
 
-@dataclass(frozen=True, slots=True)
-class PreStepPayload:
+
+class PreStepPayload(Record):
     """Payload of the ``agent/pre-step`` waterfall: the messages about to enter the step."""
+
+    __slots__ = ("agent", "messages", "signal", "step", "turn")
+    __match_args__ = ("agent", "messages", "turn", "step", "signal")
 
     agent: AgentLike
     messages: tuple[UserMessage, ...]
@@ -264,10 +307,26 @@ class PreStepPayload:
     step: int
     signal: AbortSignal
 
+    def __init__(
+        self,
+        agent: AgentLike,
+        messages: tuple[UserMessage, ...],
+        turn: int,
+        step: int,
+        signal: AbortSignal,
+    ) -> None:
+        set_field(self, "agent", agent)
+        set_field(self, "messages", messages)
+        set_field(self, "turn", turn)
+        set_field(self, "step", step)
+        set_field(self, "signal", signal)
 
-@dataclass(frozen=True, slots=True)
-class RequestPayload:
+
+class RequestPayload(Record):
     """Payload of the ``agent/request`` waterfall: the proposed request configuration."""
+
+    __slots__ = ("agent", "config", "signal", "step", "turn")
+    __match_args__ = ("agent", "turn", "step", "config", "signal")
 
     agent: AgentLike
     turn: int
@@ -275,31 +334,74 @@ class RequestPayload:
     config: RequestConfig
     signal: AbortSignal
 
+    def __init__(
+        self,
+        agent: AgentLike,
+        turn: int,
+        step: int,
+        config: RequestConfig,
+        signal: AbortSignal,
+    ) -> None:
+        set_field(self, "agent", agent)
+        set_field(self, "turn", turn)
+        set_field(self, "step", step)
+        set_field(self, "config", config)
+        set_field(self, "signal", signal)
 
-@dataclass(frozen=True, slots=True)
-class RequestErrorPayload:
+
+class RequestErrorPayload(Record):
     """Payload of the ``agent/request-error`` waterfall: the failed attempt's error finish
     (``attempt`` counts the attempts of this step, from 1). ``policy``: the prepared call's
     retry policy (``None`` when the route had no adapter or the registration has none).
     ``facts``: the failed request's provider, model, code, status and retry-after."""
+
+    __slots__ = ("agent", "attempt", "facts", "failure", "policy", "signal", "step", "turn")
+    __match_args__ = ("agent", "turn", "step", "failure", "signal", "attempt", "policy", "facts")
 
     agent: AgentLike
     turn: int
     step: int
     failure: ErrorFinish
     signal: AbortSignal
-    attempt: int = 1
-    policy: RetryPolicy | None = None
-    facts: RequestFacts | None = None
+    attempt: int
+    policy: RetryPolicy | None
+    facts: RequestFacts | None
+
+    def __init__(
+        self,
+        agent: AgentLike,
+        turn: int,
+        step: int,
+        failure: ErrorFinish,
+        signal: AbortSignal,
+        attempt: int = 1,
+        policy: RetryPolicy | None = None,
+        facts: RequestFacts | None = None,
+    ) -> None:
+        set_field(self, "agent", agent)
+        set_field(self, "turn", turn)
+        set_field(self, "step", step)
+        set_field(self, "failure", failure)
+        set_field(self, "signal", signal)
+        set_field(self, "attempt", attempt)
+        set_field(self, "policy", policy)
+        set_field(self, "facts", facts)
 
 
-@dataclass(frozen=True, slots=True)
-class TurnStoppingPayload:
+class TurnStoppingPayload(Record):
     """Payload of the ``agent/turn-stopping`` serial dispatch."""
+
+    __slots__ = ("agent", "signal", "turn")
+    __match_args__ = ("agent", "turn", "signal")
 
     agent: AgentLike
     turn: int
     signal: AbortSignal
+
+    def __init__(self, agent: AgentLike, turn: int, signal: AbortSignal) -> None:
+        set_field(self, "agent", agent)
+        set_field(self, "turn", turn)
+        set_field(self, "signal", signal)
 
 
 # -- the catalogue ---------------------------------------------------------------------------
@@ -310,189 +412,11 @@ DispatchMode = Literal["emit", "emit_strict", "parallel", "serial", "bail", "wat
 ``serial`` awaits them in order; ``waterfall`` chains them as middleware around a default."""
 
 
-@dataclass(frozen=True, slots=True)
-class HookSpec:
-    """One hook: its name, dispatch mode, payload class, what a handler answers, and what it
-    is for. ``dispatcher`` names the part of the package that dispatches it; ``decisions``
-    are the decision classes a handler may answer with (empty when the answer is not a
-    decision)."""
+def __getattr__(name: str) -> Any:
+    # The catalogue (``HOOKS``, ``HookSpec``) is built at its first use: the dispatchers need
+    # only the names and payloads above (start-up cost).
+    if name in ("HOOKS", "HookSpec"):
+        from . import _hook_catalogue
 
-    name: str
-    mode: DispatchMode
-    payload: type
-    answer: str
-    dispatcher: str
-    description: str
-    decisions: tuple[type[Decision], ...] = ()
-
-
-def _hook(
-    name: str,
-    mode: DispatchMode,
-    payload: type,
-    description: str,
-    *,
-    answer: str = "—",
-    dispatcher: str = "loop",
-    decisions: tuple[type[Decision], ...] = (),
-) -> HookSpec:
-    return HookSpec(name, mode, payload, answer, dispatcher, description, decisions)
-
-
-_ALL = (
-    _hook(
-        AGENT_CREATED,
-        "emit_strict",
-        AgentPayload,
-        "An agent is being published; a raising listener vetoes its creation.",
-    ),
-    _hook(
-        AGENT_SESSION_START,
-        "emit",
-        SessionStartPayload,
-        "A published agent's session starts (`startup`) or continues (`resume`).",
-    ),
-    _hook(AGENT_DISPOSED, "emit", AgentPayload, "An agent left the registry after disposal."),
-    _hook(AGENT_STATUS, "emit", StatusPayload, "An agent's status flipped (`idle`/`running`)."),
-    _hook(
-        AGENT_ERROR,
-        "emit",
-        ErrorPayload,
-        "A plugin or model failure ended a turn `error` (emitted once per failure).",
-    ),
-    _hook(AGENT_INBOX_INSERTED, "emit", InboxPayload, "Input was queued in the inbox."),
-    _hook(
-        AGENT_INBOX_DISCARDED,
-        "emit",
-        InboxPayload,
-        "Queued input was dropped (cancel, `inbox.remove`, `inbox.replace`).",
-    ),
-    _hook(AGENT_INBOX_CLAIMED, "emit", ClaimedPayload, "A turn took queued input."),
-    _hook(
-        AGENT_PRE_STEP,
-        "waterfall",
-        PreStepPayload,
-        "Decides which messages enter the next step, or rejects the turn.",
-        answer="`Enter(messages)` (default: the claimed messages) or `Reject(reason)`",
-        decisions=(Enter, Reject),
-    ),
-    _hook(
-        AGENT_REQUEST,
-        "waterfall",
-        RequestPayload,
-        "Shapes the request configuration of a step.",
-        answer="a `RequestConfig` (default: the proposed one)",
-        decisions=(RequestConfig,),
-    ),
-    _hook(
-        AGENT_REQUEST_ERROR,
-        "waterfall",
-        RequestErrorPayload,
-        "A provider call ended in an error finish; answer `Retry()` to re-run the step.",
-        answer="`Retry()` or `None` (default: the turn ends `error`)",
-        decisions=(Retry,),
-    ),
-    _hook(
-        AGENT_TURN_STOPPING,
-        "serial",
-        TurnStoppingPayload,
-        "The turn is about to end; a listener may steer or inject to continue it.",
-    ),
-    _hook(
-        TOOLS_PRE_EXECUTE,
-        "waterfall",
-        ToolExecution,
-        "Decides whether a tool call may run (before guards and approval).",
-        answer="`Allow()` (default), `Deny(reason)` or `Ask(reason)`",
-        decisions=(Allow, Deny, Ask),
-        dispatcher="tools",
-    ),
-    _hook(
-        TOOLS_EXECUTE,
-        "waterfall",
-        ToolExecution,
-        "Wraps the dispatch of a tool body (the default runs it).",
-        answer="a `ToolResult`",
-        dispatcher="tools",
-    ),
-    _hook(
-        TOOLS_POST_EXECUTE,
-        "waterfall",
-        PostExecutePayload,
-        "Accepts or blocks a tool result, for every call (early errors included).",
-        answer="`Accept(content=None, additional_contexts=())` (default) or `Block(feedback)`",
-        decisions=(Accept, Block),
-        dispatcher="tools",
-    ),
-    _hook(
-        TOOLS_SETTLED,
-        "emit",
-        ToolSettledPayload,
-        "A call's outcome is final, before the model-order commit (for live views).",
-        dispatcher="tools",
-    ),
-    _hook(
-        TOOLS_RESULT,
-        "emit",
-        ToolResultPayload,
-        "A tool call's final result (observe only).",
-        dispatcher="tools",
-    ),
-    _hook(
-        LLM_STREAM,
-        "waterfall",
-        LlmStreamPayload,
-        "Wraps a model call: wrap, record, replay or replace the chunk stream.",
-        answer="an async iterator of `StreamChunk`s (default: the adapter's stream)",
-        dispatcher="llm",
-    ),
-    _hook(
-        SYSTEM_PROMPT_ASSEMBLE,
-        "waterfall",
-        AssemblePayload,
-        "Edits the assembled system prompt sections and tool schemas of a step.",
-        answer="an `Assembly` (default: the assembled one)",
-        dispatcher="prompt",
-    ),
-    _hook(
-        SESSION_CREATED,
-        "emit_strict",
-        SessionPayload,
-        "A session is being published; a raising listener vetoes it.",
-        dispatcher="session",
-    ),
-    _hook(
-        SESSION_DISPOSED, "emit", SessionPayload, "A session was detached.", dispatcher="session"
-    ),
-    _hook(
-        SESSION_EVENT,
-        "emit",
-        SessionEventPayload,
-        "An event was appended to a published session (synchronously, once per event).",
-        dispatcher="session",
-    ),
-    _hook(
-        SESSION_CHUNK,
-        "emit",
-        SessionChunkPayload,
-        "A chunk of a model response streamed (live, before the log holds it coalesced).",
-        dispatcher="session",
-    ),
-    _hook(
-        SESSION_FLUSH,
-        "parallel",
-        SessionPayload,
-        "The durability barrier: listeners return once every appended event is stored.",
-        dispatcher="session",
-    ),
-    _hook(
-        INTERNAL_ERROR,
-        "emit",
-        ErrorReport,
-        "A contained listener or teardown failure (never dispatched recursively).",
-        dispatcher="context",
-    ),
-)
-
-HOOKS: Mapping[str, HookSpec] = MappingProxyType({spec.name: spec for spec in _ALL})
-"""Every hook the package dispatches, by name."""
+        return getattr(_hook_catalogue, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -5,8 +5,6 @@ can round-trip through the JSON session log (``model_dump(mode="json")`` /
 ``MESSAGE_ADAPTER.validate_python``) without loss.
 """
 
-from __future__ import annotations
-
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter

@@ -18,10 +18,10 @@ default for the usage view, not as billing data. Override them per deployment.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, fields, replace
 from types import MappingProxyType
 from typing import Any
 
+from ._record import Record, field_values, set_field
 from .errors import InvalidValueError
 
 __all__ = [
@@ -36,22 +36,38 @@ __all__ = [
 _PRICE_FIELDS = ("input", "output", "cache_read", "cache_write")
 
 
-@dataclass(frozen=True, slots=True)
-class ModelInfo:
+class ModelInfo(Record):
     """What is known about one model. ``context_window`` in tokens; prices in USD per million
     tokens of each category. ``None`` means unknown."""
 
-    context_window: int | None = None
-    input: float | None = None
-    output: float | None = None
-    cache_read: float | None = None
-    cache_write: float | None = None
+    __slots__ = ("cache_read", "cache_write", "context_window", "input", "output")
+    __match_args__ = ("context_window", "input", "output", "cache_read", "cache_write")
+
+    context_window: int | None
+    input: float | None
+    output: float | None
+    cache_read: float | None
+    cache_write: float | None
+
+    def __init__(
+        self,
+        context_window: int | None = None,
+        input: float | None = None,
+        output: float | None = None,
+        cache_read: float | None = None,
+        cache_write: float | None = None,
+    ) -> None:
+        set_field(self, "context_window", context_window)
+        set_field(self, "input", input)
+        set_field(self, "output", output)
+        set_field(self, "cache_read", cache_read)
+        set_field(self, "cache_write", cache_write)
 
     @classmethod
     def from_mapping(cls, entry: Mapping[str, Any], base: ModelInfo | None = None) -> ModelInfo:
         """``entry``'s keys over ``base`` (or an unknown model). Raises ``ValueError`` for an
         unknown key or a value that is not a non-negative number."""
-        names = {f.name for f in fields(cls)}
+        names = set(cls.__match_args__)
         unknown = set(entry) - names
         if unknown:
             raise InvalidValueError(
@@ -60,7 +76,8 @@ class ModelInfo:
         values: dict[str, Any] = {}
         for key, value in entry.items():
             values[key] = _checked(key, value)
-        return replace(base or cls(), **values)
+        start = base or cls()
+        return cls(**{**field_values(start), **values})
 
 
 def _checked(key: str, value: Any) -> int | float | None:

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Coroutine, Mapping
-from dataclasses import dataclass
 from functools import partial
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
@@ -26,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from ._bus import Lazy, listened
 from ._disposer import Disposer
 from ._prompt_types import Assembly, Section, SectionSource, VariableSource
+from ._record import Record, set_field
 from ._scoped import BoundView, ScopedRegistry
 from .errors import AgentloopError, InvalidTypeError, InvalidValueError
 
@@ -43,12 +43,18 @@ _ASSEMBLE = "system-prompt/assemble"
 _VARIABLE = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_.:-]*)\s*\}\}")
 
 
-@dataclass(frozen=True, slots=True)
-class AssemblePayload:
+class AssemblePayload(Record):
     """Payload of the ``system-prompt/assemble`` waterfall; listeners return an ``Assembly``."""
+
+    __slots__ = ("agent", "assembly")
+    __match_args__ = ("assembly", "agent")
 
     assembly: Assembly
     agent: Any
+
+    def __init__(self, assembly: Assembly, agent: Any) -> None:
+        set_field(self, "assembly", assembly)
+        set_field(self, "agent", agent)
 
 
 class UndefinedVariableError(KeyError, AgentloopError):

@@ -10,26 +10,58 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
-from .events import ASSISTANT_MESSAGE, COMPACTION_SUMMARY, REQUEST_HEADER, TURN_START
+from ._event_names import ASSISTANT_MESSAGE, COMPACTION_SUMMARY, REQUEST_HEADER, TURN_START
+from ._record import Record, set_field
 from .models import ModelTable, cost_usd
 
 __all__ = ["UsageTotals", "session_usage", "usage_from_events"]
 
 
-@dataclass(frozen=True, slots=True)
-class UsageTotals:
+class UsageTotals(Record):
     """Summed usage. ``input_tokens + output_tokens`` is what token budgets count;
     ``cost_usd`` is ``None`` when any priced part is unknown."""
 
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cache_read_tokens: int = 0
-    cache_write_tokens: int = 0
-    reasoning_tokens: int = 0
-    cost_usd: float | None = 0.0
+    __slots__ = (
+        "cache_read_tokens",
+        "cache_write_tokens",
+        "cost_usd",
+        "input_tokens",
+        "output_tokens",
+        "reasoning_tokens",
+    )
+    __match_args__ = (
+        "input_tokens",
+        "output_tokens",
+        "cache_read_tokens",
+        "cache_write_tokens",
+        "reasoning_tokens",
+        "cost_usd",
+    )
+
+    input_tokens: int
+    output_tokens: int
+    cache_read_tokens: int
+    cache_write_tokens: int
+    reasoning_tokens: int
+    cost_usd: float | None
+
+    def __init__(
+        self,
+        input_tokens: int = 0,
+        output_tokens: int = 0,
+        cache_read_tokens: int = 0,
+        cache_write_tokens: int = 0,
+        reasoning_tokens: int = 0,
+        cost_usd: float | None = 0.0,
+    ) -> None:
+        set_field(self, "input_tokens", input_tokens)
+        set_field(self, "output_tokens", output_tokens)
+        set_field(self, "cache_read_tokens", cache_read_tokens)
+        set_field(self, "cache_write_tokens", cache_write_tokens)
+        set_field(self, "reasoning_tokens", reasoning_tokens)
+        set_field(self, "cost_usd", cost_usd)
 
     @property
     def total_tokens(self) -> int:
@@ -83,15 +115,17 @@ def usage_from_events(
     return ledger.total, list(ledger.by_turn)
 
 
-@dataclass(slots=True)
 class _Ledger:
     """Running sums over a log's prefix: folding only the events appended since."""
 
-    table: ModelTable
-    position: int = 0
-    model: str | None = None
-    total: UsageTotals = ZERO
-    by_turn: list[UsageTotals] = field(default_factory=list)
+    __slots__ = ("by_turn", "model", "position", "table", "total")
+
+    def __init__(self, table: ModelTable) -> None:
+        self.table = table
+        self.position = 0
+        self.model: str | None = None
+        self.total = ZERO
+        self.by_turn: list[UsageTotals] = []
 
     def fold(self, events: Sequence[Any]) -> None:
         for index in range(self.position, len(events)):

@@ -135,7 +135,7 @@ _DISPATCH_MODES = {
     "waterfall": "waterfall",
 }
 _SUBSCRIBE = {"on", "once", "has_listeners"}
-_NAME_MODULES = {"_hook_names": hooks, "hooks": hooks, "events": events}
+_NAME_MODULES = {"_hook_names": hooks, "hooks": hooks, "_event_names": events, "events": events}
 
 
 def _modules() -> Iterator[tuple[str, ast.Module]]:

@@ -41,6 +41,8 @@ LAZY_SUBMODULES = (
     "agentloop_nb.plugins.retry",
     "agentloop_nb.testing",
     "agentloop_nb._docgen",
+    "agentloop_nb.events",  # the event catalogue: the writers import only the names
+    "agentloop_nb._hook_catalogue",  # HOOKS: the dispatchers need only names and payloads
 )
 
 
@@ -306,3 +308,26 @@ def test_the_first_request_loads_httpx_and_streams_through_it() -> None:
         "print(json.dumps([before, real(), answer]))\n"
     )
     assert _run(code) == [False, True, "hello"]
+
+
+def test_the_catalogues_load_on_first_use_and_name_the_same_objects() -> None:
+    # ``agentloop_nb.events`` and ``hooks.HOOKS`` are not built by the import; reaching them
+    # through the package loads them, and what the writers use is what they list.
+    code = (
+        "import sys, json, agentloop_nb\n"
+        "from agentloop_nb import hooks, session\n"
+        "before = [m in sys.modules for m in ('agentloop_nb.events',\n"
+        "                                      'agentloop_nb._hook_catalogue')]\n"
+        "events = agentloop_nb.events\n"
+        "spec = hooks.HOOKS['agent/status']\n"
+        "print(json.dumps([before, events.SURFACE_TYPES is session.SURFACE_TYPES,\n"
+        "    spec.payload is hooks.StatusPayload, hooks.HookSpec.__name__,\n"
+        "    sorted(n for n, s in events.EVENTS.items() if s.model_visible != 'no')]))\n"
+    )
+    assert _run(code) == [
+        [False, False],
+        True,
+        True,
+        "HookSpec",
+        ["assistant/message", "compaction/summary", "tool/result", "user/message"],
+    ]

@@ -31,8 +31,14 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from .._disposer import Disposer
+from .._event_names import (
+    ASSISTANT_MESSAGE,
+    BUDGET_REACHED,
+    COMPACTION_SUMMARY,
+    TURN_END,
+    TURN_START,
+)
 from ..errors import AgentloopError
-from ..events import ASSISTANT_MESSAGE, BUDGET_REACHED, COMPACTION_SUMMARY, TURN_END, TURN_START
 from ..messages import TextBlock
 
 if TYPE_CHECKING:

@@ -1,7 +1,5 @@
 """The ``StreamChunk`` union every adapter yields, and ``GenerateOptions`` every adapter receives."""
 
-from __future__ import annotations
-
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Annotated, Any, Literal
@@ -151,4 +149,4 @@ class GenerateOptions:
     temperature: float | None = None
     stop: Sequence[str] | None = None
     session_id: str | None = None
-    signal: AbortSignal | None = field(default=None, compare=False)
+    signal: "AbortSignal | None" = field(default=None, compare=False)

@@ -12,11 +12,11 @@ dispatched, plus the two frozen records request-error recovery receives.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, NonNegativeInt
 
+from .._record import Record, set_field
 from ..errors import InvalidTypeError
 
 if TYPE_CHECKING:
@@ -84,16 +84,32 @@ def as_retry_policy(
     )
 
 
-@dataclass(frozen=True, slots=True)
-class RequestFacts:
+class RequestFacts(Record):
     """What the provider said about one failed request: the route it was sent on, the failure
     ``code``, the HTTP ``status`` when there was one and the server's ``retry_after`` seconds."""
+
+    __slots__ = ("code", "model", "provider", "retry_after", "status")
+    __match_args__ = ("provider", "model", "code", "status", "retry_after")
 
     provider: str
     model: str
     code: str
-    status: int | None = None
-    retry_after: float | None = None
+    status: int | None
+    retry_after: float | None
+
+    def __init__(
+        self,
+        provider: str,
+        model: str,
+        code: str,
+        status: int | None = None,
+        retry_after: float | None = None,
+    ) -> None:
+        set_field(self, "provider", provider)
+        set_field(self, "model", model)
+        set_field(self, "code", code)
+        set_field(self, "status", status)
+        set_field(self, "retry_after", retry_after)
 
     @classmethod
     def of(cls, provider: str, model: str, failure: ErrorFinish) -> RequestFacts:
@@ -103,8 +119,7 @@ class RequestFacts:
 C = TypeVar("C", bound=BaseModel)
 
 
-@dataclass(frozen=True, slots=True)
-class PreparedCall(Generic[C]):
+class PreparedCall(Record, Generic[C]):
     """One request, resolved against the adapter that will serve it.
 
     ``config`` is the effective config: the proposal with the adapter's defaults filled into
@@ -116,10 +131,25 @@ class PreparedCall(Generic[C]):
     to this adapter even if the registration changes in between.
     """
 
+    __slots__ = ("adapter", "adapter_defaults", "config", "retry_policy")
+    __match_args__ = ("config", "adapter_defaults", "retry_policy", "adapter")
+
     config: C
-    adapter_defaults: frozenset[str] = frozenset()
-    retry_policy: RetryPolicy | None = None
-    adapter: Any = None
+    adapter_defaults: frozenset[str]
+    retry_policy: RetryPolicy | None
+    adapter: Any
+
+    def __init__(
+        self,
+        config: C,
+        adapter_defaults: frozenset[str] = frozenset(),
+        retry_policy: RetryPolicy | None = None,
+        adapter: Any = None,
+    ) -> None:
+        set_field(self, "config", config)
+        set_field(self, "adapter_defaults", adapter_defaults)
+        set_field(self, "retry_policy", retry_policy)
+        set_field(self, "adapter", adapter)
 
 
 def restrict_defaults(adapter: Any, config: BaseModel, proposed: Any) -> dict[str, Any]:

@@ -22,12 +22,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .._disposer import Disposer
 from .._fiber import is_awaitable
 from .._hook_names import LLM_STREAM
+from .._record import Record, set_field
 from .._scoped import BoundView
 from ..context import Lazy, listened
 from ..errors import InvalidTypeError
@@ -73,12 +73,17 @@ class _Dispatcher(Protocol):
     async def waterfall(self, name: str, payload: Any, default: Callable[[], Any]) -> Any: ...
 
 
-@dataclass(frozen=True, slots=True)
-class LlmStreamPayload:
+class LlmStreamPayload(Record):
     """Payload of the ``llm/stream`` waterfall. A listener returns an async iterator of chunks:
     ``await next()`` (the adapter's stream), a wrapper around it, or its own replacement."""
 
+    __slots__ = ("options",)
+    __match_args__ = ("options",)
+
     options: GenerateOptions
+
+    def __init__(self, options: GenerateOptions) -> None:
+        set_field(self, "options", options)
 
 
 # Literal, valid instances: model_construct makes them without building the (deferred)

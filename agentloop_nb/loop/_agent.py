@@ -9,9 +9,9 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from .._creation import AgentOptions
+from .._event_names import ASSISTANT_MESSAGE
 from .._supervisor import require_running_loop
 from ..errors import AgentloopError, InvalidTypeError, InvalidValueError, UsageError
-from ..events import ASSISTANT_MESSAGE
 from ..messages import AssistantMessage
 from ..models import model_table
 from ..tools import CALL_CANCELLED

@@ -1,7 +1,5 @@
 """Loop configuration: pydantic models validated at load and at assignment."""
 
-from __future__ import annotations
-
 from collections.abc import Callable
 from typing import Any
 
@@ -28,7 +26,7 @@ class AgentConfig(AgentOptions):
     resume_session_id: str | None = None
 
     @model_validator(mode="after")
-    def _exclusive_ids(self) -> AgentConfig:
+    def _exclusive_ids(self) -> "AgentConfig":
         if self.session_id is not None and self.resume_session_id is not None:
             raise ValueError(
                 "session_id and resume_session_id are mutually exclusive: use session_id for "

@@ -22,6 +22,14 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
+from .._event_names import (
+    ASSISTANT_MESSAGE,
+    STEP_END,
+    STEP_START,
+    TURN_END,
+    TURN_START,
+    USER_MESSAGE,
+)
 from .._hook_names import (
     AGENT_ERROR,
     AGENT_INBOX_CLAIMED,
@@ -34,7 +42,6 @@ from .._hook_names import (
 from ..agents import AgentRegistry
 from ..context import Lazy, listened
 from ..errors import InvalidTypeError
-from ..events import ASSISTANT_MESSAGE, STEP_END, STEP_START, TURN_END, TURN_START, USER_MESSAGE
 from ..hooks import (
     ClaimedPayload,
     Enter,

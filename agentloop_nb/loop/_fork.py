@@ -22,25 +22,35 @@ The source is only read: a live session's events, or a stored one loaded from pe
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 from uuid import uuid4
 
+from .._event_names import ASSISTANT_MESSAGE, TOOL_RESULT
+from .._record import Record, set_field
 from ..errors import InvalidValueError
-from ..events import ASSISTANT_MESSAGE, TOOL_RESULT
 from ..session import SURFACE_TYPES, SessionEvent, SessionHeader
 
 __all__ = ["ForkPlan", "plan_fork"]
 
 
-@dataclass(frozen=True, slots=True)
-class ForkPlan:
+class ForkPlan(Record):
     """What a fork creates: the new session id, its header meta and its seed events."""
+
+    __slots__ = ("cut_seq", "meta", "seed", "session_id")
+    __match_args__ = ("session_id", "meta", "seed", "cut_seq")
 
     session_id: str
     meta: dict[str, Any]
     seed: list[dict[str, Any]]
     cut_seq: int
+
+    def __init__(
+        self, session_id: str, meta: dict[str, Any], seed: list[dict[str, Any]], cut_seq: int
+    ) -> None:
+        set_field(self, "session_id", session_id)
+        set_field(self, "meta", meta)
+        set_field(self, "seed", seed)
+        set_field(self, "cut_seq", cut_seq)
 
 
 def plan_fork(

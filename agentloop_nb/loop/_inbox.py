@@ -11,8 +11,8 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 from uuid import uuid4
 
+from .._event_names import AGENT_INBOX_SPLICED
 from ..errors import InvalidTypeError, NotFoundError
-from ..events import AGENT_INBOX_SPLICED
 from ..messages import CONTENT_ADAPTER, TextBlock, UserMessage
 
 if TYPE_CHECKING:

@@ -20,15 +20,14 @@ new ``agent.options`` object restarts the proposal from the options.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import partial
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Protocol
 
+from .._event_names import ASSISTANT_ATTEMPT, REQUEST_HEADER
 from .._hook_names import AGENT_REQUEST, AGENT_REQUEST_ERROR
 from ..context import Lazy, listened
 from ..errors import InvalidTypeError
-from ..events import ASSISTANT_ATTEMPT, REQUEST_HEADER
 from ..hooks import RequestConfig, RequestErrorPayload, RequestPayload, Retry
 from ..llm import BlockAssembler, GenerateOptions, LlmError, PreparedCall, RequestFacts
 from ..session import FrozenDict, freeze_json
@@ -68,14 +67,16 @@ class _Agent(Protocol):
     def session(self) -> Session: ...
 
 
-@dataclass(slots=True)
 class Reply:
     """A settled model reply: the folded chunks, the finish kind (``None`` when the stream
     ended without one) and the seqs of the ``assistant/chunk`` events it was logged in."""
 
-    assembler: BlockAssembler
-    kind: str | None
-    chunk_seqs: list[int]
+    __slots__ = ("assembler", "chunk_seqs", "kind")
+
+    def __init__(self, assembler: BlockAssembler, kind: str | None, chunk_seqs: list[int]) -> None:
+        self.assembler = assembler
+        self.kind = kind
+        self.chunk_seqs = chunk_seqs
 
 
 def configured_provider(agent: Any) -> str:

@@ -21,12 +21,11 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from ..events import TOOL_APPROVAL, TOOL_CALL, TOOL_RESULT
+from .._event_names import TOOL_APPROVAL, TOOL_CALL, TOOL_RESULT
 from ..messages import ToolCallBlock
 from ..session._frozen import wrap_frozen
 from ..signals import AbortController, AbortError
@@ -37,23 +36,50 @@ if TYPE_CHECKING:
     from ._agent import Agent
 
 
-@dataclass(slots=True)
 class _StepTools:
-    agent: Agent
-    tools: Any  # ``agent.ctx.tools``, resolved once per step
-    turn: int
-    step: int
-    signal: AbortSignal
-    calls: tuple[ToolCallBlock, ...]
-    running: dict[str, AbortController]
-    gate: Any  # the loop's global tool gate (``max_parallel_tool_calls_total``), once per step
-    # executions made when the calls were grouped, so a call's arguments are parsed once;
-    # its tool and signal are set again when it starts (see ``_execution``)
-    prepared: dict[int, ToolExecution] = field(default_factory=dict)
-    results: dict[int, ToolResult] = field(default_factory=dict)
-    started: set[int] = field(default_factory=set)
-    links: dict[int, AbortController] = field(default_factory=dict)
-    failure: BaseException | None = None
+    # A plain slotted class, not a dataclass: no generated code to compile at import.
+    __slots__ = (
+        "agent",
+        "calls",
+        "failure",
+        "gate",
+        "links",
+        "prepared",
+        "results",
+        "running",
+        "signal",
+        "started",
+        "step",
+        "tools",
+        "turn",
+    )
+
+    def __init__(
+        self,
+        agent: Agent,
+        tools: Any,
+        turn: int,
+        step: int,
+        signal: AbortSignal,
+        calls: tuple[ToolCallBlock, ...],
+        running: dict[str, AbortController],
+        gate: Any,
+    ) -> None:
+        self.agent = agent
+        self.tools = tools  # ``agent.ctx.tools``, resolved once per step
+        self.turn = turn
+        self.step = step
+        self.signal = signal
+        self.calls = calls
+        self.running = running
+        self.gate = gate  # the loop's global tool gate (``max_parallel_tool_calls_total``)
+        # executions made when the calls were grouped, so a call's arguments are parsed once;
+        # its tool and signal are set again when it starts (see ``_execution``)
+        self.prepared: dict[int, ToolExecution] = {}
+        self.results: dict[int, ToolResult] = {}
+        self.started: set[int] = set()
+        self.links: dict[int, AbortController] = {}
+        self.failure: BaseException | None = None
 
 
 async def run_tool_calls(

@@ -13,7 +13,6 @@ import asyncio
 import inspect
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Never, Protocol
 from uuid import uuid4
 
@@ -26,11 +25,11 @@ from .._creation import (
     alias,
     reject_unknown,
 )
+from .._event_names import TURN_START
 from .._hook_names import AGENT_CREATED, AGENT_DISPOSED, AGENT_SESSION_START
 from .._scoped import BoundView
 from ..agents import AgentHandle, Setup, scope_owned
 from ..errors import InvalidTypeError, UsageError
-from ..events import TURN_START
 from ..hooks import AgentPayload, SessionStartPayload
 from ..session import PersistenceError, repair
 from ..signals import AbortController, AbortScope
@@ -64,16 +63,18 @@ class Lease(Protocol):
     def release(self) -> None: ...
 
 
-@dataclass(slots=True)
 class _Life:
     """The loop's bookkeeping for one published agent (not a directory: lookups by id go
-    through ``ctx.agents``)."""
+    through ``ctx.agents``). A plain slotted class: no dataclass code generated at import."""
 
-    agent: Agent
-    driver: Driver
-    leave: Callable[[], Any]  # removes the agent from ``ctx.agents``
-    owner: Disposer | None = None  # the owning scope's effect, when not the loop's own
-    disposal: asyncio.Future[None] | None = None
+    __slots__ = ("agent", "disposal", "driver", "leave", "owner")
+
+    def __init__(self, agent: Agent, driver: Driver, leave: Callable[[], Any]) -> None:
+        self.agent = agent
+        self.driver = driver
+        self.leave = leave  # removes the agent from ``ctx.agents``
+        self.owner: Disposer | None = None  # the owning scope's effect, when not the loop's own
+        self.disposal: asyncio.Future[None] | None = None
 
 
 class AgentLoop:

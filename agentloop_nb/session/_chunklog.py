@@ -33,8 +33,8 @@ import weakref
 from collections.abc import Callable, Container, Mapping
 from typing import Any, Protocol
 
+from .._event_names import ASSISTANT_CHUNK
 from .._hook_names import SESSION_CHUNK
-from ..events import ASSISTANT_CHUNK
 from ._frozen import FrozenDict, wrap_frozen
 
 

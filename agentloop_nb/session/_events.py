@@ -12,9 +12,9 @@ import time as _time
 from collections.abc import Iterable, Mapping
 from typing import Any, NoReturn
 
+from .._event_names import SURFACE_TYPES
 from .._json import dumps_str
 from ..errors import InvalidTypeError, InvalidValueError
-from ..events import SURFACE_TYPES
 from ._frozen import EMPTY, FrozenDict, freeze_json, freeze_plain_dict, wrap_frozen
 
 __all__ = [

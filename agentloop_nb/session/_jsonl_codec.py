@@ -21,7 +21,7 @@ import orjson
 
 from .._json import dumps_bytes
 from ..errors import InvalidValueError
-from ..events import ASSISTANT_CHUNK
+from .._event_names import ASSISTANT_CHUNK
 from ._events import (
     SURFACE_TYPES,
     SessionEvent,

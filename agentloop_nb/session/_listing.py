@@ -11,10 +11,10 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Iterable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
+from .._record import Record, set_field
 from ..errors import InvalidValueError
 from ._events import SessionHeader
 from ._jsonl_codec import decode_line
@@ -35,16 +35,30 @@ MAX_HEADER_BYTES: Final = 1 << 20
 _CHUNK = 4096
 
 
-@dataclass(frozen=True, slots=True)
-class StoredSession:
+class StoredSession(Record):
     """One stored session as a listing sees it: its ``id`` and ``where`` it is stored (a file,
     a table row), and either its ``header`` or, when that cannot be read, ``problem`` saying
     why (``header`` is then ``None``)."""
 
+    __slots__ = ("header", "id", "problem", "where")
+    __match_args__ = ("id", "where", "header", "problem")
+
     id: str
     where: str
-    header: SessionHeader | None = None
-    problem: str | None = None
+    header: SessionHeader | None
+    problem: str | None
+
+    def __init__(
+        self,
+        id: str,
+        where: str,
+        header: SessionHeader | None = None,
+        problem: str | None = None,
+    ) -> None:
+        set_field(self, "id", id)
+        set_field(self, "where", where)
+        set_field(self, "header", header)
+        set_field(self, "problem", problem)
 
     @property
     def readable(self) -> bool:

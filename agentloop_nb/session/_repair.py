@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..events import (
+from .._event_names import (
     ASSISTANT_MESSAGE,
     STEP_END,
     STEP_START,
@@ -13,13 +13,12 @@ from ..events import (
     TOOL_RESULT,
     TURN_END,
     TURN_START,
-    StepData,
-    ToolCallData,
-    ToolResultData,
-    TurnEndData,
 )
 from ._events import SessionEvent
 from ._session import Session
+
+if TYPE_CHECKING:  # the data shapes' catalogue is not loaded to write them (start-up cost)
+    from ..events import StepData, ToolCallData, ToolResultData, TurnEndData
 
 __all__ = ["TOOL_OUTCOME_UNKNOWN", "repair"]
 
@@ -147,31 +146,32 @@ def repair(session: Session) -> list[SessionEvent]:
         if call.resolved:
             continue
         if not call.logged:
-            call_data = ToolCallData(
-                turn=call.turn,
-                step=call.step,
-                call_id=call.call_id,
-                name=call.name,
-                arguments=call.arguments,
-            )
+            call_data: ToolCallData = {
+                "turn": call.turn,
+                "step": call.step,
+                "call_id": call.call_id,
+                "name": call.name,
+                "arguments": call.arguments,
+            }
             appended.append(session.append(TOOL_CALL, call_data))
-        result = ToolResultData(
-            turn=call.turn,
-            step=call.step,
-            call_id=call.call_id,
-            content=_UNKNOWN_TEXT,
-            is_error=True,
-            error={
+        result: ToolResultData = {
+            "turn": call.turn,
+            "step": call.step,
+            "call_id": call.call_id,
+            "content": _UNKNOWN_TEXT,
+            "is_error": True,
+            "error": {
                 "code": TOOL_OUTCOME_UNKNOWN,
                 "message": _UNKNOWN_MESSAGE if call.logged else _UNDISPATCHED_MESSAGE,
             },
-        )
+        }
         if isinstance(call.name, str):
             result["name"] = call.name
         appended.append(session.append(TOOL_RESULT, result))
     for turn, step in open_steps:
-        appended.append(session.append(STEP_END, StepData(turn=turn, step=step)))
+        ended_step: StepData = {"turn": turn, "step": step}
+        appended.append(session.append(STEP_END, ended_step))
     for turn in open_turns:
-        ended = TurnEndData(turn=turn, reason={"kind": "interrupted"})
+        ended: TurnEndData = {"turn": turn, "reason": {"kind": "interrupted"}}
         appended.append(session.append(TURN_END, ended))
     return appended

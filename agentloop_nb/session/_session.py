@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import time as _time
 from collections.abc import Awaitable, Container, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, Literal, Protocol, overload
 
 from pydantic import ValidationError
 
+from .._event_names import ASSISTANT_MESSAGE, REQUEST_HEADER, SURFACE_TYPES, TOOL_RESULT
 from .._hook_names import SESSION_CHUNK, SESSION_EVENT, SESSION_FLUSH
+from .._record import Record, set_field
 from ..context import listened
 from ..errors import InvalidTypeError, InvalidValueError, UsageError
-from ..events import ASSISTANT_MESSAGE, REQUEST_HEADER, SURFACE_TYPES, TOOL_RESULT
 from ..messages import AssistantMessage, Message, ToolResultMessage, UserMessage
 from ._chunklog import ChunkLog, Resolve
 from ._events import (
@@ -74,32 +74,51 @@ class SessionOwner(Protocol):
     def dispatch(self) -> SessionDispatch | None: ...
 
 
-@dataclass(frozen=True, slots=True)
-class SessionPayload:
+class SessionPayload(Record):
     """Payload of ``session/created``, ``session/disposed`` and ``session/flush``."""
+
+    __slots__ = ("session",)
+    __match_args__ = ("session",)
 
     session: Session
 
+    def __init__(self, session: Session) -> None:
+        set_field(self, "session", session)
 
-@dataclass(frozen=True, slots=True)
-class SessionEventPayload:
+
+class SessionEventPayload(Record):
     """Payload of ``session/event``: the session and the event just appended."""
+
+    __slots__ = ("event", "session")
+    __match_args__ = ("session", "event")
 
     session: Session
     event: SessionEvent
 
+    def __init__(self, session: Session, event: SessionEvent) -> None:
+        set_field(self, "session", session)
+        set_field(self, "event", event)
 
-@dataclass(frozen=True, slots=True)
-class SessionChunkPayload:
+
+class SessionChunkPayload(Record):
     """Payload of ``session/chunk``: one streamed chunk of step ``step`` of turn ``turn``, as
     frozen JSON, announced as it arrives. The log holds it later, coalesced (see
     ``ChunkLog``): a live view folds these and skips the ``assistant/chunk`` events; a view
     built from the log folds those."""
 
+    __slots__ = ("chunk", "session", "step", "turn")
+    __match_args__ = ("session", "turn", "step", "chunk")
+
     session: Session
     turn: int
     step: int
     chunk: FrozenDict
+
+    def __init__(self, session: Session, turn: int, step: int, chunk: FrozenDict) -> None:
+        set_field(self, "session", session)
+        set_field(self, "turn", turn)
+        set_field(self, "step", step)
+        set_field(self, "chunk", chunk)
 
 
 _set_payload_session = SessionEventPayload.__dict__["session"].__set__

@@ -11,15 +11,13 @@ error result has ``is_error=True``, ``error=ToolErrorInfo(code, message)`` and c
 ``"Error: <message>"`` so the model can read it.
 """
 
-from __future__ import annotations
-
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, Final, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, TypeAdapter, field_validator
 
 from .._decision import Decision
+from .._record import Record, set_field
 from ..messages import ToolResultBlock
 from ..signals import AbortSignal
 
@@ -232,7 +230,7 @@ class ToolDefinition(Protocol):
     @property
     def parameters(self) -> dict[str, Any]: ...
     @property
-    def execute(self) -> Callable[[dict[str, Any], ToolExecution], Any]: ...
+    def execute(self) -> Callable[[dict[str, Any], "ToolExecution"], Any]: ...
     @property
     def concurrency_safe(self) -> bool | Callable[[dict[str, Any]], Any]: ...
     @property
@@ -316,16 +314,21 @@ class ToolExecution:
         )
 
 
-@dataclass(frozen=True, slots=True)
-class PostExecutePayload:
+class PostExecutePayload(Record):
     """Payload of the ``tools/post-execute`` waterfall."""
+
+    __slots__ = ("execution", "result")
+    __match_args__ = ("execution", "result")
 
     execution: ToolExecution
     result: ToolResult
 
+    def __init__(self, execution: ToolExecution, result: ToolResult) -> None:
+        set_field(self, "execution", execution)
+        set_field(self, "result", result)
 
-@dataclass(frozen=True, slots=True)
-class ToolSettledPayload:
+
+class ToolSettledPayload(Record):
     """Payload of the ``tools/settled`` emit (observe only), fired once per call that reached
     admission: ``result`` is the call's outcome as soon as it is known (the body's result, or
     the refusal when the call was not admitted), before the model-order
@@ -333,13 +336,26 @@ class ToolSettledPayload:
     differ. A call stopped before admission (cancellation, a raising plugin) never settles:
     the log's ``tool/result`` is its only outcome."""
 
+    __slots__ = ("execution", "result")
+    __match_args__ = ("execution", "result")
+
     execution: ToolExecution
     result: ToolResult
 
+    def __init__(self, execution: ToolExecution, result: ToolResult) -> None:
+        set_field(self, "execution", execution)
+        set_field(self, "result", result)
 
-@dataclass(frozen=True, slots=True)
-class ToolResultPayload:
+
+class ToolResultPayload(Record):
     """Payload of the ``tools/result`` emit (observe only): the call's final result."""
 
+    __slots__ = ("execution", "result")
+    __match_args__ = ("execution", "result")
+
     execution: ToolExecution
     result: ToolResult
+
+    def __init__(self, execution: ToolExecution, result: ToolResult) -> None:
+        set_field(self, "execution", execution)
+        set_field(self, "result", result)
