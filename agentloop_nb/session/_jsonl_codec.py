@@ -19,9 +19,9 @@ from typing import Any, BinaryIO
 
 import orjson
 
+from .._event_names import ASSISTANT_CHUNK
 from .._json import dumps_bytes
 from ..errors import InvalidValueError
-from .._event_names import ASSISTANT_CHUNK
 from ._events import (
     SURFACE_TYPES,
     SessionEvent,
