@@ -131,17 +131,23 @@ class CompactionPlugin:
         """:meth:`window`, after asking the agent's provider for the model's window when
         nothing configured names one and it has not answered yet (an adapter without a
         ``context_window(model)`` coroutine is not asked)."""
-        if self.config.context_window is None:
-            provider, model = _route(agent)
-            key = (str(provider), str(model))
-            configured = model_table(agent.ctx).configured_window(model)
-            if configured is None and provider and model and key not in self._reported:
-                adapter = agent.ctx.llm.adapter_for(provider)
-                ask = getattr(adapter, "context_window", None)
-                reported = await ask(model) if callable(ask) else None
-                if isinstance(reported, int) and reported > 0:
-                    self._reported[key] = reported
-        return self.window(agent)
+        if self.config.context_window is not None:
+            return self.config.context_window
+        # One route and one table read serve the question and the answer (once per step).
+        provider, model = _route(agent)
+        table = model_table(agent.ctx)
+        configured = table.configured_window(model)
+        if configured is not None:
+            return configured
+        key = (str(provider), str(model))
+        reported = self._reported.get(key)
+        if reported is None and provider and model:
+            adapter = agent.ctx.llm.adapter_for(provider)
+            ask = getattr(adapter, "context_window", None)
+            answer = await ask(model) if callable(ask) else None
+            if isinstance(answer, int) and answer > 0:
+                self._reported[key] = reported = answer
+        return reported if reported is not None else table.context_window(model)
 
     def estimate(self, agent: Any, pending: Sequence[Message] = ()) -> int:
         """The estimated size in tokens of ``agent``'s next request with ``pending`` input
