@@ -208,7 +208,7 @@ class AbortScope:
             raise AbortError(signal._reason)
         if self._cancel is not None:
             raise UsageError("an AbortScope can be entered only once")
-        cancel = self._cancel = anyio.CancelScope()
+        cancel = self._cancel = _cancel_scope()
         cancel.__enter__()
         # One bound callable, appended and removed directly: the scope runs around hot awaits.
         self._on_abort = _Canceller(cancel)
@@ -248,6 +248,30 @@ class AbortScope:
 
     def __repr__(self) -> str:
         return f"<AbortScope {self.signal!r}>"
+
+
+def _cancel_scope() -> anyio.CancelScope:
+    """A new anyio cancel scope of the running backend.
+
+    fast path (benchmarks/bench_ab.py, abort scopes): under asyncio, the backend's scope class
+    (learnt from the first scope made) is called directly; ``anyio.CancelScope()`` asks which
+    async library runs (four Python calls) at every scope, and a step enters two (a hook's and
+    a tool body's). A running asyncio loop means anyio's asyncio backend, as anyio itself
+    assumes without sniffio."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return anyio.CancelScope()
+    if _ASYNCIO_SCOPE:
+        return _ASYNCIO_SCOPE[0]()
+    scope = anyio.CancelScope()
+    _ASYNCIO_SCOPE.append(type(scope))
+    return scope
+
+
+# The asyncio backend's cancel scope class, once a scope was made under asyncio (a constant
+# of the installed anyio, learnt lazily so that importing this module loads no backend).
+_ASYNCIO_SCOPE: list[Callable[[], anyio.CancelScope]] = []
 
 
 class _Canceller:

@@ -269,7 +269,9 @@ def freeze_fields(fields: dict[str, Any]) -> FrozenDict:
             out[key] = item
         elif item is not None:
             raise _FALLBACK
-    return wrap_frozen(out)
+    fd: FrozenDict = _new_dict(FrozenDict)  # wrap_frozen inlined: once per streamed chunk
+    _init_dict(fd, out)
+    return fd
 
 
 def freeze_plain_dict(value: dict[Any, Any]) -> FrozenDict | None:
