@@ -257,17 +257,15 @@ class AbortScope:
 
 
 def _cancel_scope() -> anyio.CancelScope:
-    """A new anyio cancel scope of the running backend.
-
-    fast path (benchmarks/bench_ab.py, abort scopes): under asyncio, the backend's scope class
-    (learnt from the first scope made) is called directly; ``anyio.CancelScope()`` asks which
-    async library runs (four Python calls) at every scope, and a step enters two (a hook's and
-    a tool body's). A running asyncio loop means anyio's asyncio backend, as anyio itself
-    assumes without sniffio."""
+    """A new anyio cancel scope of the running backend. A running asyncio loop means anyio's
+    asyncio backend, as anyio itself assumes without sniffio."""
     try:
         asyncio.get_running_loop()
     except RuntimeError:
         return anyio.CancelScope()
+    # fast path (benchmarks/README.md "Issue 28: a tool step's own work"): the backend's class,
+    # learnt from the first scope, called directly; ``anyio.CancelScope()`` asks which async
+    # library runs (four Python calls) at every scope, and a step enters two
     if _ASYNCIO_SCOPE:
         return _ASYNCIO_SCOPE[0]()
     scope = anyio.CancelScope()

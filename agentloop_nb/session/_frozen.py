@@ -269,7 +269,9 @@ def freeze_fields(fields: dict[str, Any]) -> FrozenDict:
             out[key] = item
         elif item is not None:
             raise _FALLBACK
-    fd: FrozenDict = _new_dict(FrozenDict)  # wrap_frozen inlined: once per streamed chunk
+    # fast path (benchmarks/README.md "Issue 28: a tool step's own work"): ``wrap_frozen``
+    # inlined, no frame (once per streamed chunk)
+    fd: FrozenDict = _new_dict(FrozenDict)
     _init_dict(fd, out)
     return fd
 
