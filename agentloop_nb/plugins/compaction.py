@@ -44,15 +44,15 @@ from uuid import uuid4
 import anyio
 from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, PositiveInt
 
+from ..context import Context
 from ..events import ASSISTANT_MESSAGE, COMPACTION_SUMMARY, SURFACE_TYPES, TURN_START
 from ..hooks import AGENT_DISPOSED, AGENT_PRE_STEP, AGENT_REQUEST_ERROR
 from ..llm import BlockAssembler, GenerateOptions, LlmError
 from ..loop import RequestConfig, Retry
 from ..messages import AssistantMessage, Message, TextBlock, ToolResultMessage, UserMessage
-from ..models import model_table
+from ..models import DEFAULT_TABLE, ModelTable, model_table
 
 if TYPE_CHECKING:
-    from ..context import Context
     from ..session import Session, SessionEvent
     from ..signals import AbortSignal
 
@@ -135,7 +135,7 @@ class CompactionPlugin:
             return self.config.context_window
         # One route and one table read serve the question and the answer (once per step).
         provider, model = _route(agent)
-        table = model_table(agent.ctx)
+        table = _table(agent.ctx)
         configured = table.configured_window(model)
         if configured is not None:
             return configured
@@ -343,6 +343,20 @@ class CompactionPlugin:
 
 
 # -- helpers ----------------------------------------------------------------------------------
+
+
+def _table(ctx: Any) -> ModelTable:
+    """:func:`model_table` of ``ctx``. A ``Context`` answers services only from its
+    ``__getattr__`` (``provide`` refuses names its class has), so it is asked directly:
+    normal lookup would first build and drop an ``AttributeError`` (CPython 3.11, about a
+    microsecond; this runs at every step)."""
+    if type(ctx) is not Context:
+        return model_table(ctx)
+    try:
+        table = ctx.__getattr__("models")
+    except Exception:  # no models service (AttributeError), or a context's own error
+        return DEFAULT_TABLE
+    return table if isinstance(table, ModelTable) else DEFAULT_TABLE
 
 
 def _route(agent: Any) -> tuple[str | None, str | None]:
