@@ -132,12 +132,14 @@ KNOWN_MODELS: Mapping[str, ModelInfo] = MappingProxyType(
 
 _UNKNOWN = ModelInfo()
 
+_MATCH_CACHE_SIZE = 1024
+
 
 class ModelTable:
     """The built-in table with ``overrides`` (prefix → mapping of :class:`ModelInfo` fields, or
     a ``ModelInfo``) layered over it. Raises ``ValueError`` for a bad entry."""
 
-    __slots__ = ("_configured", "_entries", "_prefixes")
+    __slots__ = ("_configured", "_entries", "_matches", "_prefixes")
 
     def __init__(self, overrides: Mapping[str, Any] | None = None) -> None:
         entries: dict[str, ModelInfo] = dict(KNOWN_MODELS)
@@ -163,16 +165,27 @@ class ModelTable:
         self._configured = frozenset(configured)
         # Longest first: the first prefix that matches is the longest match.
         self._prefixes = sorted(entries, key=len, reverse=True)
+        # model name -> its longest matching prefix ("" for none). The table never changes
+        # after construction, and compaction asks for the same model at every step.
+        self._matches: dict[str, str] = {}
+
+    def _prefix(self, model: str) -> str:
+        """``model``'s longest matching prefix, or ``""`` (cached per model name)."""
+        found = self._matches.get(model)
+        if found is None:
+            found = next((p for p in self._prefixes if model.startswith(p)), "")
+            if len(self._matches) >= _MATCH_CACHE_SIZE:
+                self._matches.clear()  # bounded: many distinct names just re-scan
+            self._matches[model] = found
+        return found
 
     def lookup(self, model: str | None) -> ModelInfo:
         """The entry of ``model``'s longest matching prefix; an all-``None`` ``ModelInfo`` for
         an unknown (or missing) model."""
         if not model:
             return _UNKNOWN
-        for prefix in self._prefixes:
-            if model.startswith(prefix):
-                return self._entries[prefix]
-        return _UNKNOWN
+        prefix = self._prefix(model)
+        return self._entries[prefix] if prefix else _UNKNOWN
 
     def context_window(self, model: str | None) -> int | None:
         return self.lookup(model).context_window
@@ -182,10 +195,8 @@ class ModelTable:
         person configured, as opposed to the built-in figure), else ``None``."""
         if not model:
             return None
-        for prefix in self._prefixes:
-            if model.startswith(prefix):
-                return self._entries[prefix].context_window if prefix in self._configured else None
-        return None
+        prefix = self._prefix(model)
+        return self._entries[prefix].context_window if prefix in self._configured else None
 
     @property
     def entries(self) -> Mapping[str, ModelInfo]:

@@ -17,8 +17,9 @@ cache depends on it).
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Coroutine, Mapping
-from functools import partial
+from collections.abc import Coroutine, Mapping
+from functools import lru_cache, partial
+from operator import itemgetter
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
@@ -146,7 +147,8 @@ class SystemPrompt:
                     "a section function must return str or None"
                 )
             resolved.append((spec.order, registry.position(name), Section(name, text, spec.order)))
-        resolved.sort(key=lambda r: (r[0], r[1]))
+        if len(resolved) > 1:
+            resolved.sort(key=_RANK)
         variables: dict[str, str | None] = {}
         for name, fn in self._variables.visible(agent):
             value = fn(agent)
@@ -157,7 +159,7 @@ class SystemPrompt:
                 )
             variables[name] = value
         return Assembly(
-            sections=tuple(r[2] for r in resolved),
+            sections=tuple([r[2] for r in resolved]),
             tools=self._tool_schemas(agent),
             variables=MappingProxyType(variables),
         )
@@ -208,10 +210,20 @@ class SystemPrompt:
         ``ValueError`` for one whose value is ``None``, naming the variable and the section."""
         variables = assembly.variables
         parts: list[str] = []
-        for section in sorted(assembly.sections, key=_order):
+        sections = assembly.sections
+        for section in sorted(sections, key=_order) if len(sections) > 1 else sections:
             text = section.text
             if "{{" in text:
-                text = _VARIABLE.sub(_substituter(variables, section.name), text)
+                pieces = _template(text)
+                if len(pieces) > 1:
+                    filled = list(pieces)
+                    for i in range(1, len(filled), 2):
+                        value = variables.get(filled[i])
+                        # undefined or None: ``_value`` raises the error that names it
+                        filled[i] = (
+                            _value(variables, filled[i], section.name) if value is None else value
+                        )
+                    text = "".join(filled)
             parts.append(text)
         return "\n\n".join(parts)
 
@@ -224,28 +236,35 @@ def _order(section: Section) -> int:
     return section.order
 
 
-def _substituter(
-    variables: Mapping[str, str | None], section: str
-) -> Callable[[re.Match[str]], str]:
-    def substitute(match: re.Match[str]) -> str:
-        name = match.group(1)
-        try:
-            value = variables[name]
-        except KeyError:
-            raise UndefinedVariableError(
-                f"system-prompt section {section!r} uses {{{{{name}}}}}, but no variable "
-                f"{name!r} is defined; define it with ctx.system_prompt.variable({name!r}, "
-                "lambda agent: ...)"
-            ) from None
-        if value is None:
-            raise InvalidValueError(
-                f"system-prompt section {section!r} uses {{{{{name}}}}}, but variable {name!r} "
-                "has no value for this agent (its function returned None); make it return a "
-                "string or remove the placeholder"
-            )
-        return value
+# (order, first registration): the rank of a resolved section (``collect``)
+_RANK = itemgetter(0, 1)
 
-    return substitute
+
+@lru_cache(maxsize=256)
+def _template(text: str) -> tuple[str, ...]:
+    """``text`` split at its ``{{name}}`` placeholders: literal, name, literal, ..., literal
+    (names at the odd positions). Cached per text: a section's text is usually the same at
+    every step, and splitting it once spares a regex pass per request."""
+    return tuple(_VARIABLE.split(text))
+
+
+def _value(variables: Mapping[str, str | None], name: str, section: str) -> str:
+    """The value of ``{{name}}`` in ``section``; raises when it is undefined or ``None``."""
+    try:
+        value = variables[name]
+    except KeyError:
+        raise UndefinedVariableError(
+            f"system-prompt section {section!r} uses {{{{{name}}}}}, but no variable "
+            f"{name!r} is defined; define it with ctx.system_prompt.variable({name!r}, "
+            "lambda agent: ...)"
+        ) from None
+    if value is None:
+        raise InvalidValueError(
+            f"system-prompt section {section!r} uses {{{{{name}}}}}, but variable {name!r} "
+            "has no value for this agent (its function returned None); make it return a "
+            "string or remove the placeholder"
+        )
+    return value
 
 
 class BoundSystemPrompt(BoundView[SystemPrompt]):

@@ -35,8 +35,9 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Generator
+from operator import attrgetter
 from types import TracebackType
-from typing import Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import anyio
 
@@ -74,13 +75,18 @@ class AbortSignal:
         self._callbacks: list[Callable[[Any], Any]] = []
         self._waiters: list[asyncio.Future[None]] | None = None  # made by the first wait()
 
-    @property
-    def aborted(self) -> bool:
-        return self._aborted
+    if TYPE_CHECKING:
 
-    @property
-    def reason(self) -> Any:
-        return self._reason
+        @property
+        def aborted(self) -> bool: ...
+        @property
+        def reason(self) -> Any: ...
+
+    else:
+        # C-level getters (``attrgetter``): no Python frame for a read, and the loop reads
+        # ``aborted`` about eight times a step.
+        aborted = property(attrgetter("_aborted"), doc="Whether the signal has aborted.")
+        reason = property(attrgetter("_reason"), doc="The abort reason (``None`` until then).")
 
     def throw_if_aborted(self) -> None:
         """Raise :class:`AbortError` carrying ``reason`` when aborted; otherwise do nothing."""
@@ -208,7 +214,7 @@ class AbortScope:
             raise AbortError(signal._reason)
         if self._cancel is not None:
             raise UsageError("an AbortScope can be entered only once")
-        cancel = self._cancel = anyio.CancelScope()
+        cancel = self._cancel = _cancel_scope()
         cancel.__enter__()
         # One bound callable, appended and removed directly: the scope runs around hot awaits.
         self._on_abort = _Canceller(cancel)
@@ -248,6 +254,28 @@ class AbortScope:
 
     def __repr__(self) -> str:
         return f"<AbortScope {self.signal!r}>"
+
+
+def _cancel_scope() -> anyio.CancelScope:
+    """A new anyio cancel scope of the running backend. A running asyncio loop means anyio's
+    asyncio backend, as anyio itself assumes without sniffio."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return anyio.CancelScope()
+    # fast path (benchmarks/README.md "Issue 28: a tool step's own work"): the backend's class,
+    # learnt from the first scope, called directly; ``anyio.CancelScope()`` asks which async
+    # library runs (four Python calls) at every scope, and a step enters two
+    if _ASYNCIO_SCOPE:
+        return _ASYNCIO_SCOPE[0]()
+    scope = anyio.CancelScope()
+    _ASYNCIO_SCOPE.append(type(scope))
+    return scope
+
+
+# The asyncio backend's cancel scope class, once a scope was made under asyncio (a constant
+# of the installed anyio, learnt lazily so that importing this module loads no backend).
+_ASYNCIO_SCOPE: list[Callable[[], anyio.CancelScope]] = []
 
 
 class _Canceller:

@@ -27,6 +27,7 @@ from _loop_helpers import (
 
 from agentloop_nb import App, Message, ToolResultMessage, UserMessage, tool
 from agentloop_nb.llm import BlockEnd, BlockStart, Finish, Stop, TextDelta, Usage, UsageChunk
+from agentloop_nb.models import ModelTable
 from agentloop_nb.plugins.compaction import SUMMARY_PREFIX, CompactionPlugin
 from agentloop_nb.testing import ScriptedModel, error, text, tool_call
 
@@ -114,6 +115,21 @@ async def test_the_window_comes_from_the_models_table_when_not_configured() -> N
     app.ctx.plugin(CompactionPlugin, {"keep_recent_turns": 0, "trigger_ratio": 0.5})
     try:
         agent, _ = new_agent(app, answer("A1", 600), text("gist"), answer("A2", 10))
+        await run(agent, "one")
+        await run(agent, "two")
+        [event] = events(agent, "compaction/summary")
+        assert (event.data["start"], event.data["end"]) == (0, 1)
+    finally:
+        await app.aclose()
+
+
+async def test_a_models_table_provided_on_the_agents_own_context_sets_its_window() -> None:
+    app = make_app()
+    app.ctx.plugin(CompactionPlugin, {"keep_recent_turns": 0, "trigger_ratio": 0.5})
+    try:
+        agent, _ = new_agent(app, answer("A1", 600), text("gist"), answer("A2", 10))
+        agent.ctx.provide("models", ModelTable({"m": {"context_window": 1000}}))
+        assert app.ctx.compaction.window(agent) == 1000
         await run(agent, "one")
         await run(agent, "two")
         [event] = events(agent, "compaction/summary")

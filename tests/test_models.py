@@ -74,3 +74,15 @@ def test_cost_is_unknown_only_when_a_category_with_tokens_has_no_price() -> None
     assert cost_usd({"input": 10, "output": 10, "cache_read": 0}, info) == pytest.approx(20e-6)
     assert cost_usd({"input": 10, "cache_read": 5}, info) is None
     assert cost_usd({}, ModelInfo()) == 0.0
+
+
+def test_lookups_stay_exact_for_more_distinct_names_than_the_table_remembers() -> None:
+    table = ModelTable({"acme-": {"context_window": 1_000}})
+    names = [f"acme-{i}" for i in range(3_000)] + [f"zzz-{i}" for i in range(3_000)]
+    for _ in range(2):  # the second pass answers from what the first remembered (or re-scans)
+        for name in names:
+            expected = 1_000 if name.startswith("acme-") else None
+            assert table.context_window(name) == expected
+            assert table.configured_window(name) == expected
+    assert table.lookup("claude-sonnet-4-20250514") == KNOWN_MODELS["claude-sonnet-4"]
+    assert table.configured_window("claude-sonnet-4-20250514") is None

@@ -245,3 +245,15 @@ async def test_assemble_with_a_signal_interrupts_a_listener_that_ignores_it() ->
     other = FakeAgent(ctx, "b")  # nobody listens for b: the collected assembly, signal or not
     assembly = await other.ctx.system_prompt.assemble(other, signal=AbortController().signal)
     assert [s.name for s in assembly.sections] == ["base"]
+
+
+def test_the_same_section_text_renders_each_request_with_that_requests_values() -> None:
+    text = "{{a}}{{ b }} and {{a}}."
+    sections = (Section("s", text, 0),)
+    first = Assembly(sections=sections, variables={"a": "1", "b": "2"})
+    second = Assembly(sections=sections, variables={"a": "x", "b": "{{a}}"})
+    assert SystemPrompt.render(first) == "12 and 1."
+    # a value is inserted as it is, never scanned for placeholders itself
+    assert SystemPrompt.render(second) == "x{{a}} and x."
+    with pytest.raises(ValueError, match="variable 'b' has no value"):
+        SystemPrompt.render(Assembly(sections=sections, variables={"a": "1", "b": None}))

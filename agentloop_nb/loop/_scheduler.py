@@ -196,14 +196,8 @@ def _log_call(st: _StepTools, i: int) -> None:
     }
     # fast path (benchmarks/bench_loop.py pool): exact strs and ints are frozen as they are
     # (no walk); a str subclass (an enum) takes the walk, which normalises it
-    plain = _exact_str(call.id) and _exact_str(call.name) and _exact_str(call.arguments)
+    plain = type(call.id) is str and type(call.name) is str and type(call.arguments) is str
     st.agent.session.append(TOOL_CALL, wrap_frozen(data) if plain else data)
-
-
-def _exact_str(value: Any) -> bool:
-    """Whether ``value`` is an exact ``str`` (not a subclass, which the freeze walk
-    normalises)."""
-    return type(value) is str
 
 
 def _log_approval(st: _StepTools, i: int, state: str, reason: str | None) -> None:
@@ -390,10 +384,10 @@ def _commit(st: _StepTools, i: int, result: ToolResult) -> None:
     if result.meta:
         data["meta"] = dict(result.meta)
     elif (
-        _exact_str(call.id)
-        and _exact_str(call.name)
-        and _exact_str(result.content)
-        and (error is None or (_exact_str(error.code) and _exact_str(error.message)))
+        type(call.id) is str
+        and type(call.name) is str
+        and type(result.content) is str
+        and (error is None or (type(error.code) is str and type(error.message) is str))
     ):
         # fast path (benchmarks/bench_loop.py pool): every value is an exact str/int/bool, so
         # the data is frozen as it is; blocks, meta and str subclasses take the walk

@@ -44,15 +44,15 @@ from uuid import uuid4
 import anyio
 from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, PositiveInt
 
+from ..context import Context
 from ..events import ASSISTANT_MESSAGE, COMPACTION_SUMMARY, SURFACE_TYPES, TURN_START
 from ..hooks import AGENT_DISPOSED, AGENT_PRE_STEP, AGENT_REQUEST_ERROR
 from ..llm import BlockAssembler, GenerateOptions, LlmError
 from ..loop import RequestConfig, Retry
 from ..messages import AssistantMessage, Message, TextBlock, ToolResultMessage, UserMessage
-from ..models import model_table
+from ..models import DEFAULT_TABLE, ModelTable, model_table
 
 if TYPE_CHECKING:
-    from ..context import Context
     from ..session import Session, SessionEvent
     from ..signals import AbortSignal
 
@@ -131,17 +131,23 @@ class CompactionPlugin:
         """:meth:`window`, after asking the agent's provider for the model's window when
         nothing configured names one and it has not answered yet (an adapter without a
         ``context_window(model)`` coroutine is not asked)."""
-        if self.config.context_window is None:
-            provider, model = _route(agent)
-            key = (str(provider), str(model))
-            configured = model_table(agent.ctx).configured_window(model)
-            if configured is None and provider and model and key not in self._reported:
-                adapter = agent.ctx.llm.adapter_for(provider)
-                ask = getattr(adapter, "context_window", None)
-                reported = await ask(model) if callable(ask) else None
-                if isinstance(reported, int) and reported > 0:
-                    self._reported[key] = reported
-        return self.window(agent)
+        if self.config.context_window is not None:
+            return self.config.context_window
+        # One route and one table read serve the question and the answer (once per step).
+        provider, model = _route(agent)
+        table = _table(agent.ctx)
+        configured = table.configured_window(model)
+        if configured is not None:
+            return configured
+        key = (str(provider), str(model))
+        reported = self._reported.get(key)
+        if reported is None and provider and model:
+            adapter = agent.ctx.llm.adapter_for(provider)
+            ask = getattr(adapter, "context_window", None)
+            answer = await ask(model) if callable(ask) else None
+            if isinstance(answer, int) and answer > 0:
+                self._reported[key] = reported = answer
+        return reported if reported is not None else table.context_window(model)
 
     def estimate(self, agent: Any, pending: Sequence[Message] = ()) -> int:
         """The estimated size in tokens of ``agent``'s next request with ``pending`` input
@@ -337,6 +343,20 @@ class CompactionPlugin:
 
 
 # -- helpers ----------------------------------------------------------------------------------
+
+
+def _table(ctx: Any) -> ModelTable:
+    """:func:`model_table` of ``ctx``. A ``Context`` answers services only from its
+    ``__getattr__`` (``provide`` refuses names its class has), so it is asked directly:
+    normal lookup would first build and drop an ``AttributeError`` (CPython 3.11, about a
+    microsecond; this runs at every step)."""
+    if type(ctx) is not Context:
+        return model_table(ctx)
+    try:
+        table = ctx.__getattr__("models")
+    except Exception:  # no models service (AttributeError), or a context's own error
+        return DEFAULT_TABLE
+    return table if isinstance(table, ModelTable) else DEFAULT_TABLE
 
 
 def _route(agent: Any) -> tuple[str | None, str | None]:

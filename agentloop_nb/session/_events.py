@@ -95,7 +95,7 @@ def normalize_source_seqs(seqs: object, seq: int, event_type: str) -> tuple[int,
     else:
         out = tuple(seqs)
     for s in out:
-        if not _is_int(s) or not 0 <= s < seq:
+        if type(s) is not int or not 0 <= s < seq:  # exact ints (a bool is no seq)
             raise InvalidValueError(
                 f"session event {event_type!r} (seq {seq}): source_event_seqs entry {s!r} must "
                 f"be the seq of an earlier event (an int in 0..{seq - 1})"

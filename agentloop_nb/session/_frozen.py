@@ -271,7 +271,11 @@ def freeze_fields(fields: dict[str, Any]) -> FrozenDict:
             out[key] = item
         elif item is not None:
             raise _FALLBACK
-    return wrap_frozen(out)
+    # fast path (benchmarks/README.md "Issue 28: a tool step's own work"): ``wrap_frozen``
+    # inlined, no frame (once per streamed chunk)
+    fd: FrozenDict = _new_dict(FrozenDict)
+    _init_dict(fd, out)
+    return fd
 
 
 def freeze_plain_dict(value: dict[Any, Any]) -> FrozenDict | None:

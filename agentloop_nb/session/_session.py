@@ -121,6 +121,7 @@ class SessionChunkPayload(Record):
         set_field(self, "chunk", chunk)
 
 
+_new_object = object.__new__
 _set_payload_session = SessionEventPayload.__dict__["session"].__set__
 _set_payload_event = SessionEventPayload.__dict__["event"].__set__
 
@@ -135,16 +136,6 @@ def _chunk_fields(
     osa(payload, "turn", turn)
     osa(payload, "step", step)
     osa(payload, "chunk", chunk)
-
-
-def _event_payload(session: Session, event: SessionEvent) -> SessionEventPayload:
-    """``SessionEventPayload(session, event)`` without the frozen dataclass's ``__init__``
-    (two ``object.__setattr__`` lookups): built once per logged event while anyone (the
-    persistence, a view) listens."""
-    payload: SessionEventPayload = object.__new__(SessionEventPayload)
-    _set_payload_session(payload, session)
-    _set_payload_event(payload, event)
-    return payload
 
 
 class EventLog(Sequence[SessionEvent]):
@@ -451,7 +442,13 @@ class Session:
             self._header_seq = seq
         # fast path (benchmarks/bench_ab.py, unobserved hooks): no payload, no emit call
         if SESSION_EVENT in self._listened:
-            self._emit(SESSION_EVENT, _event_payload(self, event))
+            # The payload without the frozen dataclass's ``__init__`` (two
+            # ``object.__setattr__`` lookups) and without a helper's frame: the persistence
+            # listens, so this runs once per logged event.
+            payload: SessionEventPayload = _new_object(SessionEventPayload)
+            _set_payload_session(payload, self)
+            _set_payload_event(payload, event)
+            self._emit(SESSION_EVENT, payload)
         return event
 
     def open_chunks(self, turn: int, step: int, resolve: Resolve) -> ChunkLog:
