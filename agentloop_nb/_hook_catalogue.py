@@ -40,8 +40,7 @@ from ._hook_names import (
     TOOLS_RESULT,
     TOOLS_SETTLED,
 )
-from .context import ErrorReport
-from .hooks import (
+from ._hook_payloads import (
     AgentPayload,
     ClaimedPayload,
     DispatchMode,
@@ -58,6 +57,7 @@ from .hooks import (
     StatusPayload,
     TurnStoppingPayload,
 )
+from .context import ErrorReport
 from .llm import LlmStreamPayload
 from .prompt import AssemblePayload
 from .session import SessionChunkPayload, SessionEventPayload, SessionPayload

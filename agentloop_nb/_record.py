@@ -34,7 +34,7 @@ class Record:
     __slots__ = ()
     __match_args__: ClassVar[tuple[str, ...]] = ()
     # the fields in one C call (a scalar for a one-field record): equality and hash use it
-    _key: ClassVar[attrgetter[Any]] = attrgetter("__class__")  # a record without fields
+    _key: ClassVar[Any] = attrgetter("__class__")  # a record without fields
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

@@ -20,10 +20,8 @@ loop in the import graph.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any
 
-from ._creation import AgentOptions
-from ._decision import Decision
 from ._hook_names import (
     AGENT_CREATED,
     AGENT_DISPOSED,
@@ -51,13 +49,28 @@ from ._hook_names import (
     TOOLS_RESULT,
     TOOLS_SETTLED,
 )
-from ._record import Record, set_field
-from .context import Context, ErrorReport
-from .llm import ErrorFinish, LlmStreamPayload, RequestFacts, RetryPolicy
-from .messages import UserMessage
+from ._hook_payloads import (
+    AgentLike,
+    AgentPayload,
+    ClaimedPayload,
+    DispatchMode,
+    Enter,
+    ErrorPayload,
+    InboxPayload,
+    PreStepPayload,
+    Reject,
+    RequestConfig,
+    RequestErrorPayload,
+    RequestPayload,
+    Retry,
+    SessionStartPayload,
+    StatusPayload,
+    TurnStoppingPayload,
+)
+from .context import ErrorReport
+from .llm import LlmStreamPayload
 from .prompt import AssemblePayload
-from .session import Session, SessionChunkPayload, SessionEventPayload, SessionPayload
-from .signals import AbortSignal
+from .session import SessionChunkPayload, SessionEventPayload, SessionPayload
 from .tools import (
     Accept,
     Allow,
@@ -133,283 +146,6 @@ __all__ = [
     "ToolSettledPayload",
     "TurnStoppingPayload",
 ]
-
-# -- the agent loop's decisions --------------------------------------------------------------
-
-
-class Enter(Decision):
-    """``agent/pre-step`` decision: run the step with exactly these messages entering it."""
-
-    kind: Literal["enter"] = "enter"
-    messages: tuple[UserMessage, ...] = ()
-
-
-class Reject(Decision):
-    """``agent/pre-step`` decision: end the turn ``rejected`` without a step."""
-
-    kind: Literal["reject"] = "reject"
-    reason: str | None = None
-
-
-class Retry(Decision):
-    """``agent/request-error`` decision: re-run the same step (input is not re-admitted)."""
-
-    kind: Literal["retry"] = "retry"
-
-
-class RequestConfig(Decision):
-    """The per-request configuration the ``agent/request`` waterfall may replace.
-
-    Frozen: a listener returns ``payload.config.model_copy(update={...})``."""
-
-    provider: str | None = None
-    model: str | None = None
-    max_tokens: int | None = None
-    temperature: float | None = None
-    reasoning_effort: str | None = None
-
-
-# -- the agent loop's payloads ---------------------------------------------------------------
-
-
-class AgentLike(Protocol):
-    """The public surface of ``agentloop_nb.Agent`` as a payload's ``agent`` offers it (a
-    protocol, so this module names it without importing the loop). See ``docs/loop.md``."""
-
-    @property
-    def id(self) -> str: ...
-    @property
-    def session(self) -> Session: ...
-    @property
-    def ctx(self) -> Context: ...
-    @property
-    def options(self) -> AgentOptions: ...
-    @property
-    def status(self) -> str: ...
-    @property
-    def turn(self) -> int: ...
-    @property
-    def inbox(self) -> Any: ...
-    def send(
-        self,
-        content: Any,
-        *,
-        target: Literal["next-turn", "next-step"] = "next-turn",
-        wakeup: bool = True,
-        source: Any = None,
-    ) -> UserMessage: ...
-    def followup(self, content: Any, *, source: Any = None) -> UserMessage: ...
-    def steer(self, content: Any, *, source: Any = None) -> UserMessage: ...
-    def inject(self, content: Any, *, source: Any = None) -> UserMessage: ...
-    def cancel(self, cause: Any = "user", *, keep_inbox: bool = False) -> bool: ...
-    def cancel_tool(self, call_id: str) -> bool: ...
-    async def ask(self, content: Any, *, timeout: float | None = None) -> str: ...  # noqa: ASYNC109
-    async def when_idle(self) -> None: ...
-
-
-class AgentPayload(Record):
-    """Payload of ``agent/created`` and ``agent/disposed``."""
-
-    __slots__ = ("agent",)
-    __match_args__ = ("agent",)
-
-    agent: AgentLike
-
-    def __init__(self, agent: AgentLike) -> None:
-        set_field(self, "agent", agent)
-
-
-class SessionStartPayload(Record):
-    """Payload of ``agent/session-start``: ``source`` says whether the session is new."""
-
-    __slots__ = ("agent", "source")
-    __match_args__ = ("agent", "source")
-
-    agent: AgentLike
-    source: Literal["startup", "resume"]
-
-    def __init__(self, agent: AgentLike, source: Literal["startup", "resume"]) -> None:
-        set_field(self, "agent", agent)
-        set_field(self, "source", source)
-
-
-class StatusPayload(Record):
-    """Payload of ``agent/status``: the status the agent just took."""
-
-    __slots__ = ("agent", "status")
-    __match_args__ = ("agent", "status")
-
-    agent: AgentLike
-    status: str
-
-    def __init__(self, agent: AgentLike, status: str) -> None:
-        set_field(self, "agent", agent)
-        set_field(self, "status", status)
-
-
-class ErrorPayload(Record):
-    """Payload of ``agent/error``: the failure that ended a turn ``error``."""
-
-    __slots__ = ("agent", "error", "step", "turn")
-    __match_args__ = ("agent", "turn", "step", "error")
-
-    agent: AgentLike
-    turn: int
-    step: int
-    error: BaseException
-
-    def __init__(self, agent: AgentLike, turn: int, step: int, error: BaseException) -> None:
-        set_field(self, "agent", agent)
-        set_field(self, "turn", turn)
-        set_field(self, "step", step)
-        set_field(self, "error", error)
-
-
-class InboxPayload(Record):
-    """Payload of ``agent/inbox/inserted`` and ``agent/inbox/discarded``."""
-
-    __slots__ = ("agent", "message")
-    __match_args__ = ("agent", "message")
-
-    agent: AgentLike
-    message: UserMessage
-
-    def __init__(self, agent: AgentLike, message: UserMessage) -> None:
-        set_field(self, "agent", agent)
-        set_field(self, "message", message)
-
-
-class ClaimedPayload(Record):
-    """Payload of ``agent/inbox/claimed``: a pending message a turn took."""
-
-    __slots__ = ("agent", "message", "turn")
-    __match_args__ = ("agent", "message", "turn")
-
-    agent: AgentLike
-    message: UserMessage
-    turn: int
-
-    def __init__(self, agent: AgentLike, message: UserMessage, turn: int) -> None:
-        set_field(self, "agent", agent)
-        set_field(self, "message", message)
-        set_field(self, "turn", turn)
-
-
-class PreStepPayload(Record):
-    """Payload of the ``agent/pre-step`` waterfall: the messages about to enter the step."""
-
-    __slots__ = ("agent", "messages", "signal", "step", "turn")
-    __match_args__ = ("agent", "messages", "turn", "step", "signal")
-
-    agent: AgentLike
-    messages: tuple[UserMessage, ...]
-    turn: int
-    step: int
-    signal: AbortSignal
-
-    def __init__(
-        self,
-        agent: AgentLike,
-        messages: tuple[UserMessage, ...],
-        turn: int,
-        step: int,
-        signal: AbortSignal,
-    ) -> None:
-        set_field(self, "agent", agent)
-        set_field(self, "messages", messages)
-        set_field(self, "turn", turn)
-        set_field(self, "step", step)
-        set_field(self, "signal", signal)
-
-
-class RequestPayload(Record):
-    """Payload of the ``agent/request`` waterfall: the proposed request configuration."""
-
-    __slots__ = ("agent", "config", "signal", "step", "turn")
-    __match_args__ = ("agent", "turn", "step", "config", "signal")
-
-    agent: AgentLike
-    turn: int
-    step: int
-    config: RequestConfig
-    signal: AbortSignal
-
-    def __init__(
-        self,
-        agent: AgentLike,
-        turn: int,
-        step: int,
-        config: RequestConfig,
-        signal: AbortSignal,
-    ) -> None:
-        set_field(self, "agent", agent)
-        set_field(self, "turn", turn)
-        set_field(self, "step", step)
-        set_field(self, "config", config)
-        set_field(self, "signal", signal)
-
-
-class RequestErrorPayload(Record):
-    """Payload of the ``agent/request-error`` waterfall: the failed attempt's error finish
-    (``attempt`` counts the attempts of this step, from 1). ``policy``: the prepared call's
-    retry policy (``None`` when the route had no adapter or the registration has none).
-    ``facts``: the failed request's provider, model, code, status and retry-after."""
-
-    __slots__ = ("agent", "attempt", "facts", "failure", "policy", "signal", "step", "turn")
-    __match_args__ = ("agent", "turn", "step", "failure", "signal", "attempt", "policy", "facts")
-
-    agent: AgentLike
-    turn: int
-    step: int
-    failure: ErrorFinish
-    signal: AbortSignal
-    attempt: int
-    policy: RetryPolicy | None
-    facts: RequestFacts | None
-
-    def __init__(
-        self,
-        agent: AgentLike,
-        turn: int,
-        step: int,
-        failure: ErrorFinish,
-        signal: AbortSignal,
-        attempt: int = 1,
-        policy: RetryPolicy | None = None,
-        facts: RequestFacts | None = None,
-    ) -> None:
-        set_field(self, "agent", agent)
-        set_field(self, "turn", turn)
-        set_field(self, "step", step)
-        set_field(self, "failure", failure)
-        set_field(self, "signal", signal)
-        set_field(self, "attempt", attempt)
-        set_field(self, "policy", policy)
-        set_field(self, "facts", facts)
-
-
-class TurnStoppingPayload(Record):
-    """Payload of the ``agent/turn-stopping`` serial dispatch."""
-
-    __slots__ = ("agent", "signal", "turn")
-    __match_args__ = ("agent", "turn", "signal")
-
-    agent: AgentLike
-    turn: int
-    signal: AbortSignal
-
-    def __init__(self, agent: AgentLike, turn: int, signal: AbortSignal) -> None:
-        set_field(self, "agent", agent)
-        set_field(self, "turn", turn)
-        set_field(self, "signal", signal)
-
-
-# -- the catalogue ---------------------------------------------------------------------------
-
-DispatchMode = Literal["emit", "emit_strict", "parallel", "serial", "bail", "waterfall"]
-"""How a hook is dispatched (see ``Context``): ``emit`` contains listener errors;
-``emit_strict`` lets the first one propagate (a veto); ``parallel`` awaits all listeners at once;
-``serial`` awaits them in order; ``waterfall`` chains them as middleware around a default."""
 
 
 def __getattr__(name: str) -> Any:

@@ -60,3 +60,15 @@ def test_a_record_whose_match_args_miss_a_slot_is_refused_at_definition() -> Non
 
             def __init__(self, a: int) -> None:
                 set_field(self, "a", a)
+
+
+def test_every_hook_payload_record_has_resolvable_type_hints() -> None:
+    import typing
+
+    from agentloop_nb.hooks import HOOKS
+
+    records = {s.payload for s in HOOKS.values() if issubclass(s.payload, Record)}
+    assert len(records) >= 15
+    for payload in records:  # what typing, pydantic and docs tools evaluate
+        hints = typing.get_type_hints(payload)
+        assert set(payload.__match_args__) <= set(hints), payload
