@@ -117,29 +117,20 @@ class CompactionPlugin:
         else an ``App(models=...)`` entry's for its effective model, else the one its provider
         reported (once :meth:`resolve_window` asked), else the built-in table's, else
         ``None``."""
-        if self.config.context_window is not None:
-            return self.config.context_window
-        provider, model = _route(agent)
-        table = model_table(agent.ctx)
-        configured = table.configured_window(model)
-        if configured is not None:
-            return configured
-        reported = self._reported.get((str(provider), str(model)))
-        return reported if reported is not None else table.context_window(model)
+        known, key, table = self._lookup(agent)
+        if known is not None:
+            return known
+        reported = self._reported.get(key)
+        return reported if reported is not None else table.context_window(key[1])
 
     async def resolve_window(self, agent: Any) -> int | None:
         """:meth:`window`, after asking the agent's provider for the model's window when
         nothing configured names one and it has not answered yet (an adapter without a
         ``context_window(model)`` coroutine is not asked)."""
-        if self.config.context_window is not None:
-            return self.config.context_window
-        # One route and one table read serve the question and the answer (once per step).
-        provider, model = _route(agent)
-        table = _table(agent.ctx)
-        configured = table.configured_window(model)
-        if configured is not None:
-            return configured
-        key = (str(provider), str(model))
+        known, key, table = self._lookup(agent)
+        if known is not None:
+            return known
+        provider, model = key
         reported = self._reported.get(key)
         if reported is None and provider and model:
             adapter = agent.ctx.llm.adapter_for(provider)
@@ -148,6 +139,16 @@ class CompactionPlugin:
             if isinstance(answer, int) and answer > 0:
                 self._reported[key] = reported = answer
         return reported if reported is not None else table.context_window(model)
+
+    def _lookup(self, agent: Any) -> tuple[int | None, tuple[str, str], ModelTable]:
+        """``(configured window or None, (provider, model), table)`` for ``agent``: the route
+        and the table are read once and serve both the configured window and the rest."""
+        if self.config.context_window is not None:
+            return self.config.context_window, ("", ""), DEFAULT_TABLE
+        provider, model = _route(agent)
+        table = model_table(agent.ctx)
+        key = (str(provider or ""), str(model or ""))
+        return table.configured_window(model), key, table
 
     def estimate(self, agent: Any, pending: Sequence[Message] = ()) -> int:
         """The estimated size in tokens of ``agent``'s next request with ``pending`` input
@@ -343,20 +344,6 @@ class CompactionPlugin:
 
 
 # -- helpers ----------------------------------------------------------------------------------
-
-
-def _table(ctx: Any) -> ModelTable:
-    """:func:`model_table` of ``ctx``. A ``Context`` answers services only from its
-    ``__getattr__`` (``provide`` refuses names its class has), so it is asked directly:
-    normal lookup would first build and drop an ``AttributeError`` (CPython 3.11, about a
-    microsecond; this runs at every step)."""
-    if type(ctx) is not Context:
-        return model_table(ctx)
-    try:
-        table = ctx.__getattr__("models")
-    except Exception:  # no models service (AttributeError), or a context's own error
-        return DEFAULT_TABLE
-    return table if isinstance(table, ModelTable) else DEFAULT_TABLE
 
 
 def _route(agent: Any) -> tuple[str | None, str | None]:
