@@ -313,4 +313,3 @@ DispatchMode = Literal["emit", "emit_strict", "parallel", "serial", "bail", "wat
 """How a hook is dispatched (see ``Context``): ``emit`` contains listener errors;
 ``emit_strict`` lets the first one propagate (a veto); ``parallel`` awaits all listeners at once;
 ``serial`` awaits them in order; ``waterfall`` chains them as middleware around a default."""
-
