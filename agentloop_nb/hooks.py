@@ -9,12 +9,13 @@ name to its ``HookSpec``; ``docs/hooks.md`` is generated from it
 hashed and shown by their fields, as frozen dataclasses are, without dataclasses' import cost).
 
 Plugins import payload classes and decisions from here (or from the package root for the
-decisions), never from private modules. The agent loop's payloads are defined in this module;
-the payloads of the lower layers (tools, LLM, system prompt, sessions, context) are defined next
-to the code that dispatches them and re-exported here.
+decisions), never from private modules. The agent loop's payloads and decisions are defined in
+``_hook_payloads`` (apart from the catalogue, which imports them); the payloads of the lower
+layers (tools, LLM, system prompt, sessions, context) are defined next to the code that
+dispatches them. All are re-exported here.
 
 The ``agent`` attribute of the loop's payloads is the ``agentloop_nb.Agent`` concerned, typed
-with the :class:`AgentLike` protocol (its public surface) because this module sits below the
+with the :class:`AgentLike` protocol (its public surface) because the payloads sit below the
 loop in the import graph.
 """
 
