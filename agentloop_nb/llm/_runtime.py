@@ -19,7 +19,6 @@ only while it is parked there.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -31,9 +30,13 @@ from .._scoped import BoundView
 from ..context import Lazy, listened
 from ..errors import InvalidTypeError
 from ..signals import AbortError
-from ._abort_watch import AbortWatch
-from ._chunks import Aborted, ErrorFinish, Finish, GenerateOptions, StreamChunk
+from ._chunks import Finish, GenerateOptions, StreamChunk
 from ._errors import LlmError
+from ._guard import ABORTED as _ABORTED
+from ._guard import aclose_quietly as _aclose
+from ._guard import error_finish as _error_finish
+from ._guard import exception_finish as _exception_finish
+from ._guard import guard as _guard
 from ._prepare import C, PreparedCall, RetryPolicy, as_retry_policy, restrict_defaults
 
 if TYPE_CHECKING:
@@ -83,99 +86,6 @@ class LlmStreamPayload(Record):
 
     def __init__(self, options: GenerateOptions) -> None:
         set_field(self, "options", options)
-
-
-# Literal, valid instances: model_construct makes them without building the (deferred)
-# validators at import.
-_ABORTED = Finish.model_construct(reason=Aborted.model_construct())
-
-
-def _error_finish(code: str, message: str) -> Finish:
-    return Finish(reason=ErrorFinish(code=code, message=message))
-
-
-def _exception_finish(exc: BaseException) -> Finish:
-    if isinstance(exc, LlmError):
-        return Finish(reason=exc.to_finish())
-    text = str(exc)
-    return _error_finish("UNKNOWN", f"{type(exc).__name__}: {text}" if text else type(exc).__name__)
-
-
-async def _aclose(source: Any) -> None:
-    close = getattr(source, "aclose", None)
-    if close is None:
-        return
-    # A failing close must not mask the finish already delivered (no ``suppress`` object:
-    # this runs once per model stream).
-    try:  # noqa: SIM105
-        await close()
-    except Exception:
-        pass
-
-
-_TRUNCATED = Finish.model_construct(
-    reason=ErrorFinish.model_construct(code="TRANSPORT", message="stream ended without a finish")
-)
-
-
-async def _guard(source: AsyncIterator[Any], signal: AbortSignal | None) -> AsyncIterator[Any]:
-    """Re-yield ``source`` up to and including its first ``Finish``; turn every way it can go
-    wrong into one terminal finish. Always closes ``source`` (also on an early ``aclose``)."""
-    anext_ = source.__anext__
-    if signal is None:
-        try:
-            while True:
-                try:
-                    chunk = await anext_()
-                except StopAsyncIteration:
-                    yield _TRUNCATED
-                    return
-                except Exception as exc:
-                    yield _exception_finish(exc)
-                    return
-                yield chunk
-                if isinstance(chunk, Finish):
-                    return
-        finally:
-            await _aclose(source)
-
-    watch = AbortWatch()
-    remove = signal.add_callback(watch)
-    current_task = asyncio.current_task
-    try:
-        while True:
-            if watch.aborted:
-                yield _ABORTED
-                return
-            # fast path (benchmarks/bench_loop.py ingest): AbortWatch's protocol inlined per
-            # chunk, no scope per chunk; parked only in the adapter's await, never across a yield
-            task = watch.task = current_task()
-            final: Finish | None = None
-            try:
-                chunk = await anext_()
-            except StopAsyncIteration:
-                final = _ABORTED if watch.aborted else _TRUNCATED
-            except asyncio.CancelledError:
-                if not watch.claim(task):
-                    raise
-                final = _ABORTED
-            except Exception as exc:
-                # An adapter that raises because it noticed the abort is still an abort.
-                final = _ABORTED if watch.aborted else _exception_finish(exc)
-            finally:
-                watch.task = None
-                if watch.sent:
-                    watch.withdraw(task)
-            if final is not None:
-                yield final
-                return
-            if isinstance(chunk, Finish):
-                yield _ABORTED if watch.aborted else chunk
-                return
-            yield chunk
-    finally:
-        remove()
-        await _aclose(source)
 
 
 async def _single(chunk: Finish) -> AsyncIterator[StreamChunk]:

@@ -1,0 +1,139 @@
+"""The stream guard (:func:`guard`): re-yield an adapter's chunks up to and including its first
+``Finish`` and turn every way the stream can go wrong into one terminal finish (see
+``_runtime``'s module docstring for the error policy). Always closes the source, also on an
+early ``aclose``.
+
+It stays an async generator: a plain async iterator class with the same contract measured no
+cheaper (benchmarks/README.md "Issue 28: a tool step's own work"), since a chunk's cost is the
+guard's own bookkeeping, not the generator's machinery, and a generator gets the loop's
+finalizer for an abandoned stream for free. What a chunk and a stream no longer pay: a Python
+``asyncio.current_task`` frame per chunk on Python 3.11 (the lookup it makes, bound once), and
+``add_callback``'s closure and disposer per stream (the watch is appended and removed
+directly).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections.abc import AsyncIterator, Callable
+from functools import partial
+from typing import TYPE_CHECKING, Any
+
+from ._abort_watch import AbortWatch
+from ._chunks import Aborted, ErrorFinish, Finish
+from ._errors import LlmError
+
+if TYPE_CHECKING:
+    from ..signals import AbortSignal
+
+__all__ = ["ABORTED", "TRUNCATED", "aclose_quietly", "error_finish", "exception_finish", "guard"]
+
+# Literal, valid instances: model_construct makes them without building the (deferred)
+# validators at import.
+ABORTED = Finish.model_construct(reason=Aborted.model_construct())
+TRUNCATED = Finish.model_construct(
+    reason=ErrorFinish.model_construct(code="TRANSPORT", message="stream ended without a finish")
+)
+
+
+def error_finish(code: str, message: str) -> Finish:
+    return Finish(reason=ErrorFinish(code=code, message=message))
+
+
+def exception_finish(exc: BaseException) -> Finish:
+    if isinstance(exc, LlmError):
+        return Finish(reason=exc.to_finish())
+    text = str(exc)
+    return error_finish("UNKNOWN", f"{type(exc).__name__}: {text}" if text else type(exc).__name__)
+
+
+async def aclose_quietly(source: Any) -> None:
+    close = getattr(source, "aclose", None)
+    if close is None:
+        return
+    # A failing close must not mask the finish already delivered (no ``suppress`` object:
+    # this runs once per model stream).
+    try:  # noqa: SIM105
+        await close()
+    except Exception:
+        pass
+
+
+async def guard(source: AsyncIterator[Any], signal: AbortSignal | None) -> AsyncIterator[Any]:
+    """Re-yield ``source`` up to and including its first ``Finish``; turn every way it can go
+    wrong into one terminal finish; ``signal`` ends it ``Finish(Aborted())``. Always closes
+    ``source`` (also on an early ``aclose``)."""
+    anext_ = source.__anext__
+    if signal is None:
+        try:
+            while True:
+                try:
+                    chunk = await anext_()
+                except StopAsyncIteration:
+                    yield TRUNCATED
+                    return
+                except Exception as exc:
+                    yield exception_finish(exc)
+                    return
+                yield chunk
+                if isinstance(chunk, Finish):
+                    return
+        finally:
+            await aclose_quietly(source)
+
+    watch = AbortWatch()
+    # The watch is the signal's callback, appended and removed directly (``add_callback``
+    # builds a closure and a disposer per stream); already aborted: it runs now, as there.
+    callbacks = signal._callbacks
+    if signal._aborted:
+        watch(signal._reason)
+    else:
+        callbacks.append(watch)
+    current_task = _task_getter(asyncio.get_running_loop())
+    try:
+        while True:
+            if watch.aborted:
+                yield ABORTED
+                return
+            # fast path (benchmarks/bench_loop.py ingest): AbortWatch's protocol inlined per
+            # chunk, no scope per chunk; parked only in the adapter's await, never across a yield
+            task = watch.task = current_task()
+            final: Finish | None = None
+            try:
+                chunk = await anext_()
+            except StopAsyncIteration:
+                final = ABORTED if watch.aborted else TRUNCATED
+            except asyncio.CancelledError:
+                if not watch.claim(task):
+                    raise
+                final = ABORTED
+            except Exception as exc:
+                # An adapter that raises because it noticed the abort is still an abort.
+                final = ABORTED if watch.aborted else exception_finish(exc)
+            finally:
+                watch.task = None
+                if watch.sent:
+                    watch.withdraw(task)
+            if final is not None:
+                yield final
+                return
+            if isinstance(chunk, Finish):
+                yield ABORTED if watch.aborted else chunk
+                return
+            yield chunk
+    finally:
+        try:  # noqa: SIM105  (no context manager object: runs once per model stream)
+            callbacks.remove(watch)
+        except ValueError:  # ran already (the signal aborted) or never added
+            pass
+        await aclose_quietly(source)
+
+
+def _task_getter(loop: asyncio.AbstractEventLoop) -> Callable[[], asyncio.Task[Any] | None]:
+    """``asyncio.current_task`` as a C-level call (the guard asks once per chunk): the builtin
+    from Python 3.12 on; on 3.11, where it is a Python function, the lookup it makes, bound
+    to ``loop`` (a stream runs in the loop it started in)."""
+    if sys.version_info >= (3, 12):
+        return asyncio.current_task
+    return partial(asyncio.tasks._current_tasks.get, loop)  # type: ignore[attr-defined]
