@@ -37,6 +37,15 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("agentloop_nb.tools._define", "_getframe"): "sys._getframe: the stdlib's API",
     ("agentloop_nb.tools._runtime", "_getframe"): "sys._getframe: the stdlib's API",
     ("agentloop_nb.jupyter.kernel._sync", "_asyncio_future_blocking"): "asyncio's Future protocol",
+    ("agentloop_nb.llm._guard", "_callbacks"): (
+        "the stream guard's watch is appended to and removed from its signal directly, as "
+        "AbortScope and AbortController.follow do: add_callback's closure and disposer per "
+        "model stream cost more than the rest of a short stream's setup"
+    ),
+    ("agentloop_nb.llm._guard", "_current_tasks"): (
+        "asyncio.current_task's own lookup, on Python 3.11 only (a Python function there; the "
+        "guard asks once per chunk; from 3.12 on the builtin is used)"
+    ),
 }
 
 # A private module of another room that a module may import (module, imported): reason.
@@ -46,6 +55,10 @@ ROOM_REACHES: dict[tuple[str, str], str] = {
     ),
     ("agentloop_nb.loop._request", "agentloop_nb.session._frozen"): (
         "chunks are frozen from their validated fields (the same unchecked wrapper)"
+    ),
+    ("agentloop_nb.loop._driver", "agentloop_nb.session._assistant_log"): (
+        "the assembled message logged from its fields with the node it derives: the loop's "
+        "internal fast path, not public API"
     ),
     ("agentloop_nb.loop._scheduler", "agentloop_nb.session._frozen"): (
         "tool/call and tool/result data of exact strs and ints wrapped as-is (the same wrapper)"

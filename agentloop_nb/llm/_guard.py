@@ -86,8 +86,8 @@ async def guard(source: AsyncIterator[Any], signal: AbortSignal | None) -> Async
     # The watch is the signal's callback, appended and removed directly (``add_callback``
     # builds a closure and a disposer per stream); already aborted: it runs now, as there.
     callbacks = signal._callbacks
-    if signal._aborted:
-        watch(signal._reason)
+    if signal.aborted:
+        watch(signal.reason)
     else:
         callbacks.append(watch)
     current_task = _task_getter(asyncio.get_running_loop())

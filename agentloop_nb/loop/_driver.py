@@ -53,7 +53,8 @@ from ..hooks import (
     TurnStoppingPayload,
 )
 from ..session import PersistenceError
-from ..session._frozen import wrap_frozen
+from ..session._assistant_log import logged_message
+from ..session._frozen import FrozenDict, wrap_frozen
 from ..signals import AbortController, AbortError
 from ._inbox import Inbox, InboxChange, make_user_message
 from ._request import flat_dump
@@ -342,12 +343,7 @@ async def _run_step(agent: Agent, st: TurnState, assembly: Any) -> bool:
     asm, kind, seqs = reply.assembler, reply.kind, reply.chunk_seqs
     interrupted = kind == "aborted" or kind is None
     message = asm.message(interrupted=interrupted)
-    data: dict[str, Any] = {"turn": turn, "step": step, "message": message.model_dump(mode="json")}
-    if asm.usage is not None:
-        data["usage"] = flat_dump(asm.usage)
-    if interrupted:
-        data["interrupted"] = True
-    session.append(ASSISTANT_MESSAGE, data, source_event_seqs=seqs)
+    _log_message(session, asm, message, turn, step, interrupted, seqs)
     if kind == "max-tokens":
         st.max_tokens = True
     calls = message.tool_calls
@@ -359,6 +355,36 @@ async def _run_step(agent: Agent, st: TurnState, assembly: Any) -> bool:
     if interrupted or signal.aborted:
         raise AbortError(signal.reason)
     return bool(calls)
+
+
+def _log_message(
+    session: Any,
+    asm: Any,
+    message: Any,
+    turn: int,
+    step: int,
+    interrupted: bool,
+    seqs: list[int],
+) -> None:
+    """Append the step's ``assistant/message``: ``message.model_dump(mode="json")``, the usage,
+    the interrupted mark."""
+    logged = logged_message(message)
+    dumped = message.model_dump(mode="json") if logged is None else logged[0]
+    data: dict[str, Any] = {"turn": turn, "step": step, "message": dumped}
+    usage = None if asm.usage is None else flat_dump(asm.usage)
+    if usage is not None:
+        data["usage"] = usage
+    if interrupted:
+        data["interrupted"] = True
+    if logged is None:
+        session.append(ASSISTANT_MESSAGE, data, source_event_seqs=seqs)
+        return
+    # fast path (benchmarks/README.md "Issue 28: a tool step's own work"): the dump and the
+    # node the session derives are built from the message's fields (no serialiser, no
+    # validation); with every value frozen the data is wrapped, not walked
+    if usage is None or type(usage) is FrozenDict:
+        data = wrap_frozen(data)
+    session.append(ASSISTANT_MESSAGE, data, source_event_seqs=seqs, node=logged[1])
 
 
 # Decisions are frozen: one instance serves every empty claim (model_construct: no validator

@@ -1,0 +1,80 @@
+"""An assembled assistant message as the log holds it, without serialising and validating it
+again (benchmarks/README.md "Issue 28: a tool step's own work").
+
+The loop logs ``message.model_dump(mode="json")`` on ``assistant/message`` and the session
+derives the node ``AssistantMessage.model_validate`` makes of that dump. For a message whose
+every field is a plain ``str`` (a reasoning block's ``signature`` may be ``None``) both are
+fixed by the fields alone: the dump is the fields, in declaration order, and validating it
+gives back the same values with every field counted as set. :func:`logged_message` builds
+both straight from the fields in that case, and answers ``None`` for anything else (a
+subclass, a value of another type, a model built without validation that does not look like a
+validated one), which then takes the dump-and-parse path.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel
+
+from ..messages import AssistantMessage, ImageBlock, ReasoningBlock, TextBlock, ToolCallBlock
+from ._frozen import FrozenDict, wrap_frozen
+
+__all__ = ["logged_message"]
+
+# Each block class's fields in declaration order (the order of a validated ``__dict__`` and of
+# the dump), and its ``type`` literal.
+_BLOCKS: tuple[type[BaseModel], ...] = (TextBlock, ReasoningBlock, ToolCallBlock, ImageBlock)
+_FIELDS: dict[type, tuple[str, ...]] = {cls: tuple(cls.model_fields) for cls in _BLOCKS}
+_LITERAL: dict[type, str] = {cls: cls.model_fields["type"].default for cls in _BLOCKS}
+_MESSAGE_FIELDS = tuple(AssistantMessage.model_fields)
+_NULLABLE = "signature"  # the one field a block may hold as None (ReasoningBlock's)
+
+_new = object.__new__
+_set = object.__setattr__
+
+
+def _validated(cls: type, fields: dict[str, Any]) -> Any:
+    """The instance ``cls.model_validate`` makes of a dump holding exactly ``fields``: those
+    values, every field set, no extra and no private values."""
+    obj: Any = _new(cls)
+    _set(obj, "__dict__", fields)
+    _set(obj, "__pydantic_fields_set__", set(fields))
+    _set(obj, "__pydantic_extra__", None)
+    _set(obj, "__pydantic_private__", None)
+    return obj
+
+
+def logged_message(message: Any) -> tuple[FrozenDict, AssistantMessage | None] | None:
+    """``(frozen dump, node)`` of ``message``: the frozen ``message.model_dump(mode="json")``
+    and what the session derives from it (``None`` for an empty message, which derives
+    nothing); ``None`` when the message's fields do not fix both (see the module docstring)."""
+    if type(message) is not AssistantMessage:
+        return None
+    fields = message.__dict__
+    if tuple(fields) != _MESSAGE_FIELDS or fields["role"] != "assistant":
+        return None
+    content = fields["content"]
+    if type(content) is not tuple:
+        return None
+    dumped: list[FrozenDict] = []
+    blocks: list[Any] = []
+    for block in content:
+        cls = type(block)
+        names = _FIELDS.get(cls)
+        if names is None:
+            return None
+        values = block.__dict__
+        if tuple(values) != names or values["type"] != _LITERAL[cls]:
+            return None
+        for name, value in values.items():
+            if type(value) is not str and (value is not None or name != _NULLABLE):
+                return None
+        if block.__pydantic_extra__ or block.__pydantic_private__:
+            return None
+        dumped.append(wrap_frozen(values))
+        blocks.append(_validated(cls, dict(values)))
+    frozen = wrap_frozen({"role": "assistant", "content": tuple(dumped)})
+    if not blocks:
+        return frozen, None
+    return frozen, _validated(AssistantMessage, {"role": "assistant", "content": tuple(blocks)})
