@@ -82,6 +82,7 @@ async def guard(source: AsyncIterator[Any], signal: AbortSignal | None) -> Async
         finally:
             await aclose_quietly(source)
 
+    current_task = _task_getter(asyncio.get_running_loop())
     watch = AbortWatch()
     # The watch is the signal's callback, appended and removed directly (``add_callback``
     # builds a closure and a disposer per stream); already aborted: it runs now, as there.
@@ -90,7 +91,6 @@ async def guard(source: AsyncIterator[Any], signal: AbortSignal | None) -> Async
         watch(signal.reason)
     else:
         callbacks.append(watch)
-    current_task = _task_getter(asyncio.get_running_loop())
     try:
         while True:
             if watch.aborted:
