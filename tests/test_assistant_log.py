@@ -139,7 +139,7 @@ def test_a_session_derives_the_given_node_and_a_reload_derives_an_equal_one() ->
     session = store.create("s")
     message = MESSAGES["mixed"]
     data, node = logged_message(message)  # type: ignore[misc]
-    session.append("assistant/message", {"turn": 1, "step": 1, "message": data}, node=node)
+    session.append("assistant/message", {"turn": 1, "step": 1, "message": data}, _node=node)
     derived = session.derive_messages()
     assert derived == [node] and derived[0] is node
     # A session built from the same events (what a reload does) parses the logged data.

@@ -384,7 +384,7 @@ def _log_message(
     # validation); with every value frozen the data is wrapped, not walked
     if usage is None or type(usage) is FrozenDict:
         data = wrap_frozen(data)
-    session.append(ASSISTANT_MESSAGE, data, source_event_seqs=seqs, node=logged[1])
+    session.append(ASSISTANT_MESSAGE, data, source_event_seqs=seqs, _node=logged[1])
 
 
 # Decisions are frozen: one instance serves every empty claim (model_construct: no validator

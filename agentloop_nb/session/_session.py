@@ -403,16 +403,17 @@ class Session:
         surface_op: str | dict[str, Any] | None = None,
         source_event_seqs: Sequence[int] | None = None,
         time: float | None = None,
-        node: Any = _UNSET,
+        _node: Any = _UNSET,
     ) -> SessionEvent:
         """Append one event and return it (immutable; ``data`` deep-frozen).
 
         ``time`` (epoch seconds) defaults to now; pass it to keep the time of an event copied
         from another log (seeds, forks).
 
-        ``node`` (internal: the loop's ``assistant/message``) is the message a surface event's
-        ``data`` derives, built from the same fields as ``data`` by ``logged_message``, so it
-        is not parsed again.
+        ``_node`` is private to the loop (its ``assistant/message``): the message the event's
+        ``data`` derives, built from the same fields as ``data`` by ``logged_message``, so it is
+        not parsed again. Nothing else may pass it: a node that disagrees with ``data`` would
+        make the derived history disagree with the log.
 
         ``data`` must be a ``dict`` (the ``TypedDict``s of ``agentloop_nb.events`` are dicts).
         Raises, logging nothing: ``TypeError`` when ``data`` is not lossless JSON (naming the
@@ -436,8 +437,7 @@ class Session:
         seqs = normalize_source_seqs(source_event_seqs, seq, type) if source_event_seqs else ()
         surface = type in SURFACE_TYPES
         if surface:
-            if node is _UNSET:
-                node = parse_node(type, frozen, seq)
+            node = parse_node(type, frozen, seq) if _node is _UNSET else _node
             if op is not None and not isinstance(op, str):
                 self._check_span(type, op)
         event = make_event(type, seq, _now() if time is None else time, frozen, op, seqs)
