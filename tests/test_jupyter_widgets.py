@@ -243,8 +243,76 @@ async def test_settled_items_in_a_row_share_a_widget_and_one_after_a_stream_gets
     assert html.index("first") < html.index("answer") < html.index("steering")
     session.append("turn/end", {"turn": 1, "reason": {"kind": "completed"}})
     await view.throttle.settled()
-    assert head.comm is None  # sealed: the live turn's widgets are closed
-    assert "steering" in view.turn_htmls[-1]
+    assert head not in turn.children  # sealed: one widget for the whole turn
+    assert "first" in view.turn_htmls[-1] and "steering" in view.turn_htmls[-1]
+    view.close()
+
+
+@pytest.mark.anyio
+async def test_a_second_turn_shows_its_prompt_and_answer_in_the_first_turns_widgets(
+    comm_messages: Counter[str],
+) -> None:
+    session = SessionStore(Context()).create("s")
+    view = SessionView(session, interval=0)
+    session.append("turn/start", {"turn": 1})
+    _user_event(session, "m1", "first question")
+    _chunk_event(session, {"type": "block-start", "index": 0, "block_type": "text"})
+    _chunk_event(session, {"type": "text-delta", "index": 0, "text": "first answer"})
+    await view.throttle.settled()
+    session.append("turn/end", {"turn": 1, "reason": {"kind": "completed"}})
+    await view.throttle.settled()
+    comm_messages.clear()
+    session.append("turn/start", {"turn": 2})
+    _user_event(session, "m2", "second question")
+    session.append(
+        "assistant/chunk",
+        {"turn": 2, "step": 1, "chunk": {"type": "block-start", "index": 0, "block_type": "text"}},
+    )
+    session.append(
+        "assistant/chunk",
+        {
+            "turn": 2,
+            "step": 1,
+            "chunk": {"type": "text-delta", "index": 0, "text": "second answer"},
+        },
+    )
+    await view.throttle.settled()
+    # the new turn's box is the one new model; its prompt and its answer each take a widget
+    # the first turn no longer shows (a new value and classes: one message each), and the
+    # transcript body lists the new box
+    assert comm_messages["comm_open"] == 1
+    assert comm_messages["comm_msg"] == 3
+    first, second = view.turn_htmls
+    assert "first question" in first and "first answer" in first
+    assert "second" not in first
+    assert second.index("turn 2") < second.index("second question") < second.index("second answer")
+    assert "first" not in second
+    head, answer = view.body.children[-1].children
+    assert "agentloop-streaming" in answer._dom_classes and answer.value == "second answer"
+    assert head._dom_classes == ("agentloop-item",)
+    view.close()
+
+
+@pytest.mark.anyio
+async def test_a_finished_answer_replaces_its_lone_segment_in_place_in_one_message(
+    comm_messages: Counter[str],
+) -> None:
+    session = SessionStore(Context()).create("s")
+    view = SessionView(session, interval=0)
+    session.append("turn/start", {"turn": 1})
+    _chunk_event(session, {"type": "block-start", "index": 0, "block_type": "text"})
+    _chunk_event(session, {"type": "text-delta", "index": 0, "text": "**done**"})
+    await view.throttle.settled()
+    turn = view.body.children[-1]
+    children = turn.children
+    comm_messages.clear()
+    _chunk_event(session, {"type": "block-end", "index": 0})
+    await view.throttle.settled()
+    assert dict(comm_messages) == {"comm_msg": 1}  # its Markdown and classes, in place
+    assert turn.children == children
+    answer = children[-1]
+    assert answer._dom_classes == ("agentloop-item",)
+    assert "<strong>done</strong>" in answer.value and "agentloop-streaming" not in answer.value
     view.close()
 
 

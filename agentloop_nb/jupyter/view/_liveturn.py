@@ -12,6 +12,9 @@ together paid it twenty times in a row. So:
 - :class:`Stream`: a streaming text is one HTML widget carrying the stream's classes while it
   fits in one segment (most answers); only when a second segment opens does it get its
   wrapper box, the first widget moving into it as a plain segment.
+- :class:`Spare`: the HTML widgets a sealed turn no longer shows are kept (a few) and given
+  the next turn's items: a new value and classes are one update, where a new widget is a
+  model built on both sides. A finished answer takes over its lone segment's widget in place.
 """
 
 from __future__ import annotations
@@ -33,9 +36,46 @@ SETTLED = frozenset({"turn-start", "user", "usage", "compaction", "error", "retr
 """Item kinds the transcript never changes after adding them (it touches only the blocks of a
 step and tool calls again), so several of them in a row can be one widget."""
 
-Shared = tuple[widgets.Layout, HTMLStyle]
-"""The layout and style every widget of a view uses (a widget of its own would be two more
-comm channels per widget)."""
+SPARE = 8
+"""HTML widgets a view keeps for reuse (a turn's live widgets: its runs, streams and calls)."""
+
+
+class Spare:
+    """A view's HTML widgets: new ones, or ones it no longer shows, reused.
+
+    ``shared``: the layout and style every widget of the view uses (a widget of its own would
+    be two more comm channels per widget). ``html(value, classes)`` is a widget showing
+    ``value`` with ``classes``; ``release(w)`` takes back a widget the view no longer shows
+    (kept up to :data:`SPARE`, closed past that); ``close()`` closes the ones kept.
+    """
+
+    __slots__ = ("kept", "layout", "style")
+
+    def __init__(self, shared: tuple[widgets.Layout, HTMLStyle]) -> None:
+        self.layout, self.style = shared
+        self.kept: list[widgets.HTML] = []
+
+    def html(self, value: str, classes: tuple[str, ...]) -> widgets.HTML:
+        if self.kept:
+            w = self.kept.pop()
+            with w.hold_sync():  # one message: its new value and classes
+                w.value = value
+                w._dom_classes = classes
+            return w
+        # Value and classes given at construction travel in the comm_open: each add_class
+        # afterwards would be one more comm message.
+        return widgets.HTML(value=value, layout=self.layout, style=self.style, _dom_classes=classes)
+
+    def release(self, w: widgets.HTML) -> None:
+        if len(self.kept) < SPARE:
+            self.kept.append(w)
+        else:
+            w.close()
+
+    def close(self) -> None:
+        for w in self.kept:
+            w.close()
+        self.kept.clear()
 
 
 class Stream:
@@ -47,8 +87,8 @@ class Stream:
     children again.
     """
 
-    def __init__(self, kind: str, shared: Shared) -> None:
-        self.layout, self.style = shared
+    def __init__(self, kind: str, spare: Spare) -> None:
+        self.spare = spare
         self.classes = (
             "agentloop-box",
             f"agentloop-{kind}",
@@ -63,16 +103,11 @@ class Stream:
     def widget(self) -> widgets.Widget:
         return self.box if self.box is not None else self.segments[0]
 
-    def _segment(self, value: str, classes: tuple[str, ...]) -> widgets.HTML:
-        # Value and classes given at construction travel in the comm_open: each add_class
-        # afterwards would be one more comm message.
-        return widgets.HTML(value=value, layout=self.layout, style=self.style, _dom_classes=classes)
-
     def update(self, text: str) -> bool:
         full = len(text) // SEGMENT
         segments = self.segments
         if not segments and not full:  # most answers: one widget, no wrapper
-            segments.append(self._segment(escape(text), self.classes))
+            segments.append(self.spare.html(escape(text), self.classes))
             return True
         for k in range(self.frozen, min(full, len(segments))):  # filled since: final value
             w = segments[k]
@@ -87,7 +122,7 @@ class Stream:
         while len(segments) <= full:  # new segments open with their value (no extra update)
             k = len(segments)
             value = escape(text[k * SEGMENT : (k + 1) * SEGMENT])
-            segments.append(self._segment(value, ("agentloop-segment",)))
+            segments.append(self.spare.html(value, ("agentloop-segment",)))
         self.frozen = full
         tail = escape(text[full * SEGMENT :])
         if segments[full].value != tail:
@@ -99,7 +134,7 @@ class Stream:
         if len(segments) == 1:
             return False
         self.box = widgets.Box(
-            children=tuple(segments), layout=self.layout, _dom_classes=self.classes
+            children=tuple(segments), layout=self.spare.layout, _dom_classes=self.classes
         )
         return True
 
@@ -108,8 +143,9 @@ class Stream:
         return "".join(w.value for w in self.segments)
 
     def close(self) -> None:
+        """Give the segments back to the view's :class:`Spare`; close the box."""
         for w in self.segments:
-            w.close()
+            self.spare.release(w)
         if self.box is not None:
             self.box.close()
 
@@ -118,8 +154,8 @@ class Settled:
     """The runs of settled items (:data:`SETTLED`) of a view's live turns, one HTML widget
     per run, keyed by the index of the run's first item."""
 
-    def __init__(self, shared: Shared) -> None:
-        self.layout, self.style = shared
+    def __init__(self, spare: Spare) -> None:
+        self.spare = spare
         self.runs: dict[int, tuple[widgets.HTML, int]] = {}  # first index -> (widget, items)
         self.of: dict[int, int] = {}  # item index -> its run's first index
 
@@ -131,9 +167,7 @@ class Settled:
             return known[0]
         html = "".join(item_html(i) for i in run)
         if known is None:
-            w = widgets.HTML(
-                value=html, layout=self.layout, style=self.style, _dom_classes=("agentloop-item",)
-            )
+            w = self.spare.html(html, ("agentloop-item",))
         else:
             w = known[0]
             w.value = html
@@ -151,11 +185,12 @@ class Settled:
         return str(self.runs[key][0].value) if key == index else ""
 
     def drop(self, index: int) -> None:
-        """Close the run starting at item ``index`` (its turn is sealed), if any."""
+        """Give back the widget of the run starting at item ``index`` (its turn is sealed and
+        no longer shows it), if any."""
         self.of.pop(index, None)
         run = self.runs.pop(index, None)
         if run is not None:
-            run[0].close()
+            self.spare.release(run[0])
 
     def close(self) -> None:
         for w, _ in self.runs.values():
@@ -164,4 +199,4 @@ class Settled:
         self.of.clear()
 
 
-__all__ = ["SEGMENT", "SETTLED", "STREAMED", "Settled", "Stream"]
+__all__ = ["SEGMENT", "SETTLED", "STREAMED", "Settled", "Spare", "Stream"]

@@ -35,7 +35,7 @@ from ipywidgets.widgets.widget_string import HTMLStyle
 from ..fold import Item, SessionFeed, item_html
 from ._childview import ChildSection, Subagents
 from ._elsewhere import Elsewhere, elsewhere_label, gaps
-from ._liveturn import SEGMENT, SETTLED, STREAMED, Settled, Stream
+from ._liveturn import SEGMENT, SETTLED, STREAMED, Settled, Spare, Stream
 from ._throttle import DEFAULT_INTERVAL, Throttle
 from ._turnfork import OnFork, TurnForks
 from ._viewbase import TextRepr, feed_for, style_widget
@@ -100,7 +100,8 @@ class SessionView(TextRepr, widgets.VBox):
         self._turns: dict[int, widgets.VBox] = {}
         self._widgets: dict[int, widgets.HTML] = {}  # item index -> widget (finished items)
         self._streams: dict[int, Stream] = {}  # item index -> widgets (streaming texts)
-        self._settled = Settled((self._turn_layout, self._part_style))  # runs of live turns
+        self._spare = Spare((self._turn_layout, self._part_style))  # every HTML widget's source
+        self._settled = Settled(self._spare)  # the runs of settled items of live turns
         self._sealed: dict[int, _Sealed] = {}  # finished turn -> its widgets
         self._elsewhere: dict[tuple[int, ...], Elsewhere] = {}  # markers, by the turns they hold
         self._dirty: set[int] = set()  # item indices changed since the last render
@@ -271,15 +272,10 @@ class SessionView(TextRepr, widgets.VBox):
         if sealed is not None:  # a child section appeared in a finished turn: cut again
             for part in sealed.parts:
                 part.close()
-        parts = []
-        for group in groups:
-            w = widgets.HTML(
-                value="".join(item_html(i) for i in group),
-                layout=self._turn_layout,
-                style=self._part_style,
-                _dom_classes=("agentloop-item",),
-            )
-            parts.append(w)
+        parts = [
+            self._spare.html("".join(item_html(i) for i in group), ("agentloop-item",))
+            for group in groups
+        ]
         self._sealed[turn] = _Sealed(parts, key)
         self._turn_changed(turn)
         for item in turn_items:
@@ -289,7 +285,7 @@ class SessionView(TextRepr, widgets.VBox):
                 stream.close()
             old = self._widgets.pop(item.index, None)
             if old is not None:
-                old.close()
+                self._spare.release(old)
 
     def _groups(self, turn_items: list[Item]) -> tuple[list[list[Item]], tuple[str, ...]]:
         """``turn_items`` cut after each call with a child section; the calls' ids."""
@@ -363,25 +359,20 @@ class SessionView(TextRepr, widgets.VBox):
         if item.kind in STREAMED and item.data.get("streaming"):
             stream = self._streams.get(i)
             if stream is None:
-                shared = (self._turn_layout, self._part_style)
-                stream = self._streams[i] = Stream(item.kind, shared)
+                stream = self._streams[i] = Stream(item.kind, self._spare)
             return stream.update(item.text)
         stream = self._streams.pop(i, None)
+        shown = None
+        if stream is not None:  # finished: one widget with its Markdown replaces the segments
+            shown = stream.widget
+            stream.close()  # its segments are spare: a lone one takes the Markdown in place
         html = item_html(item)
         w = self._widgets.get(i)
         if w is None:
-            w = self._widgets[i] = widgets.HTML(
-                value=html,
-                layout=self._turn_layout,
-                style=self._part_style,
-                _dom_classes=("agentloop-item",),
-            )
+            w = self._widgets[i] = self._spare.html(html, ("agentloop-item",))
         elif w.value != html:
             w.value = html
-        if stream is not None:  # finished: one widget with its Markdown replaces the segments
-            stream.close()
-            return True
-        return False
+        return shown is not None and w is not shown
 
     # -- sub-agents ---------------------------------------------------------------------------
 
@@ -552,6 +543,7 @@ class SessionView(TextRepr, widgets.VBox):
             for stream in self._streams.values():
                 stream.close()
             self._settled.close()
+            self._spare.close()
             self._subagents.close()
             self.forks.close()
             parts = [p for s in self._sealed.values() for p in s.parts]
