@@ -36,6 +36,10 @@ SETTLED = frozenset({"turn-start", "user", "usage", "compaction", "error", "retr
 """Item kinds the transcript never changes after adding them (it touches only the blocks of a
 step and tool calls again), so several of them in a row can be one widget."""
 
+ITEM = ("agentloop-item",)
+"""The classes of a widget showing finished items (a run, a call, an answer, a sealed turn)."""
+SEGMENT_CLASSES = ("agentloop-segment",)
+"""The classes of a segment inside a streaming text's wrapper box."""
 SPARE = 8
 """HTML widgets a view keeps for reuse (a turn's live widgets: its runs, streams and calls)."""
 
@@ -45,37 +49,48 @@ class Spare:
 
     ``shared``: the layout and style every widget of the view uses (a widget of its own would
     be two more comm channels per widget). ``html(value, classes)`` is a widget showing
-    ``value`` with ``classes``; ``release(w)`` takes back a widget the view no longer shows
-    (kept up to :data:`SPARE`, closed past that); ``close()`` closes the ones kept.
+    ``value`` with ``classes``; ``release(w, classes)`` takes back a widget the view no longer
+    shows (``classes``: the ones it has; kept up to :data:`SPARE`, closed past that);
+    ``close()`` closes the ones kept.
     """
 
     __slots__ = ("kept", "layout", "style")
 
     def __init__(self, shared: tuple[widgets.Layout, HTMLStyle]) -> None:
         self.layout, self.style = shared
-        self.kept: list[widgets.HTML] = []
+        self.kept: list[tuple[widgets.HTML, tuple[str, ...]]] = []
 
     def html(self, value: str, classes: tuple[str, ...]) -> widgets.HTML:
         if self.kept:
-            w = self.kept.pop()
-            with w.hold_sync():  # one message: its new value and classes
-                w.value = value
-                w._dom_classes = classes
+            w, had = self.kept.pop()
+            restyle(w, value, had, classes)
             return w
         # Value and classes given at construction travel in the comm_open: each add_class
         # afterwards would be one more comm message.
         return widgets.HTML(value=value, layout=self.layout, style=self.style, _dom_classes=classes)
 
-    def release(self, w: widgets.HTML) -> None:
+    def release(self, w: widgets.HTML, classes: tuple[str, ...]) -> None:
         if len(self.kept) < SPARE:
-            self.kept.append(w)
+            self.kept.append((w, classes))
         else:
             w.close()
 
     def close(self) -> None:
-        for w in self.kept:
+        for w, _ in self.kept:
             w.close()
         self.kept.clear()
+
+
+def restyle(w: widgets.HTML, value: str, had: tuple[str, ...], classes: tuple[str, ...]) -> None:
+    """Give ``w`` (with classes ``had``) ``value`` and ``classes``, in one message."""
+    with w.hold_sync():
+        w.value = value
+        for c in had:
+            if c not in classes:
+                w.remove_class(c)
+        for c in classes:
+            if c not in had:
+                w.add_class(c)
 
 
 class Stream:
@@ -113,16 +128,14 @@ class Stream:
             w = segments[k]
             value = escape(text[k * SEGMENT : (k + 1) * SEGMENT])
             if self.box is None:  # the lone widget becomes the wrapper's first segment
-                with w.hold_sync():  # its final text and its new classes in one message
-                    w.value = value
-                    w._dom_classes = ("agentloop-segment",)
+                restyle(w, value, self.classes, SEGMENT_CLASSES)
             elif w.value != value:
                 w.value = value
         added = len(segments) <= full
         while len(segments) <= full:  # new segments open with their value (no extra update)
             k = len(segments)
             value = escape(text[k * SEGMENT : (k + 1) * SEGMENT])
-            segments.append(self.spare.html(value, ("agentloop-segment",)))
+            segments.append(self.spare.html(value, SEGMENT_CLASSES))
         self.frozen = full
         tail = escape(text[full * SEGMENT :])
         if segments[full].value != tail:
@@ -144,8 +157,9 @@ class Stream:
 
     def close(self) -> None:
         """Give the segments back to the view's :class:`Spare`; close the box."""
+        classes = self.classes if self.box is None else SEGMENT_CLASSES
         for w in self.segments:
-            self.spare.release(w)
+            self.spare.release(w, classes)
         if self.box is not None:
             self.box.close()
 
@@ -167,7 +181,7 @@ class Settled:
             return known[0]
         html = "".join(item_html(i) for i in run)
         if known is None:
-            w = self.spare.html(html, ("agentloop-item",))
+            w = self.spare.html(html, ITEM)
         else:
             w = known[0]
             w.value = html
@@ -190,7 +204,7 @@ class Settled:
         self.of.pop(index, None)
         run = self.runs.pop(index, None)
         if run is not None:
-            self.spare.release(run[0])
+            self.spare.release(run[0], ITEM)
 
     def close(self) -> None:
         for w, _ in self.runs.values():
@@ -199,4 +213,4 @@ class Settled:
         self.of.clear()
 
 
-__all__ = ["SEGMENT", "SETTLED", "STREAMED", "Settled", "Spare", "Stream"]
+__all__ = ["ITEM", "SEGMENT", "SETTLED", "STREAMED", "Settled", "Spare", "Stream"]

@@ -35,7 +35,7 @@ from ipywidgets.widgets.widget_string import HTMLStyle
 from ..fold import Item, SessionFeed, item_html
 from ._childview import ChildSection, Subagents
 from ._elsewhere import Elsewhere, elsewhere_label, gaps
-from ._liveturn import SEGMENT, SETTLED, STREAMED, Settled, Spare, Stream
+from ._liveturn import ITEM, SEGMENT, SETTLED, STREAMED, Settled, Spare, Stream
 from ._throttle import DEFAULT_INTERVAL, Throttle
 from ._turnfork import OnFork, TurnForks
 from ._viewbase import TextRepr, feed_for, style_widget
@@ -272,10 +272,7 @@ class SessionView(TextRepr, widgets.VBox):
         if sealed is not None:  # a child section appeared in a finished turn: cut again
             for part in sealed.parts:
                 part.close()
-        parts = [
-            self._spare.html("".join(item_html(i) for i in group), ("agentloop-item",))
-            for group in groups
-        ]
+        parts = [self._spare.html("".join(item_html(i) for i in group), ITEM) for group in groups]
         self._sealed[turn] = _Sealed(parts, key)
         self._turn_changed(turn)
         for item in turn_items:
@@ -285,7 +282,7 @@ class SessionView(TextRepr, widgets.VBox):
                 stream.close()
             old = self._widgets.pop(item.index, None)
             if old is not None:
-                self._spare.release(old)
+                self._spare.release(old, ITEM)
 
     def _groups(self, turn_items: list[Item]) -> tuple[list[list[Item]], tuple[str, ...]]:
         """``turn_items`` cut after each call with a child section; the calls' ids."""
@@ -369,7 +366,7 @@ class SessionView(TextRepr, widgets.VBox):
         html = item_html(item)
         w = self._widgets.get(i)
         if w is None:
-            w = self._widgets[i] = self._spare.html(html, ("agentloop-item",))
+            w = self._widgets[i] = self._spare.html(html, ITEM)
         elif w.value != html:
             w.value = html
         return shown is not None and w is not shown
