@@ -159,9 +159,9 @@ async def test_a_new_streamed_item_and_its_turn_open_with_their_classes_in_one_m
     _chunk_event(session, {"type": "text-delta", "index": 0, "text": "start "})
     await view.throttle.settled()
     opened = comm_messages["comm_open"]
-    assert opened >= 3  # the turn's box, the stream's box, its first segment
-    # children of the new turn box and of the transcript body; nothing else: every widget
-    # opened with its value and classes
+    assert opened >= 3  # the turn's box, its start line, the stream's (lone) segment
+    # at most the children of the new turn box and of the transcript body; nothing else:
+    # every widget opened with its value and classes
     assert comm_messages["comm_msg"] <= 3
     assert "agentloop-streaming" in view.turn_htmls[-1]
     view.close()
