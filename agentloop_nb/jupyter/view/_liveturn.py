@@ -61,8 +61,11 @@ class Spare:
         self.kept: list[tuple[widgets.HTML, tuple[str, ...]]] = []
 
     def html(self, value: str, classes: tuple[str, ...]) -> widgets.HTML:
-        if self.kept:
-            w, had = self.kept.pop()
+        kept = self.kept
+        if kept:
+            # One with these classes if any: changing classes is one traitlets change each.
+            k = next((k for k in range(len(kept) - 1, -1, -1) if kept[k][1] == classes), -1)
+            w, had = kept.pop(k)
             restyle(w, value, had, classes)
             return w
         # Value and classes given at construction travel in the comm_open: each add_class
@@ -155,6 +158,14 @@ class Stream:
     def html(self) -> str:
         return "".join(w.value for w in self.segments)
 
+    def finish(self) -> widgets.HTML | None:
+        """Close the stream, but return a lone segment's widget (the caller shows the finished
+        text in it, in place); ``None`` once wrapped (every segment is then spare)."""
+        if self.box is None:
+            return self.segments[0]
+        self.close()
+        return None
+
     def close(self) -> None:
         """Give the segments back to the view's :class:`Spare`; close the box."""
         classes = self.classes if self.box is None else SEGMENT_CLASSES
@@ -213,4 +224,12 @@ class Settled:
         self.of.clear()
 
 
-__all__ = ["ITEM", "SEGMENT", "SETTLED", "STREAMED", "Settled", "Spare", "Stream"]
+__all__ = [
+    "SEGMENT",
+    "SETTLED",
+    "STREAMED",
+    "Settled",
+    "Spare",
+    "Stream",
+    "restyle",
+]

@@ -35,7 +35,7 @@ from ipywidgets.widgets.widget_string import HTMLStyle
 from ..fold import Item, SessionFeed, item_html
 from ._childview import ChildSection, Subagents
 from ._elsewhere import Elsewhere, elsewhere_label, gaps
-from ._liveturn import ITEM, SEGMENT, SETTLED, STREAMED, Settled, Spare, Stream
+from ._liveturn import ITEM, SEGMENT, SETTLED, STREAMED, Settled, Spare, Stream, restyle
 from ._throttle import DEFAULT_INTERVAL, Throttle
 from ._turnfork import OnFork, TurnForks
 from ._viewbase import TextRepr, feed_for, style_widget
@@ -359,17 +359,21 @@ class SessionView(TextRepr, widgets.VBox):
                 stream = self._streams[i] = Stream(item.kind, self._spare)
             return stream.update(item.text)
         stream = self._streams.pop(i, None)
-        shown = None
-        if stream is not None:  # finished: one widget with its Markdown replaces the segments
-            shown = stream.widget
-            stream.close()  # its segments are spare: a lone one takes the Markdown in place
         html = item_html(item)
         w = self._widgets.get(i)
+        if stream is not None:  # finished: one widget with its Markdown replaces the segments
+            lone = stream.finish()
+            if lone is not None and w is None:  # shows the Markdown in place: same children
+                restyle(lone, html, stream.classes, ITEM)
+                self._widgets[i] = lone
+                return False
+            if lone is not None:
+                self._spare.release(lone, stream.classes)
         if w is None:
             w = self._widgets[i] = self._spare.html(html, ITEM)
         elif w.value != html:
             w.value = html
-        return shown is not None and w is not shown
+        return stream is not None
 
     # -- sub-agents ---------------------------------------------------------------------------
 
