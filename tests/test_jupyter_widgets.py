@@ -135,10 +135,13 @@ async def test_a_new_segment_of_a_streaming_answer_opens_one_widget(
     for _ in range(4):  # four more full segments, one render each
         _chunk_event(session, {"type": "text-delta", "index": 0, "text": "x" * SEGMENT})
         await view.throttle.settled()
-    # the segment's own model only: its layout and style are the view's shared ones
-    assert comm_messages["comm_open"] == 4
+    # the segment's own model only (its layout and style are the view's shared ones), and
+    # once, with the second segment, the box wrapping the segments
+    assert comm_messages["comm_open"] == 4 + 1
     # per new segment: the filled one's last value and the box's children; the new one's
-    # value and classes travel in its comm_open (no update right after opening)
+    # value and classes travel in its comm_open (no update right after opening). The second
+    # segment: the first one's last value and its classes in one message, the box opening
+    # with its children, the turn's children (the box in place of the lone segment)
     assert comm_messages["comm_msg"] == 2 * 4
     view.close()
 
@@ -156,11 +159,180 @@ async def test_a_new_streamed_item_and_its_turn_open_with_their_classes_in_one_m
     _chunk_event(session, {"type": "text-delta", "index": 0, "text": "start "})
     await view.throttle.settled()
     opened = comm_messages["comm_open"]
-    assert opened >= 3  # the turn's box, the stream's box, its first segment
-    # children of the new turn box and of the transcript body; nothing else: every widget
-    # opened with its value and classes
+    assert opened >= 3  # the turn's box, its start line, the stream's (lone) segment
+    # at most the children of the new turn box and of the transcript body; nothing else:
+    # every widget opened with its value and classes
     assert comm_messages["comm_msg"] <= 3
     assert "agentloop-streaming" in view.turn_htmls[-1]
+    view.close()
+
+
+def _user_event(session: Any, message_id: str, text: str, kind: str = "user") -> None:
+    session.append(
+        "user/message",
+        {
+            "message": {
+                "id": message_id,
+                "role": "user",
+                "content": [{"type": "text", "text": text}],
+                "source": {"kind": kind},
+            }
+        },
+    )
+
+
+@pytest.mark.anyio
+async def test_a_new_turn_with_a_prompt_and_a_streamed_answer_opens_three_widgets(
+    comm_messages: Counter[str],
+) -> None:
+    # What twenty views pay at once when twenty agents start a turn: the turn's box, one
+    # widget for its start line and prompt (they never change), the answer's one segment
+    # (no wrapper box while it fits in one); the box opens with its children, so the only
+    # update is the transcript body's children.
+    session = SessionStore(Context()).create("s")
+    view = SessionView(session, interval=0)
+    await view.throttle.settled()
+    comm_messages.clear()
+    session.append("turn/start", {"turn": 1})
+    _user_event(session, "m1", "tell me <everything>")
+    _chunk_event(session, {"type": "block-start", "index": 0, "block_type": "text"})
+    _chunk_event(session, {"type": "text-delta", "index": 0, "text": "so it <begins>"})
+    await view.throttle.settled()
+    assert comm_messages["comm_open"] == 3
+    assert comm_messages["comm_msg"] == 1
+    turn = view.body.children[-1]
+    assert len(turn.children) == 2
+    head, answer = turn.children
+    assert "agentloop-turn-start" in head.value and "tell me &lt;everything&gt;" in head.value
+    assert set(answer._dom_classes) >= {"agentloop-assistant", "agentloop-streaming"}
+    assert answer.value == "so it &lt;begins&gt;"
+    html = view.turn_htmls[-1]
+    assert html.index("turn 1") < html.index("tell me") < html.index("so it")
+    comm_messages.clear()
+    _chunk_event(session, {"type": "text-delta", "index": 0, "text": " and goes on"})
+    await view.throttle.settled()
+    assert dict(comm_messages) == {"comm_msg": 1}  # the answer's text, nothing else
+    assert answer.value == "so it &lt;begins&gt; and goes on"
+    view.close()
+
+
+@pytest.mark.anyio
+async def test_settled_items_in_a_row_share_a_widget_and_one_after_a_stream_gets_its_own(
+    comm_messages: Counter[str],
+) -> None:
+    session = SessionStore(Context()).create("s")
+    view = SessionView(session, interval=0)
+    session.append("turn/start", {"turn": 1})
+    await view.throttle.settled()
+    turn = view.body.children[-1]
+    (head,) = turn.children
+    _user_event(session, "m1", "first")
+    await view.throttle.settled()
+    assert turn.children == (head,)  # the run grew: same widget, sent again
+    assert "turn 1" in head.value and "first" in head.value
+    _chunk_event(session, {"type": "block-start", "index": 0, "block_type": "text"})
+    _chunk_event(session, {"type": "text-delta", "index": 0, "text": "answer"})
+    await view.throttle.settled()
+    comm_messages.clear()
+    _user_event(session, "m2", "steering", kind="steer")
+    await view.throttle.settled()
+    assert comm_messages["comm_open"] == 1  # the steer's own widget; the head is not resent
+    assert len(turn.children) == 3 and turn.children[0] is head
+    assert "steering" in turn.children[2].value and "steering" not in head.value
+    html = view.turn_htmls[-1]
+    assert html.index("first") < html.index("answer") < html.index("steering")
+    session.append("turn/end", {"turn": 1, "reason": {"kind": "completed"}})
+    await view.throttle.settled()
+    assert head not in turn.children  # sealed: one widget for the whole turn
+    assert "first" in view.turn_htmls[-1] and "steering" in view.turn_htmls[-1]
+    view.close()
+
+
+@pytest.mark.anyio
+async def test_a_second_turn_shows_its_prompt_and_answer_in_the_first_turns_widgets(
+    comm_messages: Counter[str],
+) -> None:
+    session = SessionStore(Context()).create("s")
+    view = SessionView(session, interval=0)
+    session.append("turn/start", {"turn": 1})
+    _user_event(session, "m1", "first question")
+    _chunk_event(session, {"type": "block-start", "index": 0, "block_type": "text"})
+    _chunk_event(session, {"type": "text-delta", "index": 0, "text": "first answer"})
+    await view.throttle.settled()
+    session.append("turn/end", {"turn": 1, "reason": {"kind": "completed"}})
+    await view.throttle.settled()
+    comm_messages.clear()
+    session.append("turn/start", {"turn": 2})
+    _user_event(session, "m2", "second question")
+    session.append(
+        "assistant/chunk",
+        {"turn": 2, "step": 1, "chunk": {"type": "block-start", "index": 0, "block_type": "text"}},
+    )
+    session.append(
+        "assistant/chunk",
+        {
+            "turn": 2,
+            "step": 1,
+            "chunk": {"type": "text-delta", "index": 0, "text": "second answer"},
+        },
+    )
+    await view.throttle.settled()
+    # the new turn's box is the one new model; its prompt and its answer each take a widget
+    # the first turn no longer shows (a new value and classes: one message each), and the
+    # transcript body lists the new box
+    assert comm_messages["comm_open"] == 1
+    assert comm_messages["comm_msg"] == 3
+    first, second = view.turn_htmls
+    assert "first question" in first and "first answer" in first
+    assert "second" not in first
+    assert second.index("turn 2") < second.index("second question") < second.index("second answer")
+    assert "first" not in second
+    head, answer = view.body.children[-1].children
+    assert "agentloop-streaming" in answer._dom_classes and answer.value == "second answer"
+    assert head._dom_classes == ("agentloop-item",)
+    view.close()
+
+
+@pytest.mark.anyio
+async def test_a_finished_answer_replaces_its_lone_segment_in_place_in_one_message(
+    comm_messages: Counter[str],
+) -> None:
+    session = SessionStore(Context()).create("s")
+    view = SessionView(session, interval=0)
+    session.append("turn/start", {"turn": 1})
+    _chunk_event(session, {"type": "block-start", "index": 0, "block_type": "text"})
+    _chunk_event(session, {"type": "text-delta", "index": 0, "text": "**done**"})
+    await view.throttle.settled()
+    turn = view.body.children[-1]
+    children = turn.children
+    comm_messages.clear()
+    _chunk_event(session, {"type": "block-end", "index": 0})
+    await view.throttle.settled()
+    assert dict(comm_messages) == {"comm_msg": 1}  # its Markdown and classes, in place
+    assert turn.children == children
+    answer = children[-1]
+    assert answer._dom_classes == ("agentloop-item",)
+    assert "<strong>done</strong>" in answer.value and "agentloop-streaming" not in answer.value
+    view.close()
+
+
+@pytest.mark.anyio
+async def test_a_lone_segment_moves_into_a_wrapper_when_the_second_one_opens() -> None:
+    session = SessionStore(Context()).create("s")
+    view = SessionView(session, interval=0)
+    session.append("turn/start", {"turn": 1})
+    _chunk_event(session, {"type": "block-start", "index": 0, "block_type": "reasoning"})
+    _chunk_event(session, {"type": "reasoning-delta", "index": 0, "text": "a" * (SEGMENT - 1)})
+    await view.throttle.settled()
+    turn = view.body.children[-1]
+    lone = turn.children[-1]
+    assert "agentloop-reasoning" in lone._dom_classes
+    _chunk_event(session, {"type": "reasoning-delta", "index": 0, "text": "bc"})
+    await view.throttle.settled()
+    box = turn.children[-1]
+    assert box is not lone and "agentloop-reasoning" in box._dom_classes
+    assert box.children[0] is lone and lone._dom_classes == ("agentloop-segment",)
+    assert [w.value for w in box.children] == ["a" * (SEGMENT - 1) + "b", "c"]
     view.close()
 
 

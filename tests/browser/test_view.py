@@ -6,6 +6,7 @@ and a saved notebook reopened after its kernel is gone.
   saved as ``artifacts/screenshots/quickstart-widget-dark.png`` (the README's dark picture).
 - A second ``%%agent`` cell's view does not show the first cell's turn (it sits behind the
   "1 earlier turn" toggle).
+- A streaming answer is a padded block whose text keeps its line breaks and wraps.
 - A follow-up queued with Ctrl+Enter while the agent talks is listed in the inbox panel,
   edited there, and the agent's inbox holds the edited text.
 - After saving and shutting the kernel down, the reopened notebook still shows the
@@ -47,6 +48,14 @@ SLOW_CELL = len(CELLS) - 1
 
 # Whether an element's content fits its width, and its line height relative to its font size.
 FITS_JS = "(el) => el.scrollWidth <= el.clientWidth + 1"
+# A streaming text's box: its display, its text's white-space, its left padding, and
+# whether the text fits its width.
+STREAM_JS = """(el) => {
+  const text = el.querySelector('.widget-html-content');
+  const s = getComputedStyle(el);
+  return [s.display, getComputedStyle(text).whiteSpace, s.paddingLeft,
+          el.scrollWidth <= el.clientWidth + 1];
+}"""
 LINE_JS = """(el) => {
   const s = getComputedStyle(el);
   return parseFloat(s.lineHeight) / parseFloat(s.fontSize);
@@ -120,6 +129,12 @@ def test_cell_views_inbox_editing_and_a_reopened_notebook(
         # Queue a follow-up with Ctrl+Enter while the slow agent talks, then edit it.
         slow = harness.cell_output(lab_page, SLOW_CELL).locator(".agentloop-agent")
         expect(slow.locator(".agentloop-status").first).to_have_text(re.compile(r"^running"))
+        # The streaming answer (one widget while it fits in one segment, no wrapper box) is
+        # a padded block whose text keeps its line breaks, wraps inside it, single-spaced.
+        streaming = slow.locator(".agentloop-streaming").first
+        expect(streaming).to_have_text(re.compile(r"\S"))
+        assert streaming.evaluate(STREAM_JS) == ["block", "pre-wrap", "6px", True]
+        assert streaming.locator(".widget-html-content").first.evaluate(LINE_JS) < 1.7
         box = slow.locator("textarea.agentloop-prompt-input")
         box.fill("queued follow-up")
         box.press("Control+Enter")

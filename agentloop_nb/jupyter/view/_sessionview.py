@@ -1,12 +1,13 @@
 """``SessionView``: the live transcript of one session, rendered incrementally.
 
-The turn in progress is a box of one widget per item, so a render sends only the items that
-changed (usually the one being streamed); a finished turn never changes again and is one
-HTML widget (history of any length costs a constant number of widgets per turn). A streaming
-text is split into segments of at most :data:`SEGMENT` characters: full segments are sent once
-and never again, and each render sends only the last, growing one, so the cost of an update
-does not grow with the answer. When the text is finished its segments are replaced by one
-widget with its Markdown.
+The turn in progress is a box of one widget per item that may change (a streaming text, a
+tool call) and one per run of items that cannot (its start line, user messages: see
+:mod:`._liveturn`), so a render sends only what changed (usually the text being streamed); a
+finished turn never changes again and is one HTML widget (history of any length costs a
+constant number of widgets per turn). A streaming text is split into segments of at most
+:data:`SEGMENT` characters: full segments are sent once and never again, and each render
+sends only the last, growing one, so the cost of an update does not grow with the answer.
+When the text is finished its segment(s) are replaced by one widget with its Markdown.
 
 A view may be limited to the turns a cell started (``own=``: the ids of the messages that
 cell sent); the turns before them then sit behind one collapsed "N earlier turns" toggle
@@ -34,68 +35,10 @@ from ipywidgets.widgets.widget_string import HTMLStyle
 from ..fold import Item, SessionFeed, item_html
 from ._childview import ChildSection, Subagents
 from ._elsewhere import Elsewhere, elsewhere_label, gaps
+from ._liveturn import ITEM, SEGMENT, SETTLED, STREAMED, Settled, Spare, Stream, restyle
 from ._throttle import DEFAULT_INTERVAL, Throttle
 from ._turnfork import OnFork, TurnForks
 from ._viewbase import TextRepr, feed_for, style_widget
-
-SEGMENT = 16384
-"""Characters of streaming text per segment widget (what one render sends at most). Opening a
-segment (a widget, its comm, the box's new children) costs about ten times a tail update, so
-segments are long: most answers fit in one, and a long stream opens a new one rarely."""
-_STREAMED = frozenset({"assistant", "reasoning"})
-
-
-class _Stream:
-    """The widgets of one streaming text: full segments (sent once) and a growing tail.
-    ``shared``: the layout and style every widget of the view uses (a widget of its own would
-    be two more comm channels per segment)."""
-
-    def __init__(self, kind: str, shared: tuple[widgets.Layout, HTMLStyle]) -> None:
-        self.layout, self.style = shared
-        self.classes = (
-            "agentloop-box",
-            f"agentloop-{kind}",
-            "agentloop-streaming",
-            "agentloop-flow",
-        )
-        # Classes given at construction travel in the comm_open: each add_class afterwards
-        # would be one more comm message per streamed item.
-        self.box = widgets.Box(layout=self.layout, _dom_classes=self.classes)
-        self.segments: list[widgets.HTML] = []
-        self.frozen = 0  # segments whose text is final
-
-    def update(self, text: str) -> None:
-        full = len(text) // SEGMENT
-        segments = self.segments
-        for k in range(self.frozen, min(full, len(segments))):  # filled since: final value
-            value = escape(text[k * SEGMENT : (k + 1) * SEGMENT])
-            if segments[k].value != value:
-                segments[k].value = value
-        added = len(segments) <= full
-        while len(segments) <= full:  # new segments open with their value (no extra update)
-            k = len(segments)
-            w = widgets.HTML(
-                value=escape(text[k * SEGMENT : (k + 1) * SEGMENT]),
-                layout=self.layout,
-                style=self.style,
-                _dom_classes=("agentloop-segment",),
-            )
-            segments.append(w)
-        self.frozen = full
-        tail = escape(text[full * SEGMENT :])
-        if segments[full].value != tail:
-            segments[full].value = tail
-        if added:
-            self.box.children = tuple(segments)
-
-    @property
-    def html(self) -> str:
-        return "".join(w.value for w in self.segments)
-
-    def close(self) -> None:
-        for w in self.segments:
-            w.close()
-        self.box.close()
 
 
 class _Sealed:
@@ -156,7 +99,9 @@ class SessionView(TextRepr, widgets.VBox):
         self._part_style = HTMLStyle()
         self._turns: dict[int, widgets.VBox] = {}
         self._widgets: dict[int, widgets.HTML] = {}  # item index -> widget (finished items)
-        self._streams: dict[int, _Stream] = {}  # item index -> widgets (streaming texts)
+        self._streams: dict[int, Stream] = {}  # item index -> widgets (streaming texts)
+        self._spare = Spare((self._turn_layout, self._part_style))  # every HTML widget's source
+        self._settled = Settled(self._spare)  # the runs of settled items of live turns
         self._sealed: dict[int, _Sealed] = {}  # finished turn -> its widgets
         self._elsewhere: dict[tuple[int, ...], Elsewhere] = {}  # markers, by the turns they hold
         self._dirty: set[int] = set()  # item indices changed since the last render
@@ -260,29 +205,24 @@ class SessionView(TextRepr, widgets.VBox):
         shown = self.shown_turns()
         added = False
         for turn in shown:
-            box = self._turns.get(turn)
-            new = box is None
-            if box is None:
-                box = self._turns[turn] = widgets.VBox(
-                    layout=self._turn_layout, _dom_classes=("agentloop-turn",)
-                )
-                added = True
+            new = turn not in self._turns
             if self._finished(turn):
-                self._seal(turn, box, new or turn in dirty_turns)
+                self._seal(turn, new or turn in dirty_turns)
             elif new:
-                self._fill(box, transcript.turn_items.get(turn, []))
+                self._fill(turn)
+            added = added or new
         changed_turns: set[int] = set()
         live = {t for t in shown if t not in self._sealed}
         for i in sorted(dirty):
             item = items[i]
-            if item.turn not in live:
-                continue
+            if item.turn not in live or i in self._settled.of:
+                continue  # a settled item, once shown, never changes
             if i not in self._widgets and i not in self._streams:
                 changed_turns.add(item.turn)  # a new item: its turn's children change
             elif self._update(item) or self._subagents.due(item):
                 changed_turns.add(item.turn)
         for turn in changed_turns:
-            self._fill(self._turns[turn], transcript.turn_items.get(turn, []))
+            self._fill(turn)
         if added:
             self._lay_out()
         if self._own is not None:
@@ -316,7 +256,7 @@ class SessionView(TextRepr, widgets.VBox):
         t = self.transcript
         return turn < t.turn or (turn == t.turn and t.turn_ended is not None)
 
-    def _seal(self, turn: int, box: widgets.VBox, changed: bool) -> None:
+    def _seal(self, turn: int, changed: bool) -> None:
         """Show finished ``turn`` as one widget per run of items between child sections (its
         item widgets, if any, are closed), then its fork button."""
         turn_items = self.transcript.turn_items.get(turn, [])
@@ -332,24 +272,17 @@ class SessionView(TextRepr, widgets.VBox):
         if sealed is not None:  # a child section appeared in a finished turn: cut again
             for part in sealed.parts:
                 part.close()
-        parts = []
-        for group in groups:
-            w = widgets.HTML(
-                value="".join(item_html(i) for i in group),
-                layout=self._turn_layout,
-                style=self._part_style,
-                _dom_classes=("agentloop-item",),
-            )
-            parts.append(w)
+        parts = [self._spare.html("".join(item_html(i) for i in group), ITEM) for group in groups]
         self._sealed[turn] = _Sealed(parts, key)
         self._turn_changed(turn)
         for item in turn_items:
+            self._settled.drop(item.index)
             stream = self._streams.pop(item.index, None)
             if stream is not None:
                 stream.close()
             old = self._widgets.pop(item.index, None)
             if old is not None:
-                old.close()
+                self._spare.release(old, ITEM)
 
     def _groups(self, turn_items: list[Item]) -> tuple[list[list[Item]], tuple[str, ...]]:
         """``turn_items`` cut after each call with a child section; the calls' ids."""
@@ -368,8 +301,7 @@ class SessionView(TextRepr, widgets.VBox):
     def _turn_changed(self, turn: int) -> None:
         """Lay out finished ``turn``'s box again: its parts, sections and fork widgets."""
         sealed = self._sealed.get(turn)
-        box = self._turns.get(turn)
-        if sealed is None or box is None:
+        if sealed is None:
             return
         children: list[widgets.Widget] = []
         for k, part in enumerate(sealed.parts):
@@ -377,52 +309,71 @@ class SessionView(TextRepr, widgets.VBox):
             if k < len(sealed.key):
                 children.append(self._subagents.sections[sealed.key[k]])
         children.extend(self.forks.widgets_of(turn))
-        if box.children != tuple(children):
-            box.children = tuple(children)
+        self._turn_box(turn, children)
 
-    def _fill(self, box: widgets.VBox, turn_items: list[Item]) -> None:
-        for item in turn_items:
+    def _fill(self, turn: int) -> None:
+        """Lay out live ``turn``'s box: a widget per item, one per run of settled items (see
+        :class:`Settled`), each child section under its call."""
+        children: list[widgets.Widget] = []
+        run: list[Item] = []
+        for item in self.transcript.turn_items.get(turn, []):
+            if item.kind in SETTLED:
+                run.append(item)
+                continue
+            if run:
+                children.append(self._settled.widget(run))
+                run = []
             if item.index not in self._widgets and item.index not in self._streams:
                 self._update(item)
-        children: list[widgets.Widget] = []
-        for item in turn_items:
             children.append(self._widget_of(item))
             section = self._subagents.section_for(item)
             if section is not None:
                 children.append(section)
-        if box.children != tuple(children):
+        if run:
+            children.append(self._settled.widget(run))
+        self._turn_box(turn, children)
+
+    def _turn_box(self, turn: int, children: list[widgets.Widget]) -> None:
+        """Give ``turn``'s box these children; a new box opens with them (one message)."""
+        box = self._turns.get(turn)
+        if box is None:
+            self._turns[turn] = widgets.VBox(
+                children=tuple(children),
+                layout=self._turn_layout,
+                _dom_classes=("agentloop-turn",),
+            )
+        elif box.children != tuple(children):
             box.children = tuple(children)
 
     def _widget_of(self, item: Item) -> widgets.Widget:
         stream = self._streams.get(item.index)
-        return stream.box if stream is not None else self._widgets[item.index]
+        return stream.widget if stream is not None else self._widgets[item.index]
 
     def _update(self, item: Item) -> bool:
-        """Render one item into its widget(s); returns whether its widget was replaced."""
+        """Render one (changeable) item into its widget(s); returns whether the widget the turn
+        shows for it was replaced."""
         i = item.index
-        if item.kind in _STREAMED and item.data.get("streaming"):
+        if item.kind in STREAMED and item.data.get("streaming"):
             stream = self._streams.get(i)
             if stream is None:
-                shared = (self._turn_layout, self._part_style)
-                stream = self._streams[i] = _Stream(item.kind, shared)
-            stream.update(item.text)
-            return False
+                stream = self._streams[i] = Stream(item.kind, self._spare)
+            return stream.update(item.text)
         stream = self._streams.pop(i, None)
         html = item_html(item)
         w = self._widgets.get(i)
+        if stream is not None:  # finished: one widget with its Markdown replaces the segments
+            lone = stream.finish()
+            if lone is not None and w is None:  # shows the Markdown in place: same children
+                restyle(lone, html, stream.classes, ITEM)
+                self._widgets[i] = lone
+                return False
+            if lone is not None:
+                self._spare.release(lone, stream.classes)
         if w is None:
-            w = self._widgets[i] = widgets.HTML(
-                value=html,
-                layout=self._turn_layout,
-                style=self._part_style,
-                _dom_classes=("agentloop-item",),
-            )
+            w = self._widgets[i] = self._spare.html(html, ITEM)
         elif w.value != html:
             w.value = html
-        if stream is not None:  # finished: one widget with its Markdown replaces the segments
-            stream.close()
-            return True
-        return False
+        return stream is not None
 
     # -- sub-agents ---------------------------------------------------------------------------
 
@@ -496,6 +447,10 @@ class SessionView(TextRepr, widgets.VBox):
             return "".join(str(part.value) for part in sealed.parts)
         parts = []
         for item in self.transcript.turn_items.get(turn, []):
+            run = self._settled.html(item.index)
+            if run is not None:
+                parts.append(run)
+                continue
             stream = self._streams.get(item.index)
             if stream is not None:
                 parts.append(f'<div class="{" ".join(stream.classes)}">{stream.html}</div>')
@@ -588,6 +543,8 @@ class SessionView(TextRepr, widgets.VBox):
             self.close_subscriptions()
             for stream in self._streams.values():
                 stream.close()
+            self._settled.close()
+            self._spare.close()
             self._subagents.close()
             self.forks.close()
             parts = [p for s in self._sealed.values() for p in s.parts]
