@@ -30,6 +30,7 @@ from ..messages import ToolCallBlock
 from ..session._frozen import wrap_frozen
 from ..signals import AbortController, AbortError
 from ..tools import TOOL_ERROR, ToolExecution, ToolResult, aborted_before_dispatch, error_result
+from ..tools._decisions import want_admitted
 
 if TYPE_CHECKING:
     from ..signals import AbortSignal
@@ -171,6 +172,7 @@ def _execution(st: _StepTools, i: int) -> ToolExecution:
         execution.tool = st.tools.lookup(execution.name, st.agent)
         execution.signal = controller.signal
     execution.on_approval = lambda state, reason: _log_approval(st, i, state, reason)
+    want_admitted(execution)  # nothing runs between its admission and its body here
     return execution
 
 
