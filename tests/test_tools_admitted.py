@@ -194,3 +194,44 @@ def test_a_str_subclass_result_is_validated_as_before() -> None:
 
     result = to_result(Name("x"), "c1")
     assert result == ToolResult(content=Name("x"), call_id="c1")
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"call_id": "c1", "name": "count", "content": "n=1", "is_error": False},
+        {"call_id": "c1", "name": "count", "content": "", "is_error": True},
+        {"call_id": "c1", "content": "no name"},  # an old log: name and is_error left out
+    ],
+)
+def test_a_committed_plain_result_derives_the_message_validation_would(
+    fields: dict[str, Any],
+) -> None:
+    from agentloop_nb.messages import ToolResultMessage
+    from agentloop_nb.session import FrozenDict
+    from agentloop_nb.session._session import parse_node
+
+    node = parse_node("tool/result", FrozenDict(fields), 0)
+    validated = ToolResultMessage(
+        call_id=fields["call_id"],
+        name=fields.get("name"),
+        content=fields["content"],
+        is_error=fields.get("is_error", False),
+    )
+    assert type(node) is ToolResultMessage
+    assert node.__dict__ == validated.__dict__  # a new field shows up here first
+    assert node.model_fields_set == validated.model_fields_set
+    assert node == validated and hash(node) == hash(validated)
+    assert node.model_dump(mode="json") == validated.model_dump(mode="json")
+
+
+def test_a_result_that_is_not_plain_is_still_validated_into_its_message() -> None:
+    from agentloop_nb.errors import InvalidValueError
+    from agentloop_nb.session import FrozenDict
+    from agentloop_nb.session._session import parse_node
+
+    blocks = ({"type": "text", "text": "hi"},)
+    node = parse_node("tool/result", FrozenDict({"call_id": "c1", "content": blocks}), 0)
+    assert node is not None and node.text == "hi"
+    with pytest.raises(InvalidValueError, match="does not describe a message"):
+        parse_node("tool/result", FrozenDict({"call_id": 3, "content": "x"}), 7)

@@ -189,6 +189,9 @@ def parse_node(event_type: str, data: FrozenDict, seq: int) -> Message | None:
     """
     try:
         if event_type == TOOL_RESULT:
+            node = _plain_tool_result(data)
+            if node is not None:
+                return node
             return ToolResultMessage(
                 call_id=data["call_id"],
                 name=data.get("name"),
@@ -204,6 +207,42 @@ def parse_node(event_type: str, data: FrozenDict, seq: int) -> Message | None:
         raise InvalidValueError(
             f"session event {event_type!r} (seq {seq}): data does not describe a message: {detail}"
         ) from None
+
+
+def _plain_tool_result(data: FrozenDict) -> ToolResultMessage | None:
+    """The ``ToolResultMessage`` of a ``tool/result`` whose values are all of their exact
+    type (``str`` content, call id and name, ``bool`` is_error), built as ``model_construct``
+    builds it without its generic Python: validation would pass such values through
+    unchanged, so the message is the same (every tool call commits one; benchmarks/README.md
+    "Issue 28 §4"). ``None`` for anything else (blocks, a missing key, a str subclass):
+    validated then."""
+    call_id = data.get("call_id")
+    name = data.get("name")
+    content = data.get("content")
+    is_error = data.get("is_error", False)
+    if (
+        _type(call_id) is not str
+        or _type(content) is not str
+        or (name is not None and _type(name) is not str)
+        or _type(is_error) is not bool
+    ):
+        return None
+    node = _new_object(ToolResultMessage)
+    _set_model_attr(
+        node,
+        "__dict__",
+        {
+            "role": "tool",
+            "call_id": call_id,
+            "name": name,
+            "content": content,
+            "is_error": is_error,
+        },
+    )
+    _set_model_attr(node, "__pydantic_fields_set__", {"call_id", "name", "content", "is_error"})
+    _set_model_attr(node, "__pydantic_extra__", None)
+    _set_model_attr(node, "__pydantic_private__", None)
+    return node
 
 
 _FIELD_SETS: dict[frozenset[str], set[str]] = {}  # one set per distinct set of field names
