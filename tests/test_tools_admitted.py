@@ -185,7 +185,8 @@ def test_a_str_result_equals_the_validated_result_in_every_respect(content: str)
     assert repr(fast) == repr(validated) and fast.text == content
     changed = fast.model_copy(update={"is_error": True})
     assert changed.model_fields_set == {"content", "call_id", "is_error"}
-    assert fast.model_fields_set == {"content", "call_id"}  # its own set, not shared
+    assert fast.model_fields_set == {"content", "call_id"}  # the shared set is copied first
+    assert to_result("other", "c2").model_fields_set == {"content", "call_id"}
 
 
 def test_a_str_subclass_result_is_validated_as_before() -> None:

@@ -209,6 +209,9 @@ def parse_node(event_type: str, data: FrozenDict, seq: int) -> Message | None:
         ) from None
 
 
+_TOOL_RESULT_FIELDS = {"call_id", "name", "content", "is_error"}
+
+
 def _plain_tool_result(data: FrozenDict) -> ToolResultMessage | None:
     """The ``ToolResultMessage`` of a ``tool/result`` whose values are all of their exact
     type (``str`` content, call id and name, ``bool`` is_error), built as ``model_construct``
@@ -239,7 +242,8 @@ def _plain_tool_result(data: FrozenDict) -> ToolResultMessage | None:
             "is_error": is_error,
         },
     )
-    _set_model_attr(node, "__pydantic_fields_set__", {"call_id", "name", "content", "is_error"})
+    # shared, as _share_fields_set shares a loaded message's (see there why that is safe)
+    _set_model_attr(node, "__pydantic_fields_set__", _TOOL_RESULT_FIELDS)
     _set_model_attr(node, "__pydantic_extra__", None)
     _set_model_attr(node, "__pydantic_private__", None)
     return node

@@ -198,6 +198,10 @@ class ToolResult(_Frozen):
 
 _new_object = object.__new__
 _set_attr = object.__setattr__
+# One set for every such result: pydantic copies a model's field-name set before changing it
+# (``model_copy``) and the model is frozen, so sharing it is safe, and it spares a set per call
+# (an allocation, and a container the cyclic GC walks while the result lives).
+_TEXT_FIELDS = {"content", "call_id"}
 
 
 def text_result(content: str, call_id: str) -> ToolResult:
@@ -218,7 +222,7 @@ def text_result(content: str, call_id: str) -> ToolResult:
             "call_id": call_id,
         },
     )
-    _set_attr(result, "__pydantic_fields_set__", {"content", "call_id"})
+    _set_attr(result, "__pydantic_fields_set__", _TEXT_FIELDS)
     _set_attr(result, "__pydantic_extra__", None)
     _set_attr(result, "__pydantic_private__", None)
     return result
