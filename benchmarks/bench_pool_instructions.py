@@ -2,8 +2,9 @@
 
 Section (b)'s turn (parallel-safe calls in one assistant message, cap 10, no persistence) with
 bodies that only yield (``anyio.sleep(0)``), run twice per tree under ``valgrind
---tool=callgrind``: turns of 100 then 100 calls, and of 100 then 300 calls, ``gc.freeze()``
-after the first (warm-up) turn, ``PYTHONHASHSEED=0``. The difference over 200 is the marginal
+--tool=callgrind``: turns of 100 then 100 calls, and of 100 then 300 calls, ``gc.collect()``
+before each turn and ``gc.freeze()`` after the first (warm-up) one, as ``bench_pool_ab.py``
+does, ``PYTHONHASHSEED=0``. The difference over 200 is the marginal
 cost of one call, its share of the turn's stream and closing request included. Also printed:
 the part outside the cyclic GC (``gcmodule.c``, ``*_traverse``, ``visit_*``), whose share moves
 with where collections fall.
@@ -54,6 +55,7 @@ def probe(sizes: list[int]) -> None:
 
     async def main() -> None:
         for k, n in enumerate(sizes):
+            gc.collect()  # as bench_pool_ab.py before each run: each turn starts clean
             app = App({"max_parallel_tool_calls": 10})
             app.ctx.llm.register_adapter(["replay"], ScriptReplay(scripts[n]))
             app.ctx.tools.register(sleepy)
