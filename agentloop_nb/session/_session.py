@@ -213,15 +213,10 @@ _TOOL_RESULT_FIELDS = {"call_id", "name", "content", "is_error"}
 
 
 def _plain_tool_result(data: FrozenDict) -> ToolResultMessage | None:
-    """The ``ToolResultMessage`` of a ``tool/result`` whose values are all of their exact
-    type (``str`` content, call id and name, ``bool`` is_error), built as ``model_construct``
-    builds it without its generic Python: validation would pass such values through
-    unchanged, so the message is the same (every tool call commits one; benchmarks/README.md
-    "Issue 28 §4"). ``None`` for anything else (blocks, a missing key, a str subclass):
-    validated then."""
-    call_id = data.get("call_id")
-    name = data.get("name")
-    content = data.get("content")
+    """The message of a ``tool/result`` of exact ``str`` content, call id and name and ``bool``
+    is_error, built as ``model_construct`` builds it (validation would pass such values
+    through unchanged; every tool call commits one); ``None`` for anything else."""
+    call_id, name, content = data.get("call_id"), data.get("name"), data.get("content")
     is_error = data.get("is_error", False)
     if (
         _type(call_id) is not str
@@ -231,17 +226,14 @@ def _plain_tool_result(data: FrozenDict) -> ToolResultMessage | None:
     ):
         return None
     node = _new_object(ToolResultMessage)
-    _set_model_attr(
-        node,
-        "__dict__",
-        {
-            "role": "tool",
-            "call_id": call_id,
-            "name": name,
-            "content": content,
-            "is_error": is_error,
-        },
-    )
+    fields = {
+        "role": "tool",
+        "call_id": call_id,
+        "name": name,
+        "content": content,
+        "is_error": is_error,
+    }
+    _set_model_attr(node, "__dict__", fields)
     # shared, as _share_fields_set shares a loaded message's (see there why that is safe)
     _set_model_attr(node, "__pydantic_fields_set__", _TOOL_RESULT_FIELDS)
     _set_model_attr(node, "__pydantic_extra__", None)
