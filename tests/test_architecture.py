@@ -63,6 +63,10 @@ ROOM_REACHES: dict[tuple[str, str], str] = {
     ("agentloop_nb.loop._scheduler", "agentloop_nb.session._frozen"): (
         "tool/call and tool/result data of exact strs and ints wrapped as-is (the same wrapper)"
     ),
+    ("agentloop_nb.loop._scheduler", "agentloop_nb.tools._decisions"): (
+        "want_admitted: the loop, which runs nothing between a call's admission and its body, "
+        "asks for the validated arguments to be handed on (off for direct callers)"
+    ),
 }
 
 # Private modules a bundled plugin may import (module, imported module): reason.

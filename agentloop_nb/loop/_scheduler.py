@@ -30,6 +30,7 @@ from ..messages import ToolCallBlock
 from ..session._frozen import wrap_frozen
 from ..signals import AbortController, AbortError
 from ..tools import TOOL_ERROR, ToolExecution, ToolResult, aborted_before_dispatch, error_result
+from ..tools._decisions import want_admitted
 
 if TYPE_CHECKING:
     from ..signals import AbortSignal
@@ -171,6 +172,7 @@ def _execution(st: _StepTools, i: int) -> ToolExecution:
         execution.tool = st.tools.lookup(execution.name, st.agent)
         execution.signal = controller.signal
     execution.on_approval = lambda state, reason: _log_approval(st, i, state, reason)
+    want_admitted(execution)  # nothing runs between its admission and its body here
     return execution
 
 
@@ -281,8 +283,11 @@ async def _run_pool(st: _StepTools, idxs: list[int], cap: int) -> None:
         i: loop.create_future() for i in idxs
     }
     queue = deque(idxs)
-    # fast_acquire: taking the free lock costs no event-loop pass (one per call otherwise)
-    in_order = anyio.Lock(fast_acquire=True)
+    # asyncio's lock: taking it when free is a flag and a check (anyio's, even with
+    # fast_acquire, walks the task's cancel scopes first: ~4x the cost, once per call). Both
+    # queue waiters first come, first served. A cancelled worker stops at its next await
+    # instead of at the lock; an abort of the turn is seen at the lock (``stopped``).
+    in_order = asyncio.Lock()
     running = _Running()
 
     async def admit(execution: ToolExecution) -> ToolResult | None:

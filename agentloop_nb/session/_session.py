@@ -189,6 +189,9 @@ def parse_node(event_type: str, data: FrozenDict, seq: int) -> Message | None:
     """
     try:
         if event_type == TOOL_RESULT:
+            node = _plain_tool_result(data)
+            if node is not None:
+                return node
             return ToolResultMessage(
                 call_id=data["call_id"],
                 name=data.get("name"),
@@ -204,6 +207,38 @@ def parse_node(event_type: str, data: FrozenDict, seq: int) -> Message | None:
         raise InvalidValueError(
             f"session event {event_type!r} (seq {seq}): data does not describe a message: {detail}"
         ) from None
+
+
+_TOOL_RESULT_FIELDS = {"call_id", "name", "content", "is_error"}
+
+
+def _plain_tool_result(data: FrozenDict) -> ToolResultMessage | None:
+    """The message of a ``tool/result`` of exact ``str`` content, call id and name and ``bool``
+    is_error, built as ``model_construct`` builds it (validation would pass such values
+    through unchanged; every tool call commits one); ``None`` for anything else."""
+    call_id, name, content = data.get("call_id"), data.get("name"), data.get("content")
+    is_error = data.get("is_error", False)
+    if (
+        _type(call_id) is not str
+        or _type(content) is not str
+        or (name is not None and _type(name) is not str)
+        or _type(is_error) is not bool
+    ):
+        return None
+    node = _new_object(ToolResultMessage)
+    fields = {
+        "role": "tool",
+        "call_id": call_id,
+        "name": name,
+        "content": content,
+        "is_error": is_error,
+    }
+    _set_model_attr(node, "__dict__", fields)
+    # shared, as _share_fields_set shares a loaded message's (see there why that is safe)
+    _set_model_attr(node, "__pydantic_fields_set__", _TOOL_RESULT_FIELDS)
+    _set_model_attr(node, "__pydantic_extra__", None)
+    _set_model_attr(node, "__pydantic_private__", None)
+    return node
 
 
 _FIELD_SETS: dict[frozenset[str], set[str]] = {}  # one set per distinct set of field names

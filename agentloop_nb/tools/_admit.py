@@ -13,8 +13,11 @@ from __future__ import annotations
 import inspect
 import json
 import logging
+import re
 from collections.abc import Callable, Iterable
 from typing import Any
+
+import orjson
 
 from .._json import dumps_arguments
 from ..context import listened
@@ -33,13 +36,19 @@ from ._decisions import (
     Deny,
     ToolExecution,
     ToolResult,
+    drop_admitted,
     error_result,
+    keep_admitted,
 )
+from ._define import Tool, checked_args
 from ._hooks import ALLOW, PRE_EXECUTE, allow
 
 __all__ = ["aborted", "admit", "parse_arguments"]
 
 _log = logging.getLogger("agentloop_nb.tools")
+
+_orjson_loads = orjson.loads
+_LONG_DIGITS = re.compile(r"\d{19}")
 
 
 def parse_arguments(arguments: str) -> tuple[dict[str, Any] | None, str | None]:
@@ -50,7 +59,16 @@ def parse_arguments(arguments: str) -> tuple[dict[str, Any] | None, str | None]:
     if arguments == "{}":  # what models send for a tool without parameters: skip the parser
         return {}, None
     try:
-        value = json.loads(arguments)
+        # orjson parses a small object ~8x faster; where it differs from json (it rejects
+        # NaN, Infinity, lone surrogates, a number beyond a double, and reads an integer
+        # of 19+ digits beyond 64 bits as a float) json decides, so the value is json's
+        if _LONG_DIGITS.search(arguments) is None:
+            try:
+                value = _orjson_loads(arguments)
+            except ValueError:  # orjson.JSONDecodeError: json's verdict and message
+                value = json.loads(arguments)
+        else:
+            value = json.loads(arguments)
     except (ValueError, RecursionError) as exc:
         detail = (
             f"{exc.msg} at position {exc.pos}" if isinstance(exc, json.JSONDecodeError) else exc
@@ -87,6 +105,7 @@ async def admit(
             return aborted(execution, "before the tool ran")
         decision: Any = ALLOW
     else:
+        drop_admitted(execution)  # a listener may change the arguments: validate again
         try:
             decision = await ctx.waterfall(PRE_EXECUTE, execution, allow, signal=execution.signal)
         except AbortError:
@@ -101,10 +120,12 @@ async def admit(
             "expected Allow(), Deny(reason) or Ask(reason)"
         )
     for fn in guards:
+        drop_admitted(execution)  # a guard sees the execution: validate again
         denied = await _guard_verdict(fn, execution)
         if denied is not None:
             return denied
     if isinstance(decision, Ask):
+        drop_admitted(execution)  # the approval service sees the execution
         return await _ask_approval(approval(), execution, decision.reason)
     return None
 
@@ -123,9 +144,13 @@ def _check_call(
             call_id=execution.call_id,
         )
     problem = execution.args_error
-    if execution.args is not None:
+    args = execution.args
+    if args is not None:
         try:
-            definition.validate_args(execution.args)
+            if type(definition) is Tool:  # (a subclass may override validate_args)
+                keep_admitted(execution, args, checked_args(definition, args))
+            else:
+                definition.validate_args(args)
         except Exception as exc:
             problem = str(exc)
         else:

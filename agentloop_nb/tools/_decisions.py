@@ -196,6 +196,38 @@ class ToolResult(_Frozen):
         return data
 
 
+_new_object = object.__new__
+_set_attr = object.__setattr__
+# One set for every such result: pydantic copies a model's field-name set before changing it
+# (``model_copy``) and the model is frozen, so sharing it is safe, and it spares a set per call
+# (an allocation, and a container the cyclic GC walks while the result lives).
+_TEXT_FIELDS = {"content", "call_id"}
+
+
+def text_result(content: str, call_id: str) -> ToolResult:
+    """``ToolResult(content=content, call_id=call_id)`` for an exact ``str`` content and call
+    id, built as ``model_construct`` builds it but without its generic Python (a body's
+    ``str`` is every call's result: validating it cost ~2x this). The caller checks the types:
+    validation would pass such values through unchanged, so the result is the same."""
+    result = _new_object(ToolResult)
+    _set_attr(
+        result,
+        "__dict__",
+        {
+            "content": content,
+            "is_error": False,
+            "error": None,
+            "meta": None,
+            "additional_contexts": (),
+            "call_id": call_id,
+        },
+    )
+    _set_attr(result, "__pydantic_fields_set__", _TEXT_FIELDS)
+    _set_attr(result, "__pydantic_extra__", None)
+    _set_attr(result, "__pydantic_private__", None)
+    return result
+
+
 def error_result(
     code: str, message: str, *, call_id: str = "", meta: dict[str, Any] | None = None
 ) -> ToolResult:
@@ -262,6 +294,7 @@ class ToolExecution:
     """
 
     __slots__ = (
+        "_admitted",
         "agent",
         "args",
         "args_error",
@@ -306,12 +339,49 @@ class ToolExecution:
         self.args_error = args_error
         self.edited_from: dict[str, Any] | None = None
         self.on_approval: Callable[[str, str | None], None] | None = None
+        # The hand-off of validated arguments from admission to the body (see
+        # ``want_admitted``): ``None`` unless the caller asked for it.
+        self._admitted: Any = None
 
     def __repr__(self) -> str:
         return (
             f"<ToolExecution {self.name!r} call_id={self.call_id!r} "
             f"turn={self.turn} step={self.step}>"
         )
+
+
+# The hand-off of validated arguments from admission to a ``@tool`` body. A caller that runs
+# nothing between admission and the body (the loop) asks for it with ``want_admitted``;
+# admission then keeps the model it validated ``execution.args`` into, and the body takes it
+# instead of validating the same arguments a second time. Whatever could change the arguments
+# in between (a ``tools/pre-execute`` or ``tools/execute`` listener, a guard, the approval
+# service) drops it, and the body takes it only for the very ``args`` dict admission saw.
+# Off by default: a direct ``pre_execute``/``dispatch`` caller may change ``args`` in place.
+
+
+def want_admitted(execution: ToolExecution) -> None:
+    """Ask admission to hand the validated arguments on to the body (see above)."""
+    execution._admitted = True
+
+
+def keep_admitted(execution: ToolExecution, args: dict[str, Any], model: Any) -> None:
+    """Admission validated ``args`` into ``model``: keep it for the body, if asked to."""
+    if execution._admitted is not None:
+        execution._admitted = (args, model)
+
+
+def drop_admitted(execution: ToolExecution) -> None:
+    """Code that may change the arguments runs next: the body validates them again."""
+    execution._admitted = None
+
+
+def admitted_model(execution: Any, args: dict[str, Any]) -> Any:
+    """The model admission validated ``args`` into, or ``None``. ``execution`` is whatever
+    the body was given (``Tool.execute`` may be called directly with anything)."""
+    admitted = getattr(execution, "_admitted", None)
+    if type(admitted) is tuple and admitted[0] is args:
+        return admitted[1]
+    return None
 
 
 class PostExecutePayload(Record):

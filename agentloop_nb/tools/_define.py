@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from ..errors import InvalidTypeError, InvalidValueError, UsageError
 from ._bodies import run_async, run_sync
-from ._decisions import ToolExecution, ToolResult
+from ._decisions import ToolExecution, ToolResult, admitted_model
 
 __all__ = [
     "ConcurrencySafe",
@@ -152,16 +152,7 @@ class Tool:
 
     def validate_args(self, args: dict[str, Any]) -> None:
         """Check ``args`` against the definition; raise ``ValueError`` naming each problem."""
-        if self._args_model is not None:
-            try:
-                self._args_model.model_validate(args)
-            except ValidationError as exc:
-                raise InvalidValueError(format_validation_error(exc)) from None
-            return
-        required = self.parameters.get("required") or ()
-        missing = [key for key in required if key not in args]
-        if missing:
-            raise InvalidValueError("; ".join(f"{key}: Field required" for key in missing))
+        checked_args(self, args)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """Call the decorated function directly (handy in a notebook); no validation, no hooks."""
@@ -173,6 +164,23 @@ class Tool:
 
     def __repr__(self) -> str:
         return f"<Tool {self.name!r}>"
+
+
+def checked_args(definition: Tool, args: dict[str, Any]) -> BaseModel | None:
+    """``definition.validate_args(args)`` returning the validated argument model of a
+    ``@tool`` definition (``None`` for one without), which admission hands on to the body
+    (see ``_decisions.want_admitted``) so the arguments are validated once per call."""
+    model = definition._args_model
+    if model is not None:
+        try:
+            return model.model_validate(args)
+        except ValidationError as exc:
+            raise InvalidValueError(format_validation_error(exc)) from None
+    required = definition.parameters.get("required") or ()
+    missing = [key for key in required if key not in args]
+    if missing:
+        raise InvalidValueError("; ".join(f"{key}: Field required" for key in missing))
+    return None
 
 
 def format_validation_error(exc: ValidationError) -> str:
@@ -334,7 +342,13 @@ def _build_tool(
         )
 
     async def execute(args: dict[str, Any], execution: ToolExecution) -> Any:
-        values = model.model_validate(args).__dict__
+        # The model admission validated these very ``args`` into, when the loop handed it on
+        # (nothing that could change them ran in between): one validation per call, not two.
+        admitted = admitted_model(execution, args)
+        if type(admitted) is model:
+            values = admitted.__dict__
+        else:
+            values = model.model_validate(args).__dict__
         kwargs = {param: values[field] for field, param in fields}
         if executor == "dask":
             return await _dask_service(execution, tool_name).submit(f, kwargs, name=tool_name)

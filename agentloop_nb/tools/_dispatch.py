@@ -36,6 +36,7 @@ from ._decisions import (
     TOOL_TIMEOUT,
     ToolExecution,
     ToolResult,
+    drop_admitted,
     error_result,
 )
 from ._define import Tool, call_execute
@@ -71,6 +72,7 @@ async def dispatch(
             return aborted(execution, "while running")
         result = await run_body(execution, tracker, grace, cancel_grace)
     else:
+        drop_admitted(execution)  # a listener may change the arguments: validate again
 
         def body() -> Any:
             return run_body(execution, tracker, grace, cancel_grace)

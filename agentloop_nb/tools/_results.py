@@ -26,7 +26,7 @@ import pydantic_core
 from pydantic import BaseModel
 
 from ..errors import AgentloopError
-from ._decisions import ToolResult
+from ._decisions import ToolResult, text_result
 
 __all__ = [
     "MAX_RESULT_CHARS",
@@ -62,6 +62,8 @@ def to_result(value: Any, call_id: str) -> ToolResult:
     if isinstance(value, ToolResult):
         return value if value.call_id == call_id else value.model_copy(update={"call_id": call_id})
     if isinstance(value, str):
+        if type(value) is str and type(call_id) is str:
+            return text_result(value, call_id)  # the same result, unvalidated: every call's
         return ToolResult(content=value, call_id=call_id)
     check_value(value)
     try:
