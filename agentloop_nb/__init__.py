@@ -9,9 +9,11 @@ The catalogues: ``agentloop_nb.events`` (durable event types and their data) and
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from types import FunctionType
 from typing import TYPE_CHECKING, Any
 
+from ._lazy import LazyExports
 from .agents import AgentHandle, AgentRegistry
 from .app import App, AppConfig
 from .context import Context, Fiber, InactiveContextError
@@ -53,7 +55,7 @@ from .messages import (
     UserMessage,
 )
 from .prompt import SystemPrompt
-from .session import JsonlPersistence, Session, SessionEvent, SessionStore
+from .session import Session, SessionEvent, SessionStore
 from .signals import AbortController, AbortError, AbortSignal
 from .tools import (
     Accept,
@@ -71,16 +73,24 @@ from .usage import UsageTotals
 
 if TYPE_CHECKING:
     from .plugins.invariants import InvariantError
+    from .session import JsonlPersistence
 
 __version__ = "0.1.0"
 
+# Exports whose modules load on first use (start-up cost): the invariant companion (whose
+# error this is) and the JSONL backend, which only a program with persistence uses.
+_EXPORTS = LazyExports(
+    __name__,
+    {".plugins.invariants": ("InvariantError",), ".session._jsonl": ("JsonlPersistence",)},
+)
+
 
 def __getattr__(name: str) -> Any:
-    # The invariant companion (whose error this is) is imported on first use (start-up cost).
-    if name == "InvariantError":
-        from .plugins.invariants import InvariantError
-
-        return InvariantError
+    if name in _EXPORTS.home:
+        value = _EXPORTS.load(name)
+        if name != "InvariantError":  # the plugin's error keeps its plugin path
+            _publish({name: value})
+        return value
     # The event catalogue (``agentloop_nb.events``) is a submodule the core does not import;
     # ``agentloop_nb.events`` still works without importing it first.
     if name == "events":
@@ -88,6 +98,10 @@ def __getattr__(name: str) -> Any:
 
         return importlib.import_module(f"{__name__}.events")
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return _EXPORTS.dir()
 
 
 def load_ipython_extension(ipython: Any) -> None:
@@ -170,13 +184,13 @@ __all__ = [
 ]
 
 
-def _publish(namespace: dict[str, Any]) -> None:
+def _publish(namespace: Mapping[str, Any]) -> None:
     # Reprs, tracebacks and generated docs name the path a user imports (``agentloop_nb.Agent``,
     # not ``agentloop_nb.loop._agent.Agent``), as httpx and anyio do. Only objects defined in this
     # package are renamed (a re-exported third-party object keeps its home); pickling still works
-    # because every renamed object is reachable as ``agentloop_nb.<name>``. ``InvariantError`` is
-    # loaded lazily and keeps its plugin path.
-    for name in __all__:
+    # because every renamed object is reachable as ``agentloop_nb.<name>``. The lazy exports
+    # are published when first resolved here; ``InvariantError`` keeps its plugin path.
+    for name in namespace.keys() & set(__all__):
         value = namespace.get(name)
         if not isinstance(value, (type, FunctionType)) or name.startswith("_"):
             continue

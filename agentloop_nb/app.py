@@ -16,7 +16,7 @@ from .llm import LlmRuntime
 from .loop import AgentLoop, AgentLoopConfig
 from .models import ModelTable
 from .prompt import SystemPrompt
-from .session import JsonlPersistence, SessionStore
+from .session import SessionStore
 from .tools import ToolRuntime
 
 _PG_SCHEMES = ("postgresql://", "postgres://")
@@ -140,6 +140,8 @@ class App:
         self.ctx = ctx = Context()
         ctx.provide("sessions", SessionStore(ctx))
         if persistence is None and cfg.persistence_root is not None:
+            from .session import JsonlPersistence  # lazily: an App without a log needs none
+
             persistence = JsonlPersistence(cfg.persistence_root)
         url = cfg.persistence_url or os.environ.get(DATABASE_URL_ENV) or None
         if persistence is None and url is not None:

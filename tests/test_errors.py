@@ -43,8 +43,7 @@ INTERNAL = "caught and reported on the spot; never reaches a caller"
 
 ALLOWED: dict[tuple[str, str, str], str] = {
     ("__init__.py", "__getattr__", "AttributeError"): ATTRIBUTE,
-    ("jupyter/_lazy.py", "LazyExports.load", "AttributeError"): ATTRIBUTE,  # packages' __getattr__
-    ("session/__init__.py", "__getattr__", "AttributeError"): ATTRIBUTE,
+    ("_lazy.py", "LazyExports.load", "AttributeError"): ATTRIBUTE,  # packages' __getattr__
     ("hooks.py", "__getattr__", "AttributeError"): ATTRIBUTE,
     ("context.py", "Context.__getattr__", "AttributeError"): ATTRIBUTE,
     ("context.py", "Context._service", "AttributeError"): ATTRIBUTE,  # behind ctx.<name>

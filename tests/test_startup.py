@@ -42,7 +42,18 @@ LAZY_SUBMODULES = (
     "agentloop_nb.testing",
     "agentloop_nb._docgen",
     "agentloop_nb.events",  # the event catalogue: the writers import only the names
+    "agentloop_nb._event_catalogue",  # its shapes and specs (``agentloop_nb.events`` loads it)
     "agentloop_nb._hook_catalogue",  # HOOKS: the dispatchers need only names and payloads
+    # The JSONL backend (an App without persistence keeps no log), the session listing, the
+    # repair of a resumed log and the fork plan: the root and ``session`` export them lazily.
+    "agentloop_nb.session._jsonl",
+    "agentloop_nb.session._jsonl_codec",
+    "agentloop_nb.session._jsonl_io",
+    "agentloop_nb.session._listing",
+    "agentloop_nb.session._lock",
+    "agentloop_nb.session._writebehind",
+    "agentloop_nb.session._repair",
+    "agentloop_nb.loop._fork",
 )
 
 
@@ -108,11 +119,73 @@ def test_the_lazy_parts_load_when_used() -> None:
     ]
 
 
+def test_the_lazy_persistence_names_resolve_and_work_on_first_use() -> None:
+    # ``dir()`` lists them before they load; the root's ``JsonlPersistence`` reports its public
+    # path; a JSONL App writes, lists, resumes (repairing the log) and forks through them.
+    code = (
+        "import sys, json, tempfile, asyncio\n"
+        "import agentloop_nb\n"
+        "from agentloop_nb import session\n"
+        "names = ['JsonlPersistence', 'list_sessions', 'repair', 'StoredSession',\n"
+        "         'TOOL_OUTCOME_UNKNOWN']\n"
+        "listed = ['JsonlPersistence' in dir(agentloop_nb)] + [n in dir(session) for n in names]\n"
+        "from agentloop_nb import AgentOptions, App, JsonlPersistence\n"
+        "async def main():\n"
+        "    app = App(persistence=JsonlPersistence(tempfile.mkdtemp()))\n"
+        "    options = AgentOptions(provider='offline', model='demo')\n"
+        "    a = await app.agent_loop.acreate(session_id='s1', options=options)\n"
+        "    a.agent.followup('hi')\n"
+        "    await a.agent.when_idle()\n"
+        "    await a.dispose()\n"
+        "    b = await app.agent_loop.resume(session_id='s1')\n"
+        "    c = await app.agent_loop.fork('s1', session_id='s2')\n"
+        "    ids = sorted(s.id for s in session.list_sessions(app.persistence))\n"
+        "    kinds = [type(s).__name__ for s in session.list_sessions(app.persistence)]\n"
+        "    out = [ids, kinds[0], b.agent.session.id, c.agent.session.id,\n"
+        "           [e.type for e in c.agent.session.events if e.type == 'user/message']]\n"
+        "    await app.aclose()\n"
+        "    return out\n"
+        "out = asyncio.run(main())\n"
+        "print(json.dumps([listed, JsonlPersistence.__module__, session.repair.__module__,\n"
+        "    session.TOOL_OUTCOME_UNKNOWN == 'TOOL_OUTCOME_UNKNOWN', *out]))\n"
+    )
+    assert _run(code) == [
+        [True, True, True, True, True, True],
+        "agentloop_nb",
+        "agentloop_nb.session._repair",
+        True,
+        ["s1", "s2"],
+        "StoredSession",
+        "s1",
+        "s2",
+        ["user/message"],
+    ]
+
+
+def test_building_an_app_leaves_the_event_catalogue_and_tokenize_unbuilt() -> None:
+    # The bundled plugins write events by name (the catalogue's shapes load with their first
+    # use), and the loop's live settings take no builtin default factory (pydantic would read
+    # its signature with ``tokenize``, compiling its large pattern).
+    code = (
+        "import sys, json, tokenize, asyncio, agentloop_nb\n"
+        "app = agentloop_nb.App()\n"
+        "before = ['agentloop_nb._event_catalogue' in sys.modules,\n"
+        "          tokenize._compile.cache_info().currsize]\n"
+        "from agentloop_nb import events\n"
+        "spec = events.EVENTS[events.LLM_RETRY]\n"
+        "asyncio.run(app.aclose())\n"
+        "print(json.dumps([before, 'agentloop_nb._event_catalogue' in sys.modules,\n"
+        "    spec.writer, events.LlmRetryData.__name__, 'EVENTS' in dir(events)]))\n"
+    )
+    assert _run(code) == [[False, 0], True, "plugins.retry", "LlmRetryData", True]
+
+
 def test_an_unknown_root_attribute_is_an_attribute_error() -> None:
     import agentloop_nb
+    import agentloop_nb.events
     import agentloop_nb.session
 
-    for module in (agentloop_nb, agentloop_nb.session):
+    for module in (agentloop_nb, agentloop_nb.session, agentloop_nb.events):
         try:
             module.NoSuchName  # type: ignore[attr-defined]  # noqa: B018
         except AttributeError as exc:
@@ -131,6 +204,7 @@ LOAD_EXT_LAZY = (
     "anywidget",
     "markdown_it",
     "importlib.metadata",  # pydantic's plugin discovery: no validator is built at %load_ext
+    "agentloop_nb._event_catalogue",  # the plugins the App installs write events by name
     "agentloop_nb.jupyter.fold._feed",
     "agentloop_nb.jupyter.fold._transcript",
     "agentloop_nb.jupyter.fold._render",

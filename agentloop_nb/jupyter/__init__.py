@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ._lazy import LazyExports
+from .._lazy import LazyExports
 
 if TYPE_CHECKING:
     from ._extension import load_ipython_extension, unload_ipython_extension

@@ -63,6 +63,13 @@ class AgentLoopConfig(_LoopLimits):
     agents: list[AgentConfig] = []
 
 
+def _no_listeners() -> list[Callable[[], None]]:
+    # A Python function, not ``list``: pydantic inspects a default factory's signature at each
+    # construction, and a builtin's is parsed from its text with ``tokenize``, whose large
+    # pattern a plain ``App()`` then compiled (about 15 M instructions; start-up cost).
+    return []
+
+
 class LoopSettings(_LoopLimits):
     """Live settings (``ctx.agent_loop.settings``): assignment is validated, so a value that is
     not a positive integer is refused at the write, not when the next tool group starts."""
@@ -70,7 +77,7 @@ class LoopSettings(_LoopLimits):
     # defer_build: validators are built on first use, not at import (start-up cost)
     model_config = ConfigDict(validate_assignment=True, extra="forbid", defer_build=True)
 
-    _listeners: list[Callable[[], None]] = PrivateAttr(default_factory=list)
+    _listeners: list[Callable[[], None]] = PrivateAttr(default_factory=_no_listeners)
 
     def on_change(self, listener: Callable[[], None]) -> None:
         """Call ``listener()`` after every accepted assignment (a raised cap admits waiters)."""

@@ -31,12 +31,11 @@ from .._scoped import BoundView
 from ..agents import AgentHandle, Setup, scope_owned
 from ..errors import InvalidTypeError, UsageError
 from ..hooks import AgentPayload, SessionStartPayload
-from ..session import PersistenceError, repair
+from ..session import PersistenceError
 from ..signals import AbortController, AbortScope
 from ._agent import Agent
 from ._config import AgentConfig, AgentLoopConfig, live_settings
 from ._driver import Driver, Spawn
-from ._fork import plan_fork
 from ._inbox import Inbox
 from ._limits import GlobalLimits
 from ._request import (
@@ -307,6 +306,8 @@ class AgentLoop:
             header, events = live.header, list(live.events)
         else:
             header, events = self._persistence().load(source_session_id)
+        from ._fork import plan_fork  # lazily, like the repair below: only forks need it
+
         plan = plan_fork(header, events, at_seq, session_id)
         if options is None:
             options = self._source_options(source_session_id, header, events)
@@ -322,6 +323,8 @@ class AgentLoop:
         """Reserve the session's writer lock (when the backend has one), then load it. The
         lease is given back when anything fails before publication (here, in setup or in
         publish); publication adopts it and disposal releases it."""
+        from ..session import repair  # lazily: the import builds no resume path
+
         persistence = self._persistence()
         acquire = getattr(persistence, "acquire", None)
         lease: Lease | None = None if acquire is None else acquire(session_id)

@@ -11,10 +11,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from .._lazy import LazyExports
 from ._events import HEADER_VERSION, SURFACE_TYPES, SessionEvent, SessionHeader
 from ._frozen import FrozenDict, freeze_json
-from ._jsonl import JsonlPersistence
-from ._listing import StoredSession, list_sessions
 from ._persistence import (
     Persistence,
     PersistenceError,
@@ -23,7 +22,6 @@ from ._persistence import (
     SessionLockedError,
     SessionNotFoundError,
 )
-from ._repair import TOOL_OUTCOME_UNKNOWN, repair
 from ._session import (
     EventLog,
     Session,
@@ -38,16 +36,31 @@ from ._session import (
 from ._store import SessionStore
 
 if TYPE_CHECKING:
+    from ._jsonl import JsonlPersistence
+    from ._listing import StoredSession, list_sessions
     from ._postgres import PostgresPersistence
+    from ._repair import TOOL_OUTCOME_UNKNOWN, repair
+
+# The storage backends, the listing and the repair load on first use, not with the package
+# (start-up cost: ``import agentloop_nb`` builds an App's core, which keeps no log until it is
+# given persistence; the JSONL stack alone is eight modules).
+_EXPORTS = LazyExports(
+    __name__,
+    {
+        "._jsonl": ("JsonlPersistence",),
+        "._listing": ("StoredSession", "list_sessions"),
+        "._postgres": ("PostgresPersistence",),
+        "._repair": ("TOOL_OUTCOME_UNKNOWN", "repair"),
+    },
+)
 
 
 def __getattr__(name: str) -> Any:
-    # The PostgreSQL backend is imported on first use, not with the package (start-up cost).
-    if name == "PostgresPersistence":
-        from ._postgres import PostgresPersistence
+    return _EXPORTS.load(name)
 
-        return PostgresPersistence
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+def __dir__() -> list[str]:
+    return _EXPORTS.dir()
 
 
 __all__ = [

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .._lazy import LazyExports
+from ..._lazy import LazyExports
 
 if TYPE_CHECKING:
     from ._autopsy import Autopsy, build_autopsy

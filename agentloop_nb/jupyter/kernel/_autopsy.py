@@ -32,11 +32,11 @@ import time
 import traceback
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
 from itertools import islice
 from types import FrameType, ModuleType, TracebackType
 from typing import Any
 
+from ..._record import Record, set_field
 from ...errors import NotFoundError
 from ._describe import Describers, describe, is_secret, mask, secret_values, truncate
 
@@ -65,34 +65,73 @@ def _lib_dirs() -> tuple[str, ...]:
     return tuple(sorted({p for k in keys if (p := paths.get(k))}))
 
 
-@dataclass(frozen=True)
-class FrameLocals:
+# Records, not frozen dataclasses: %load_ext imports this module (the kernel memory records
+# failed cells from the load on) and ``dataclass`` compiles each class's methods at import.
+class FrameLocals(Record):
     """One user frame: where it is and summaries of its locals (``(name, summary)``)."""
+
+    __slots__ = ("line", "locals", "where")
+    __match_args__ = ("where", "line", "locals")
 
     where: str
     line: str
     locals: tuple[tuple[str, str], ...]
 
+    def __init__(self, where: str, line: str, locals: tuple[tuple[str, str], ...]) -> None:
+        set_field(self, "where", where)
+        set_field(self, "line", line)
+        set_field(self, "locals", locals)
 
-@dataclass(frozen=True)
-class Missing:
+
+class Missing(Record):
     """The name a ``NameError``/``KeyError``/``AttributeError`` did not find: ``kind`` (name,
     key, attribute), ``name``, ``among`` (where it was looked for) and ``closest`` matches."""
+
+    __slots__ = ("among", "closest", "kind", "name")
+    __match_args__ = ("kind", "name", "among", "closest")
 
     kind: str
     name: str
     among: str
     closest: tuple[str, ...]
 
+    def __init__(self, kind: str, name: str, among: str, closest: tuple[str, ...]) -> None:
+        set_field(self, "kind", kind)
+        set_field(self, "name", name)
+        set_field(self, "among", among)
+        set_field(self, "closest", closest)
+
     def line(self) -> str:
         closest = ", ".join(repr(c) for c in self.closest) or "none"
         return f"missing: {self.kind} {self.name!r} — not among {self.among}; closest: {closest}"
 
 
-@dataclass(frozen=True)
-class Autopsy:
+class Autopsy(Record):
     """What a failed cell left behind (see the module docstring). ``cell`` names it the way
     tools accept it back: its id, or ``[N]`` (its execution count) without one."""
+
+    __slots__ = (
+        "cell_id",
+        "chain",
+        "exception",
+        "execution_count",
+        "frames",
+        "missing",
+        "source",
+        "time",
+        "traceback",
+    )
+    __match_args__ = (
+        "cell_id",
+        "execution_count",
+        "source",
+        "exception",
+        "chain",
+        "traceback",
+        "frames",
+        "missing",
+        "time",
+    )
 
     cell_id: str | None
     execution_count: int | None
@@ -103,6 +142,28 @@ class Autopsy:
     frames: tuple[FrameLocals, ...]
     missing: Missing | None
     time: float
+
+    def __init__(
+        self,
+        cell_id: str | None,
+        execution_count: int | None,
+        source: str,
+        exception: str,
+        chain: tuple[str, ...],
+        traceback: str,
+        frames: tuple[FrameLocals, ...],
+        missing: Missing | None,
+        time: float,
+    ) -> None:
+        set_field(self, "cell_id", cell_id)
+        set_field(self, "execution_count", execution_count)
+        set_field(self, "source", source)
+        set_field(self, "exception", exception)
+        set_field(self, "chain", chain)
+        set_field(self, "traceback", traceback)
+        set_field(self, "frames", frames)
+        set_field(self, "missing", missing)
+        set_field(self, "time", time)
 
     @property
     def cell(self) -> str:

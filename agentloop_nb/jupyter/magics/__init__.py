@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .._lazy import LazyExports
+from ..._lazy import LazyExports
 
 if TYPE_CHECKING:
     from ._agent import AgentMagics, keep_question_marks

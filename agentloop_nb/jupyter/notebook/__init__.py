@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .._lazy import LazyExports
+from ..._lazy import LazyExports
 
 if TYPE_CHECKING:
     from ._bridge import BridgeError, NotebookBridge

@@ -1,10 +1,12 @@
 """Lazy package exports: a package names what it exports, a submodule loads on first use.
 
-``%load_ext agentloop_nb`` is paid at every kernel start; importing a package of the notebook
-layer must not import every room of it (the widgets pull in ipywidgets, the bridge's messages
-pydantic models, the tools difflib...). A package's ``__init__`` declares
+``import agentloop_nb`` and ``%load_ext agentloop_nb`` are paid at every kernel start; importing
+a package must not import every room of it (the JSONL backend and the session listing for a
+program without persistence; in the notebook layer the widgets pull in ipywidgets, the bridge's
+messages pydantic models, the tools difflib...). A package's ``__init__`` declares
 ``_EXPORTS = LazyExports(__name__, {"._sub": ("Name", ...), ...})`` and
-``def __getattr__(name): return _EXPORTS.load(name)``; the same names are imported under
+``def __getattr__(name): return _EXPORTS.load(name)`` (and ``__dir__`` returning
+``_EXPORTS.dir()`` where ``dir()`` should list them before they load); the same names are imported under
 ``TYPE_CHECKING`` for type checkers (``tests/test_startup.py`` checks the two agree).
 """
 
@@ -28,6 +30,10 @@ class LazyExports:
     def names(self) -> list[str]:
         """Every exported name, sorted (what ``__all__`` lists)."""
         return sorted(self.home)
+
+    def dir(self) -> list[str]:
+        """What the package's ``__dir__`` lists: its namespace and the exports not loaded yet."""
+        return sorted(set(vars(sys.modules[self.package])) | set(self.home))
 
     def load(self, name: str) -> Any:
         """Import the submodule defining ``name`` and return it; it is then cached in the
