@@ -139,6 +139,7 @@ def test_the_lazy_persistence_names_resolve_and_work_on_first_use() -> None:
         "    await a.dispose()\n"
         "    b = await app.agent_loop.resume(session_id='s1')\n"
         "    c = await app.agent_loop.fork('s1', session_id='s2')\n"
+        "    await c.agent.session.flush()  # the fork's log on disk before listing\n"
         "    ids = sorted(s.id for s in session.list_sessions(app.persistence))\n"
         "    kinds = [type(s).__name__ for s in session.list_sessions(app.persistence)]\n"
         "    out = [ids, kinds[0], b.agent.session.id, c.agent.session.id,\n"
