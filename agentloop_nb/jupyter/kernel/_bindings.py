@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import ast
 import functools
-from dataclasses import dataclass, field
+
+from ..._record import Record, set_field
 
 __all__ = ["Bindings", "analyse"]
 
@@ -44,19 +45,39 @@ _COMPOUND = (
 )
 
 
-@dataclass(frozen=True)
-class Bindings:
+# A Record, not a frozen dataclass: %load_ext imports this module (undo and provenance use it)
+# and ``dataclass`` compiles the class's methods at import (about 6 M instructions).
+class Bindings(Record):
     """What ``analyse(code)`` found. ``bound``/``deleted``/``mutated`` map a name to the
     1-based line of the (last) statement that binds / deletes / may change it; ``ends`` maps
     that line to the statement's last line; ``lines`` are the code's lines (``line_of(name)``
     gives the statement)."""
 
-    bound: dict[str, int] = field(default_factory=dict)
-    deleted: dict[str, int] = field(default_factory=dict)
-    mutated: dict[str, int] = field(default_factory=dict)
-    star: bool = False
-    lines: tuple[str, ...] = ()
-    ends: dict[int, int] = field(default_factory=dict)
+    __slots__ = ("bound", "deleted", "ends", "lines", "mutated", "star")
+    __match_args__ = ("bound", "deleted", "mutated", "star", "lines", "ends")
+
+    bound: dict[str, int]
+    deleted: dict[str, int]
+    mutated: dict[str, int]
+    star: bool
+    lines: tuple[str, ...]
+    ends: dict[int, int]
+
+    def __init__(
+        self,
+        bound: dict[str, int] | None = None,
+        deleted: dict[str, int] | None = None,
+        mutated: dict[str, int] | None = None,
+        star: bool = False,
+        lines: tuple[str, ...] = (),
+        ends: dict[int, int] | None = None,
+    ) -> None:
+        set_field(self, "bound", {} if bound is None else bound)
+        set_field(self, "deleted", {} if deleted is None else deleted)
+        set_field(self, "mutated", {} if mutated is None else mutated)
+        set_field(self, "star", star)
+        set_field(self, "lines", lines)
+        set_field(self, "ends", {} if ends is None else ends)
 
     @property
     def names(self) -> set[str]:

@@ -23,7 +23,6 @@ import contextlib
 import logging
 from collections import deque
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
 from typing import Any
 
 from ...errors import InvalidValueError
@@ -42,25 +41,70 @@ MAX_RUNS = 20
 CELL_EDIT_TOOLS = frozenset({"insert_cell", "replace_cell", "delete_cell"})
 
 
-@dataclass
+# Slotted classes, not dataclasses: %load_ext imports this module and ``dataclass`` compiles
+# each class's methods from source at import. Both stay mutable, equal by their fields and
+# unhashable, as the dataclasses were.
 class AgentRun:
     """One agent run in progress: its undo snapshot and provenance watch."""
 
-    snapshot: Snapshot
-    watch: Watch
-    agent: Any
-    agent_name: str
+    __slots__ = ("agent", "agent_name", "snapshot", "watch")
+
+    def __init__(self, snapshot: Snapshot, watch: Watch, agent: Any, agent_name: str) -> None:
+        self.snapshot = snapshot
+        self.watch = watch
+        self.agent = agent
+        self.agent_name = agent_name
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        assert isinstance(other, AgentRun)
+        return (self.snapshot, self.watch, self.agent, self.agent_name) == (
+            other.snapshot,
+            other.watch,
+            other.agent,
+            other.agent_name,
+        )
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return (
+            f"AgentRun(snapshot={self.snapshot!r}, watch={self.watch!r}, agent={self.agent!r}, "
+            f"agent_name={self.agent_name!r})"
+        )
 
 
-@dataclass
 class UndoReport:
     """What an undo did: ``outcomes`` per name, the ``runs`` undone (newest first) and
     ``notes`` (e.g. that cell edits are undone by the notebook's own history)."""
 
-    agent_name: str
-    outcomes: list[NameOutcome] = field(default_factory=list)
-    runs: list[Snapshot] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
+    __slots__ = ("agent_name", "notes", "outcomes", "runs")
+
+    def __init__(
+        self,
+        agent_name: str,
+        outcomes: list[NameOutcome] | None = None,
+        runs: list[Snapshot] | None = None,
+        notes: list[str] | None = None,
+    ) -> None:
+        self.agent_name = agent_name
+        self.outcomes: list[NameOutcome] = [] if outcomes is None else outcomes
+        self.runs: list[Snapshot] = [] if runs is None else runs
+        self.notes: list[str] = [] if notes is None else notes
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        assert isinstance(other, UndoReport)
+        return (self.agent_name, self.outcomes, self.runs, self.notes) == (
+            other.agent_name,
+            other.outcomes,
+            other.runs,
+            other.notes,
+        )
+
+    __hash__ = None  # type: ignore[assignment]
 
     def outcome(self, name: str) -> str | None:
         """The outcome of ``name`` (``"restored"``, ...) or ``None`` when undo did not see it."""

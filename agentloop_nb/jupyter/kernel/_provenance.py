@@ -20,9 +20,9 @@ from __future__ import annotations
 import time
 from collections import OrderedDict, deque
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from typing import Any, Literal
 
+from ..._record import Record, set_field
 from ...errors import InvalidValueError
 from ._bindings import analyse
 from ._describe import is_secret, mask, truncate
@@ -35,23 +35,76 @@ _LINE_CHARS = 160
 _HIDDEN = "(line hidden: the name looks like a secret)"
 
 
-@dataclass(frozen=True)
-class Binding:
+Action = Literal["created", "rebound", "deleted", "restored", "removed"]
+
+
+# A Record, not a frozen dataclass: %load_ext imports this module (the kernel memory logs
+# bindings from the load on) and ``dataclass`` compiles the class's methods at import (~7 M).
+class Binding(Record):
     """One binding of a name. ``action``: created / rebound / deleted, or restored / removed
     (by undo); ``by``: ``cell`` (``execution_count``, ``cell_id``), ``agent`` (``agent``,
     ``turn``, ``call_id``) or ``undo``; ``source`` the cell's (or the agent's) code, from
     which :attr:`line` is derived when asked."""
 
+    __slots__ = (
+        "action",
+        "agent",
+        "by",
+        "call_id",
+        "cell_id",
+        "execution_count",
+        "name",
+        "source",
+        "time",
+        "turn",
+    )
+    __match_args__ = (
+        "name",
+        "action",
+        "by",
+        "source",
+        "execution_count",
+        "cell_id",
+        "agent",
+        "turn",
+        "call_id",
+        "time",
+    )
+
     name: str
-    action: Literal["created", "rebound", "deleted", "restored", "removed"]
+    action: Action
     by: Literal["cell", "agent", "undo"]
-    source: str = ""
-    execution_count: int | None = None
-    cell_id: str | None = None
-    agent: str = ""
-    turn: int = 0
-    call_id: str = ""
-    time: float = 0.0
+    source: str
+    execution_count: int | None
+    cell_id: str | None
+    agent: str
+    turn: int
+    call_id: str
+    time: float
+
+    def __init__(
+        self,
+        name: str,
+        action: Action,
+        by: Literal["cell", "agent", "undo"],
+        source: str = "",
+        execution_count: int | None = None,
+        cell_id: str | None = None,
+        agent: str = "",
+        turn: int = 0,
+        call_id: str = "",
+        time: float = 0.0,
+    ) -> None:
+        set_field(self, "name", name)
+        set_field(self, "action", action)
+        set_field(self, "by", by)
+        set_field(self, "source", source)
+        set_field(self, "execution_count", execution_count)
+        set_field(self, "cell_id", cell_id)
+        set_field(self, "agent", agent)
+        set_field(self, "turn", turn)
+        set_field(self, "call_id", call_id)
+        set_field(self, "time", time)
 
     @property
     def line(self) -> str:

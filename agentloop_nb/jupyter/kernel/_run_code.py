@@ -27,7 +27,6 @@ import sys
 import threading
 import traceback
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any
 
@@ -40,7 +39,9 @@ FILENAME = "<run_python>"
 _TRACEBACK_FRAMES = 3
 
 
-@dataclass
+# A slotted class, not a dataclass: %load_ext imports this module (the kernel tools) and
+# ``dataclass`` compiles the class's methods from source at import. Mutable, equal by its
+# fields, unhashable and shown as ``RunOutcome(stdout=..., ...)``, as the dataclass was.
 class RunOutcome:
     """What one run produced. ``value`` is the last expression's ``repr`` (``None`` when the
     code does not end in an expression or it evaluated to ``None``); ``names`` the variables
@@ -48,16 +49,65 @@ class RunOutcome:
     matplotlib figures); ``error`` the formatted exception (last frames) or ``None``, with
     ``ename``/``evalue`` its class name and message (a notebook's error output needs them)."""
 
-    stdout: str = ""
-    stderr: str = ""
-    value: str | None = None
-    names: list[str] = field(default_factory=list)
-    images: list[str] = field(default_factory=list)
-    displays: list[str] = field(default_factory=list)
-    error: str | None = None
-    ename: str | None = None
-    evalue: str | None = None
-    interrupted: bool = False
+    __slots__ = (
+        "displays",
+        "ename",
+        "error",
+        "evalue",
+        "images",
+        "interrupted",
+        "names",
+        "stderr",
+        "stdout",
+        "value",
+    )
+    _FIELDS = (
+        "stdout",
+        "stderr",
+        "value",
+        "names",
+        "images",
+        "displays",
+        "error",
+        "ename",
+        "evalue",
+        "interrupted",
+    )
+
+    def __init__(
+        self,
+        stdout: str = "",
+        stderr: str = "",
+        value: str | None = None,
+        names: list[str] | None = None,
+        images: list[str] | None = None,
+        displays: list[str] | None = None,
+        error: str | None = None,
+        ename: str | None = None,
+        evalue: str | None = None,
+        interrupted: bool = False,
+    ) -> None:
+        self.stdout = stdout
+        self.stderr = stderr
+        self.value = value
+        self.names: list[str] = [] if names is None else names
+        self.images: list[str] = [] if images is None else images
+        self.displays: list[str] = [] if displays is None else displays
+        self.error = error
+        self.ename = ename
+        self.evalue = evalue
+        self.interrupted = interrupted
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return all(getattr(self, n) == getattr(other, n) for n in self._FIELDS)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        shown = ", ".join(f"{n}={getattr(self, n)!r}" for n in self._FIELDS)
+        return f"{type(self).__qualname__}({shown})"
 
 
 def _split(code: str) -> tuple[ast.Module, ast.Expression | None]:

@@ -28,9 +28,9 @@ import time
 import types
 import weakref
 from collections.abc import Iterable, MutableMapping
-from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from ..._record import Record, set_field
 from ._bindings import analyse
 
 __all__ = [
@@ -111,14 +111,26 @@ def estimate_size(obj: Any, limit: int) -> int:
     return total
 
 
-@dataclass(frozen=True)
-class _Before:
+# Records and a slotted class, not dataclasses: %load_ext imports this module (the kernel
+# memory snapshots agent runs from the load on) and ``dataclass`` compiles each class's
+# methods from source at import (about 12 M instructions for these three).
+class _Before(Record):
     """A name's state before a run: ``absent``, ``value`` (a copy or a reference) or
     ``unrestorable`` (``reason`` says why)."""
 
+    __slots__ = ("kind", "reason", "value")
+    __match_args__ = ("kind", "value", "reason")
+
     kind: Literal["absent", "value", "unrestorable"]
-    value: Any = None
-    reason: str = ""
+    value: Any
+    reason: str
+
+    def __init__(
+        self, kind: Literal["absent", "value", "unrestorable"], value: Any = None, reason: str = ""
+    ) -> None:
+        set_field(self, "kind", kind)
+        set_field(self, "value", value)
+        set_field(self, "reason", reason)
 
 
 def _capture(ns: MutableMapping[str, Any], name: str, limit: int) -> _Before:
@@ -167,27 +179,85 @@ class _After:
         return self.present and self._ref() is ns[name]
 
 
-@dataclass
 class Snapshot:
     """The state, before one run, of the names its code may touch (see the module docstring).
-    ``code``, ``tool``, ``call_id``, ``turn`` and ``agent`` describe the run; ``cells_edited``
-    is set by the notebook tools when the run also edited cells."""
+    ``code``, ``tool``, ``call_id``, ``turn`` and ``agent`` describe the run. Mutable (``settle``
+    fills ``after``, ``same`` and ``settled``); equal to a snapshot with equal fields, unhashable,
+    and shown as ``Snapshot(code=..., ...)`` without ``originals``, as the dataclass it was."""
 
-    code: str
-    names: dict[str, _Before]
-    mutated: frozenset[str]
-    limit: int
-    tool: str = "run_python"
-    call_id: str = ""
-    turn: int = 0
-    agent: str = ""
-    created: float = field(default_factory=time.time)
-    after: dict[str, _After] = field(default_factory=dict)
-    #: Names that held the very same object before and after the run (set by ``settle``).
-    same: frozenset[str] = frozenset()
-    settled: bool = False
-    # The objects the names held before the run: kept only until ``settle`` (identity check).
-    originals: dict[str, Any] = field(default_factory=dict, repr=False)
+    __slots__ = (
+        "after",
+        "agent",
+        "call_id",
+        "code",
+        "created",
+        "limit",
+        "mutated",
+        "names",
+        "originals",
+        "same",
+        "settled",
+        "tool",
+        "turn",
+    )
+    _FIELDS = (
+        "code",
+        "names",
+        "mutated",
+        "limit",
+        "tool",
+        "call_id",
+        "turn",
+        "agent",
+        "created",
+        "after",
+        "same",
+        "settled",
+        "originals",
+    )
+
+    def __init__(
+        self,
+        code: str,
+        names: dict[str, _Before],
+        mutated: frozenset[str],
+        limit: int,
+        tool: str = "run_python",
+        call_id: str = "",
+        turn: int = 0,
+        agent: str = "",
+        created: float | None = None,
+        after: dict[str, _After] | None = None,
+        same: frozenset[str] = frozenset(),
+        settled: bool = False,
+        originals: dict[str, Any] | None = None,
+    ) -> None:
+        self.code = code
+        self.names = names
+        self.mutated = mutated
+        self.limit = limit
+        self.tool = tool
+        self.call_id = call_id
+        self.turn = turn
+        self.agent = agent
+        self.created: float = time.time() if created is None else created
+        self.after: dict[str, _After] = {} if after is None else after
+        #: Names that held the very same object before and after the run (set by ``settle``).
+        self.same = same
+        self.settled = settled
+        # The objects the names held before the run: kept only until ``settle`` (identity check).
+        self.originals: dict[str, Any] = {} if originals is None else originals
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return all(getattr(self, n) == getattr(other, n) for n in self._FIELDS)
+
+    __hash__ = None  # type: ignore[assignment]  # mutable: unhashable, as the dataclass was
+
+    def __repr__(self) -> str:
+        shown = ", ".join(f"{n}={getattr(self, n)!r}" for n in self._FIELDS[:-1])
+        return f"{type(self).__qualname__}({shown})"
 
     def settle(self, ns: MutableMapping[str, Any]) -> None:
         """Record what each snapshotted name holds now (call right after the run)."""
@@ -258,13 +328,20 @@ def _equal(copied: Any, current: Any) -> bool:
     return False
 
 
-@dataclass(frozen=True)
-class NameOutcome:
+class NameOutcome(Record):
     """What undo did to one name: ``outcome`` and, for *not restorable*, ``reason``."""
+
+    __slots__ = ("name", "outcome", "reason")
+    __match_args__ = ("name", "outcome", "reason")
 
     name: str
     outcome: Outcome
-    reason: str = ""
+    reason: str
+
+    def __init__(self, name: str, outcome: Outcome, reason: str = "") -> None:
+        set_field(self, "name", name)
+        set_field(self, "outcome", outcome)
+        set_field(self, "reason", reason)
 
     def __str__(self) -> str:
         if self.outcome == "not restorable":
