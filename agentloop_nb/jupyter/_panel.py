@@ -27,7 +27,6 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from .._disposer import Disposer
@@ -38,6 +37,7 @@ from .._event_names import (
     TURN_END,
     TURN_START,
 )
+from .._record import Record, field_values, set_field
 from ..errors import AgentloopError
 from ..messages import TextBlock
 
@@ -87,12 +87,16 @@ class PanelHost(Protocol):
     def default_options(self) -> AgentOptions: ...
 
 
-@dataclass(frozen=True, slots=True)
-class AgentRow:
+# A Record, not a frozen dataclass: %load_ext imports this module (the panel's comm) and
+# ``dataclass`` compiles the class's methods from source at import.
+class AgentRow(Record):
     """One agent as the panel lists it. ``name`` is the variable it is bound to (its id when it
     has none), ``state`` one of :data:`STATES`, ``model`` ``provider/model``, ``cost`` in USD
     (``None``: unknown, a model without a price), ``view`` the widget model id of its cached
     ``AgentView`` (``""`` when not asked for)."""
+
+    __slots__ = ("cost", "model", "name", "state", "tokens", "turns", "view")
+    __match_args__ = ("name", "state", "model", "turns", "tokens", "cost", "view")
 
     name: str
     state: str
@@ -100,10 +104,28 @@ class AgentRow:
     turns: int
     tokens: int
     cost: float | None
-    view: str = ""
+    view: str
+
+    def __init__(
+        self,
+        name: str,
+        state: str,
+        model: str,
+        turns: int,
+        tokens: int,
+        cost: float | None,
+        view: str = "",
+    ) -> None:
+        set_field(self, "name", name)
+        set_field(self, "state", state)
+        set_field(self, "model", model)
+        set_field(self, "turns", turns)
+        set_field(self, "tokens", tokens)
+        set_field(self, "cost", cost)
+        set_field(self, "view", view)
 
     def to_wire(self) -> dict[str, Any]:
-        return asdict(self)
+        return field_values(self)  # scalars only: nothing for ``asdict`` to copy
 
 
 def agent_state(agent: Any, approval: WidgetApproval) -> str:

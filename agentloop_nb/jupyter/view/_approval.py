@@ -21,10 +21,10 @@ import asyncio
 import json
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 from ..._disposer import Disposer
+from ..._record import Record, set_field
 from ...errors import InvalidTypeError, InvalidValueError
 from ...tools import ApproveEdited, Deny
 
@@ -37,28 +37,59 @@ DetailRenderer = Callable[[str], "str | None"]
 call of one tool (e.g. ``run_python``'s code, highlighted); ``None`` shows nothing."""
 
 
-@dataclass(frozen=True)
-class CallAction:
+# A Record and a slotted class, not dataclasses: %load_ext imports this module (the approval
+# service) and ``dataclass`` compiles each class's methods from source at import.
+class CallAction(Record):
     """A button a view shows on each finished call of one tool (e.g. "Undo" on
     ``run_python``): ``label``; ``run(agent, call_id) -> str`` does it and returns a report the
     view shows; ``available(agent, call_id) -> bool`` says whether to offer it for that call."""
+
+    __slots__ = ("available", "label", "run")
+    __match_args__ = ("label", "run", "available")
 
     label: str
     run: Callable[[Any, str], str]
     available: Callable[[Any, str], bool]
 
+    def __init__(
+        self,
+        label: str,
+        run: Callable[[Any, str], str],
+        available: Callable[[Any, str], bool],
+    ) -> None:
+        set_field(self, "label", label)
+        set_field(self, "run", run)
+        set_field(self, "available", available)
 
-@dataclass(eq=False)
+
 class PendingApproval:
     """One call waiting for a person: ``call_id``, tool ``name``, raw JSON ``arguments``,
     ``reason`` (from ``Ask``), the calling ``agent`` and the future the answer resolves."""
 
-    call_id: str
-    name: str
-    arguments: str
-    reason: str | None
-    agent: Any
-    future: asyncio.Future[bool | ApproveEdited] = field(repr=False)
+    __slots__ = ("agent", "arguments", "call_id", "future", "name", "reason")
+
+    def __init__(
+        self,
+        call_id: str,
+        name: str,
+        arguments: str,
+        reason: str | None,
+        agent: Any,
+        future: asyncio.Future[bool | ApproveEdited],
+    ) -> None:
+        self.call_id = call_id
+        self.name = name
+        self.arguments = arguments
+        self.reason = reason
+        self.agent = agent
+        self.future = future
+
+    # equal only to itself (identity), as the ``eq=False`` dataclass was; shown without the future
+    def __repr__(self) -> str:
+        return (
+            f"PendingApproval(call_id={self.call_id!r}, name={self.name!r}, "
+            f"arguments={self.arguments!r}, reason={self.reason!r}, agent={self.agent!r})"
+        )
 
 
 class WidgetApproval:
