@@ -253,6 +253,25 @@ def test_load_ext_loads_only_what_a_fresh_extension_uses() -> None:
     assert built == []
 
 
+def test_load_ext_builds_no_dataclass_but_the_notebook_cell_values() -> None:
+    # ``dataclass`` compiles each class's methods from source at import (about 3.9 M
+    # instructions a class): the notebook layer's values %load_ext imports are Records or
+    # slotted classes. ``Cell`` and ``RunResult`` stay dataclasses: a user's tool may return
+    # them, and a tool result is serialised by pydantic, which writes a dataclass as an object.
+    code = _LOAD_EXT + (
+        "found = sorted(f'{m}.{k}' for m, v in list(sys.modules.items())\n"
+        "               if m.startswith('agentloop_nb.jupyter') and type(v).__name__ != '_LazyModule'\n"
+        "               for k, c in vars(v).items()\n"
+        "               if isinstance(c, type) and c.__module__ == m\n"
+        "               and '__dataclass_fields__' in vars(c))\n"
+        "print(json.dumps(found))\n"
+    )
+    assert _run(code) == [
+        "agentloop_nb.jupyter.notebook._document.Cell",
+        "agentloop_nb.jupyter.notebook._document.RunResult",
+    ]
+
+
 def test_the_deferred_rooms_load_with_the_first_agent_command() -> None:
     # What %load_ext left out is there when used: the magics' parser and sub-commands, the
     # agent's view with its widgets, and the validators of the options it was created with.
