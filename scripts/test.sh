@@ -62,8 +62,10 @@ ensure_postgres || true
 
 _stage "pytest tests + notebooks (nbval-lax)"
 set +e
+# --durations: the slowest tests, so a CI run that nears its ~30 min budget says where it went.
 timeout --kill-after=30 "${AGENTLOOP_TEST_TIMEOUT:-2700}" \
-    "$VENV/bin/python" -m pytest tests --nbval-lax --nbval-current-env notebooks "$@"
+    "$VENV/bin/python" -m pytest tests --nbval-lax --nbval-current-env notebooks \
+    --durations=25 "$@"
 status=$?
 set -e
 _stage_done
