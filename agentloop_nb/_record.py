@@ -1,4 +1,5 @@
-"""``Record``: the base of the package's frozen value classes (hook payloads, catalogue entries).
+"""``Record``: the base of the package's frozen value classes (hook payloads, catalogue entries);
+``MutableRecord``: the same for mutable values.
 
 A record behaves as a frozen, slotted dataclass does: its fields are set once by ``__init__``
 (assigning or deleting one raises ``dataclasses.FrozenInstanceError``), it is equal to a record
@@ -11,6 +12,11 @@ arguments with ``set_field``. That is the point of the class: ``@dataclass(froze
 slots=True)`` compiles five or six methods from source for every class at import (about 3.5 M
 instructions a class, a sixth of the package's own import); a hand-written ``__init__`` is
 compiled once into the ``.pyc`` and costs no more per instance than the generated one.
+
+A ``MutableRecord`` is what a mutable slotted dataclass is: its fields can be assigned, it is
+equal to one of the same class with equal fields, unhashable, and shown as
+``Name(field=value, ...)`` without the fields its class names in ``_repr_hidden`` (big or
+private values). Its subclasses spell out ``__slots__``, ``__match_args__`` and ``__init__`` too.
 """
 
 from __future__ import annotations
@@ -22,10 +28,25 @@ from typing import Any, ClassVar, NoReturn
 
 from .errors import InvalidTypeError
 
-__all__ = ["Record", "field_values", "fields_of", "set_field"]
+__all__ = ["MutableRecord", "Record", "field_values", "fields_of", "set_field"]
 
 set_field = object.__setattr__
 """Stores a field in ``__init__`` (records refuse ``setattr``)."""
+
+
+def _fields_key(cls: type, kind: str) -> Any:
+    """Checks that ``cls.__match_args__`` names exactly the slots of ``cls`` (no ``__dict__``)
+    and returns the getter of its fields (one C call; a scalar for one field)."""
+    slots: set[str] = set()
+    for klass in cls.__mro__:
+        slots.update(klass.__dict__.get("__slots__", ()))
+    fields: tuple[str, ...] = cls.__match_args__  # type: ignore[attr-defined]
+    if set(fields) != slots or "__dict__" in slots:
+        raise InvalidTypeError(
+            f"{kind} {cls.__qualname__}: __match_args__ {fields} must name "
+            f"exactly its slots {sorted(slots)} (in field order)"
+        )
+    return attrgetter(*fields) if fields else attrgetter("__class__")
 
 
 class Record:
@@ -38,18 +59,7 @@ class Record:
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        slots: set[str] = set()
-        for klass in cls.__mro__:
-            slots.update(klass.__dict__.get("__slots__", ()))
-        if set(cls.__match_args__) != slots or "__dict__" in slots:
-            raise InvalidTypeError(
-                f"record {cls.__qualname__}: __match_args__ {cls.__match_args__} must name "
-                f"exactly its slots {sorted(slots)} (in field order)"
-            )
-        if cls.__match_args__:
-            cls._key = attrgetter(*cls.__match_args__)
-        else:
-            cls._key = attrgetter("__class__")
+        cls._key = _fields_key(cls, "record")
 
     def _values(self) -> tuple[Any, ...]:
         return tuple([getattr(self, name) for name in self.__match_args__])
@@ -75,6 +85,41 @@ class Record:
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), self._values())
+
+
+class MutableRecord:
+    """A mutable value class whose fields are ``__match_args__`` (see the module docstring)."""
+
+    __slots__ = ()
+    __match_args__: ClassVar[tuple[str, ...]] = ()
+    #: Fields the repr leaves out (big or private values); equality still compares them.
+    _repr_hidden: ClassVar[tuple[str, ...]] = ()
+    _key: ClassVar[Any] = attrgetter("__class__")
+    _shown: ClassVar[tuple[str, ...]] = ()  # the fields the repr shows, in order
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls._key = _fields_key(cls, "mutable record")
+        unknown = set(cls._repr_hidden) - set(cls.__match_args__)
+        if unknown:
+            raise InvalidTypeError(
+                f"mutable record {cls.__qualname__}: _repr_hidden names {sorted(unknown)}, "
+                f"which are not among its fields {cls.__match_args__}"
+            )
+        cls._shown = tuple(n for n in cls.__match_args__ if n not in cls._repr_hidden)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        key = self._key
+        return bool(key(self) == key(other))
+
+    # mutable: unhashable, as a mutable dataclass is
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{name}={getattr(self, name)!r}" for name in self._shown)
+        return f"{type(self).__qualname__}({fields})"
 
 
 def fields_of(cls: type[Record]) -> list[tuple[str, object]]:

@@ -432,6 +432,46 @@ async def test_agent_undo_without_an_undo_service_says_what_to_load() -> None:
 # -- why ---------------------------------------------------------------------------------------
 
 
+def test_undo_values_run_outcomes_and_pending_approvals_keep_their_equality_and_repr() -> None:
+    from agentloop_nb.jupyter.kernel._memory import UndoReport
+    from agentloop_nb.jupyter.kernel._run_code import RunOutcome
+    from agentloop_nb.jupyter.kernel._undo import NameOutcome, Snapshot
+    from agentloop_nb.jupyter.view import PendingApproval
+
+    held = {"x": object()}
+    snap = Snapshot("x = 1", {}, frozenset(), 10, call_id="c1", created=1.0, originals=held)
+    assert repr(snap) == (  # the objects held before the run are not shown
+        "Snapshot(code='x = 1', names={}, mutated=frozenset(), limit=10, tool='run_python', "
+        "call_id='c1', turn=0, agent='', created=1.0, after={}, same=frozenset(), settled=False)"
+    )
+    assert snap == Snapshot("x = 1", {}, frozenset(), 10, call_id="c1", created=1.0, originals=held)
+    assert snap != Snapshot("x = 1", {}, frozenset(), 10, call_id="c1", created=1.0)
+    report = UndoReport("a", [NameOutcome("x", "restored")], [snap])
+    assert repr(report) == str(report) == "undid 1 run(s) of a (run_python c1):\n  x: restored"
+    assert report == UndoReport("a", [NameOutcome("x", "restored")], [snap])
+    out = RunOutcome("hi\n", value="1")
+    assert out == RunOutcome("hi\n", value="1") and out != RunOutcome("hi\n")
+    assert repr(out) == (
+        "RunOutcome(stdout='hi\\n', stderr='', value='1', names=[], images=[], displays=[], "
+        "error=None, ename=None, evalue=None, interrupted=False)"
+    )
+    for value in (snap, report, out):
+        with pytest.raises(TypeError, match="unhashable"):
+            hash(value)
+    loop = asyncio.new_event_loop()
+    try:
+        future: asyncio.Future[Any] = loop.create_future()
+        pending = PendingApproval("c1", "run_python", "{}", None, "a", future)
+        twin = PendingApproval("c1", "run_python", "{}", None, "a", future)
+        assert pending != twin and pending == pending and {pending: 1}[pending] == 1  # identity
+        assert repr(pending) == (  # without its future
+            "PendingApproval(call_id='c1', name='run_python', arguments='{}', reason=None, "
+            "agent='a')"
+        )
+    finally:
+        loop.close()
+
+
 async def test_why_lists_cell_and_agent_bindings_newest_first_with_secrets_hidden(
     shell: InteractiveShell, capsys: pytest.CaptureFixture[str]
 ) -> None:

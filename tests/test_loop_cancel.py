@@ -209,6 +209,80 @@ async def test_cancel_in_a_rolling_pool_drains_started_calls_and_starts_no_more(
     assert codes == ["ABORTED", "ABORTED", "ABORTED_BEFORE_DISPATCH", "ABORTED_BEFORE_DISPATCH"]
 
 
+def _unanswered(agent: Any) -> list[str]:
+    """Calls of the assistant messages or ``tool/call`` events without a ``tool/result``."""
+    asked = [c["id"] for m in data(agent, "assistant/message") for c in _tool_calls(m)]
+    logged = [d["call_id"] for d in data(agent, "tool/call")]
+    answered = {d["call_id"] for d in data(agent, "tool/result")}
+    return [cid for cid in dict.fromkeys(asked + logged) if cid not in answered]
+
+
+def _tool_calls(message: Any) -> list[Any]:
+    return [b for b in message["message"]["content"] if b["type"] == "tool-call"]
+
+
+async def test_a_driver_cancelled_without_an_abort_answers_the_lone_running_call(
+    app: App,
+) -> None:
+    probe = Probe()
+    register(app, probe.probe)
+    agent, _ = new_agent(app, tool_call("c1", "probe", {"key": "k1"}))
+    agent.followup("go")
+    await probe.wait_started("k1")
+    (driver,) = app.supervisor.tasks
+    driver.cancel()  # App teardown by the supervisor: no abort reaches the signal
+    await idle(agent)
+    assert end_reason(agent) == {"kind": "disposed"} and _unanswered(agent) == []
+    (result,) = data(agent, "tool/result")
+    assert result["error"]["code"] == "ABORTED" and "task was cancelled" in result["content"]
+
+
+async def test_a_pool_cancelled_without_an_abort_answers_every_call_even_one_started_after_it(
+    app: App,
+) -> None:
+    # Three workers: w1 runs c1's body, w2 holds the start lock in c2's pre-execute, w3 waits
+    # on the lock. Releasing w2 and cancelling the driver in one go lets w3 take the lock it
+    # was woken for (its wait is over, so the cancel scope does not interrupt it) and log
+    # c3's tool/call after the cancel; it stops at c3's body. All of them, and c4/c5 that
+    # never started, must be answered before the turn closes.
+    probe = Probe()
+    register(app, probe.probe)
+    app.ctx.agent_loop.settings.max_parallel_tool_calls = 3
+    script = combine(*(tool_call(f"c{i}", "probe", {"key": f"k{i}"}) for i in range(1, 6)))
+    agent, _ = new_agent(app, script)
+    in_pre, release_pre = anyio.Event(), anyio.Event()
+
+    async def pre(execution: Any, next: Any) -> Any:
+        if execution.call_id == "c2":
+            in_pre.set()
+            await release_pre.wait()
+        return await next()
+
+    app.ctx.on("tools/pre-execute", pre)
+    agent.followup("go")
+    await probe.wait_started("k1")
+    await in_pre.wait()
+    await anyio.wait_all_tasks_blocked()  # w3 is queued on the lock
+    assert [d["call_id"] for d in data(agent, "tool/call")] == ["c1", "c2"]
+    (driver,) = app.supervisor.tasks
+    before = len(agent.session.events)
+    release_pre.set()
+    driver.cancel()
+    await idle(agent)
+    after = [(e.type, e.data.get("call_id")) for e in agent.session.events[before:]]
+    assert after[0] == ("tool/call", "c3")  # the interleaving under test happened
+    assert not probe.is_started("k4") and probe.active == 0
+    assert end_reason(agent) == {"kind": "disposed"} and _unanswered(agent) == []
+    codes = [(d["call_id"], d["error"]["code"]) for d in data(agent, "tool/result")]
+    assert codes == [
+        ("c1", "ABORTED"),
+        ("c2", "ABORTED"),
+        ("c3", "ABORTED"),
+        ("c4", "ABORTED_BEFORE_DISPATCH"),
+        ("c5", "ABORTED_BEFORE_DISPATCH"),
+    ]
+
+
 async def test_cancel_clears_both_inbox_lists_with_a_canceled_outcome(app: App) -> None:
     agent, _ = await start_hanging(app)
     discarded: list[str] = []

@@ -9,7 +9,9 @@ own ``tool/call`` (and, for an ``Ask``, a ``tool/approval`` when the approval se
 and another when it answers); ``tool/result`` events are committed in model order (``tools/settled`` fires
 earlier, as each call's outcome is known). Calls that never start (abort, scheduler failure)
 get a synthetic ``tool/call`` + ``ABORTED_BEFORE_DISPATCH`` pair, so no tool call is ever left
-dangling.
+dangling. That holds when the step's task is cancelled without an abort too (App teardown by the
+supervisor, ``asyncio.run`` cancelling what is left): before the cancellation propagates, each
+started call without a result gets an ``ABORTED`` one and each unstarted call its synthetic pair.
 
 Each call gets its own abort controller, linked to the turn's signal: its execution's signal
 aborts with the turn, or alone when ``Agent.cancel_tool`` aborts it (reason ``CALL_CANCELLED``,
@@ -29,7 +31,14 @@ from .._event_names import TOOL_APPROVAL, TOOL_CALL, TOOL_RESULT
 from ..messages import ToolCallBlock
 from ..session._frozen import wrap_frozen
 from ..signals import AbortController, AbortError
-from ..tools import TOOL_ERROR, ToolExecution, ToolResult, aborted_before_dispatch, error_result
+from ..tools import (
+    ABORTED,
+    TOOL_ERROR,
+    ToolExecution,
+    ToolResult,
+    aborted_before_dispatch,
+    error_result,
+)
 from ..tools._decisions import want_admitted
 
 if TYPE_CHECKING:
@@ -96,7 +105,8 @@ async def run_tool_calls(
     ``running`` (the agent's registry of cancellable calls) holds each started call's
     controller until its body settles. Raises the first plugin failure (a raising ``tools/*``
     listener) after every started call has drained and every unstarted call has its synthetic
-    result."""
+    result. A cancellation (or any other exception out of the scheduler) propagates after every
+    call left without a result has one (``_answer_open``)."""
     ctx = agent.ctx
     st = _StepTools(
         agent,
@@ -110,6 +120,12 @@ async def run_tool_calls(
     )
     try:
         return await _run_groups(st)
+    except BaseException:
+        # Cancelled without an abort, the workers stop at their next await: inside a body, in
+        # pre-execute, or (asyncio's lock takes a free lock without one) right after logging one
+        # more ``tool/call``. Answer them here, synchronously, as the abort path would have.
+        _answer_open(st)
+        raise
     finally:
         for i in list(st.links):
             _settled(st, i)
@@ -401,6 +417,25 @@ def _commit(st: _StepTools, i: int, result: ToolResult) -> None:
         st.agent.session.append(TOOL_RESULT, wrap_frozen(data))
         return
     st.agent.session.append(TOOL_RESULT, data)
+
+
+_CANCELLED_RUNNING = (
+    "tool call aborted: its agent's task was cancelled before the result was logged "
+    "(it may or may not have taken effect)"
+)
+
+
+def _answer_open(st: _StepTools) -> None:
+    """Log a result, in model order, for every call of the step that has none: ``ABORTED`` for
+    a started one (its ``tool/call`` is logged; its outcome, even a finished body's, was not
+    through post-execute), a synthetic pair for one that never started."""
+    for i in range(len(st.calls)):
+        if i in st.results:
+            continue
+        if i in st.started:
+            _commit(st, i, error_result(ABORTED, _CANCELLED_RUNNING, call_id=st.calls[i].id))
+        else:
+            _log_synthetic(st, i)
 
 
 def _log_synthetic(st: _StepTools, i: int) -> None:

@@ -460,6 +460,11 @@ def code_cells(page: Page) -> Locator:
     return page.locator(".jp-Notebook .jp-CodeCell")
 
 
+def current_code_cells(page: Page) -> Locator:
+    """The code cells of the notebook on screen (other open notebooks stay in the DOM, hidden)."""
+    return page.locator(".jp-NotebookPanel:visible .jp-CodeCell")
+
+
 def cell(page: Page, index: int) -> Locator:
     """The ``index``-th cell of the notebook (markdown cells count too)."""
     return page.locator(".jp-Notebook .jp-Cell").nth(index)
@@ -470,7 +475,9 @@ def cell_output(page: Page, index: int) -> Locator:
     return cell(page, index).locator(".jp-OutputArea")
 
 
-def _menu_command(page: Page, menu: str, label: str) -> None:
+def menu_command(page: Page, menu: str, label: str | re.Pattern[str]) -> None:
+    """Click ``menu`` in the menu bar, then its first item whose label matches ``label`` (a
+    substring, or a pattern when another item's label contains it)."""
     page.locator(".lm-MenuBar-itemLabel", has_text=re.compile(rf"^{re.escape(menu)}$")).click()
     page.locator(".lm-Menu-itemLabel", has_text=label).first.click()
 
@@ -506,6 +513,10 @@ def wait_kernel_idle(page: Page, *, timeout: float = 60_000) -> None:
     ).first.wait_for(timeout=timeout)
 
 
+#: A first prompt once Run All was taken: queued (``[*]:``) or run (``[n]:``).
+_QUEUED_OR_RAN = re.compile(r"^\[(\*|\d+)\]:$")
+
+
 def run_all(
     page: Page,
     lab: LabServer,
@@ -513,30 +524,47 @@ def run_all(
     *,
     attempts: int = 3,
     timeout: float = 60_000,
+    in_place: bool = False,
 ) -> None:
     """Open the notebook, then Kernel → "Restart Kernel and Run All Cells…" and confirm.
 
     Returns once the first code cell's prompt reads ``[1]:`` (later cells may still run).
     Retries the menu command up to ``attempts`` times (the first click can land while the
     kernel is still connecting); raises ``AssertionError`` if the prompt never appears.
+
+    ``in_place=True`` runs ``notebook_path`` where it already is on screen (opened inside Lab,
+    e.g. from the file browser, on a fresh kernel): no navigation and no restart, Run → "Run
+    All Cells"; it returns once every cell has run. Without a restart a second Run All would
+    queue every cell again, so an attempt is repeated only while the click was not taken (the
+    first prompt neither ``[*]:`` nor numbered).
     """
     from playwright.sync_api import TimeoutError as PlaywrightTimeout
     from playwright.sync_api import expect
 
-    open_notebook(page, lab, notebook_path)
+    if not in_place:
+        open_notebook(page, lab, notebook_path)
     wait_kernel_idle(page)
-    first_prompt = code_cells(page).first.locator(".jp-InputPrompt")
+    cells = current_code_cells(page)
+    first_prompt = cells.first.locator(".jp-InputPrompt")
     per_attempt = timeout / attempts
     for _attempt in range(attempts):
         try:
-            code_cells(page).first.click()
-            _menu_command(page, "Kernel", "Restart Kernel and Run All Cells")
-            page.locator(".jp-Dialog .jp-mod-accept").click(timeout=per_attempt)
-            expect(first_prompt).to_have_text("[1]:", timeout=per_attempt)
-            return
+            cells.first.click()
+            if in_place:
+                menu_command(page, "Run", re.compile(r"^Run All Cells$"))
+                expect(first_prompt).to_have_text(_QUEUED_OR_RAN, timeout=per_attempt)
+            else:
+                menu_command(page, "Kernel", "Restart Kernel and Run All Cells")
+                page.locator(".jp-Dialog .jp-mod-accept").click(timeout=per_attempt)
+                expect(first_prompt).to_have_text("[1]:", timeout=per_attempt)
         except (PlaywrightTimeout, AssertionError):
             # Close a half-open menu or dialog before trying again.
             page.keyboard.press("Escape")
+            continue
+        if in_place:
+            expect(first_prompt).to_have_text("[1]:", timeout=timeout)
+            wait_cells_done(page, timeout=timeout)
+        return
     raise AssertionError(
         f"Run All never reached prompt [1]: in {notebook_path} after {attempts} attempts; "
         f"prompt reads {first_prompt.inner_text()!r}. Server log:\n{lab.log_tail()}"

@@ -146,36 +146,6 @@ def _send(panel: Locator, text: str) -> None:
     box.press("Enter")
 
 
-def _menu_command(page: Page, menu: str, label: str | re.Pattern[str]) -> None:
-    page.locator(".lm-MenuBar-itemLabel", has_text=re.compile(rf"^{re.escape(menu)}$")).click()
-    page.locator(".lm-Menu-itemLabel", has_text=label).first.click()
-
-
-def _current_cells(page: Page) -> Locator:
-    """The code cells of the notebook on screen (others stay in the DOM, hidden)."""
-    return page.locator(".jp-NotebookPanel:visible .jp-CodeCell")
-
-
-def _run_all_here(page: Page, *, attempts: int = 3) -> None:
-    """Run all cells of the focused notebook, just opened on a fresh kernel: once its kernel
-    is idle (see :func:`harness.wait_kernel_idle`), Run ▸ Run All Cells. A click that left
-    every prompt blank (nothing queued, nothing ran) is tried again."""
-    from playwright.sync_api import expect
-
-    harness.wait_kernel_idle(page)
-    first_prompt = _current_cells(page).first.locator(".jp-InputPrompt")
-    for _attempt in range(attempts):
-        _current_cells(page).first.click()
-        _menu_command(page, "Run", re.compile(r"^Run All Cells$"))
-        try:
-            expect(first_prompt).to_have_text(re.compile(r"^\[(\*|\d+)\]:$"), timeout=15_000)
-            break
-        except AssertionError:
-            page.keyboard.press("Escape")  # close a half-open menu before trying again
-    expect(first_prompt).to_have_text("[1]:", timeout=60_000)
-    harness.wait_cells_done(page)
-
-
 def _widen_panel(page: Page, by: int = 180) -> None:
     """Drag the right sidebar's edge ``by`` pixels to the left, as a reader would."""
     handle = page.locator("#jp-main-split-panel > .lm-SplitPanel-handle:visible").last
@@ -319,7 +289,7 @@ def test_the_panel_follows_two_notebooks_a_restart_and_a_reload(
         second_tab = lab_page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab", has_text="second")
         first_tab = lab_page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab", has_text="first")
         expect(second_tab).to_have_class(re.compile("jp-mod-current"))
-        _run_all_here(lab_page)
+        harness.run_all(lab_page, jupyter_lab, second, in_place=True)
         names = panel.locator(".agentloop-panel-agent-name")
         expect(names).to_have_text(["beta"])
         expect(panel.locator(".agentloop-panel-heading")).to_have_text("Agents · second.ipynb")
@@ -334,8 +304,8 @@ def test_the_panel_follows_two_notebooks_a_restart_and_a_reload(
         for kernel in _kernel(jupyter_lab, second):
             sid = json.loads(kernel.run("import json; print(json.dumps(sid))"))
             # A restart empties the panel; the resumed agent comes back into it.
-            _current_cells(lab_page).first.click()
-            _menu_command(lab_page, "Kernel", "Restart Kernel…")
+            harness.current_code_cells(lab_page).first.click()
+            harness.menu_command(lab_page, "Kernel", "Restart Kernel…")
             lab_page.locator(".jp-Dialog .jp-mod-accept").click()
             expect(_rows(panel)).to_have_count(0)
             expect(panel.locator(".agentloop-panel-status")).to_contain_text("%load_ext")

@@ -25,6 +25,7 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from ..._record import MutableRecord
 from ...errors import InvalidValueError
 from ._autopsy import Autopsies, Autopsy, build_autopsy
 from ._describe import Describers, secret_values
@@ -41,13 +42,14 @@ MAX_RUNS = 20
 CELL_EDIT_TOOLS = frozenset({"insert_cell", "replace_cell", "delete_cell"})
 
 
-# Slotted classes, not dataclasses: %load_ext imports this module and ``dataclass`` compiles
+# Mutable records, not dataclasses: %load_ext imports this module and ``dataclass`` compiles
 # each class's methods from source at import. Both stay mutable, equal by their fields and
 # unhashable, as the dataclasses were.
-class AgentRun:
+class AgentRun(MutableRecord):
     """One agent run in progress: its undo snapshot and provenance watch."""
 
     __slots__ = ("agent", "agent_name", "snapshot", "watch")
+    __match_args__ = ("snapshot", "watch", "agent", "agent_name")
 
     def __init__(self, snapshot: Snapshot, watch: Watch, agent: Any, agent_name: str) -> None:
         self.snapshot = snapshot
@@ -55,31 +57,14 @@ class AgentRun:
         self.agent = agent
         self.agent_name = agent_name
 
-    def __eq__(self, other: object) -> bool:
-        if other.__class__ is not self.__class__:
-            return NotImplemented
-        assert isinstance(other, AgentRun)
-        return (self.snapshot, self.watch, self.agent, self.agent_name) == (
-            other.snapshot,
-            other.watch,
-            other.agent,
-            other.agent_name,
-        )
 
-    __hash__ = None  # type: ignore[assignment]
-
-    def __repr__(self) -> str:
-        return (
-            f"AgentRun(snapshot={self.snapshot!r}, watch={self.watch!r}, agent={self.agent!r}, "
-            f"agent_name={self.agent_name!r})"
-        )
-
-
-class UndoReport:
+class UndoReport(MutableRecord):
     """What an undo did: ``outcomes`` per name, the ``runs`` undone (newest first) and
-    ``notes`` (e.g. that cell edits are undone by the notebook's own history)."""
+    ``notes`` (e.g. that cell edits are undone by the notebook's own history). Its repr is its
+    text (what a cell ending in ``agent.undo()`` shows)."""
 
     __slots__ = ("agent_name", "notes", "outcomes", "runs")
+    __match_args__ = ("agent_name", "outcomes", "runs", "notes")
 
     def __init__(
         self,
@@ -92,19 +77,6 @@ class UndoReport:
         self.outcomes: list[NameOutcome] = [] if outcomes is None else outcomes
         self.runs: list[Snapshot] = [] if runs is None else runs
         self.notes: list[str] = [] if notes is None else notes
-
-    def __eq__(self, other: object) -> bool:
-        if other.__class__ is not self.__class__:
-            return NotImplemented
-        assert isinstance(other, UndoReport)
-        return (self.agent_name, self.outcomes, self.runs, self.notes) == (
-            other.agent_name,
-            other.outcomes,
-            other.runs,
-            other.notes,
-        )
-
-    __hash__ = None  # type: ignore[assignment]
 
     def outcome(self, name: str) -> str | None:
         """The outcome of ``name`` (``"restored"``, ...) or ``None`` when undo did not see it."""

@@ -32,6 +32,8 @@ from typing import Any
 
 from IPython.utils.capture import capture_output
 
+from ..._record import MutableRecord
+
 __all__ = ["FILENAME", "RunOutcome", "run_code"]
 
 #: The file name tracebacks show for the model's code.
@@ -39,10 +41,10 @@ FILENAME = "<run_python>"
 _TRACEBACK_FRAMES = 3
 
 
-# A slotted class, not a dataclass: %load_ext imports this module (the kernel tools) and
+# A mutable record, not a dataclass: %load_ext imports this module (the kernel tools) and
 # ``dataclass`` compiles the class's methods from source at import. Mutable, equal by its
 # fields, unhashable and shown as ``RunOutcome(stdout=..., ...)``, as the dataclass was.
-class RunOutcome:
+class RunOutcome(MutableRecord):
     """What one run produced. ``value`` is the last expression's ``repr`` (``None`` when the
     code does not end in an expression or it evaluated to ``None``); ``names`` the variables
     created or rebound, sorted; ``images`` base64 PNGs (``display()`` outputs and new
@@ -61,7 +63,7 @@ class RunOutcome:
         "stdout",
         "value",
     )
-    _FIELDS = (
+    __match_args__ = (
         "stdout",
         "stderr",
         "value",
@@ -97,17 +99,6 @@ class RunOutcome:
         self.ename = ename
         self.evalue = evalue
         self.interrupted = interrupted
-
-    def __eq__(self, other: object) -> bool:
-        if other.__class__ is not self.__class__:
-            return NotImplemented
-        return all(getattr(self, n) == getattr(other, n) for n in self._FIELDS)
-
-    __hash__ = None  # type: ignore[assignment]
-
-    def __repr__(self) -> str:
-        shown = ", ".join(f"{n}={getattr(self, n)!r}" for n in self._FIELDS)
-        return f"{type(self).__qualname__}({shown})"
 
 
 def _split(code: str) -> tuple[ast.Module, ast.Expression | None]:

@@ -30,7 +30,7 @@ import weakref
 from collections.abc import Iterable, MutableMapping
 from typing import Any, Literal
 
-from ..._record import Record, set_field
+from ..._record import MutableRecord, Record, set_field
 from ._bindings import analyse
 
 __all__ = [
@@ -111,7 +111,7 @@ def estimate_size(obj: Any, limit: int) -> int:
     return total
 
 
-# Records and a slotted class, not dataclasses: %load_ext imports this module (the kernel
+# Records and a mutable record, not dataclasses: %load_ext imports this module (the kernel
 # memory snapshots agent runs from the load on) and ``dataclass`` compiles each class's
 # methods from source at import (about 12 M instructions for these three).
 class _Before(Record):
@@ -179,7 +179,7 @@ class _After:
         return self.present and self._ref() is ns[name]
 
 
-class Snapshot:
+class Snapshot(MutableRecord):
     """The state, before one run, of the names its code may touch (see the module docstring).
     ``code``, ``tool``, ``call_id``, ``turn`` and ``agent`` describe the run. Mutable (``settle``
     fills ``after``, ``same`` and ``settled``); equal to a snapshot with equal fields, unhashable,
@@ -200,7 +200,7 @@ class Snapshot:
         "tool",
         "turn",
     )
-    _FIELDS = (
+    __match_args__ = (
         "code",
         "names",
         "mutated",
@@ -215,6 +215,7 @@ class Snapshot:
         "settled",
         "originals",
     )
+    _repr_hidden = ("originals",)
 
     def __init__(
         self,
@@ -247,17 +248,6 @@ class Snapshot:
         self.settled = settled
         # The objects the names held before the run: kept only until ``settle`` (identity check).
         self.originals: dict[str, Any] = {} if originals is None else originals
-
-    def __eq__(self, other: object) -> bool:
-        if other.__class__ is not self.__class__:
-            return NotImplemented
-        return all(getattr(self, n) == getattr(other, n) for n in self._FIELDS)
-
-    __hash__ = None  # type: ignore[assignment]  # mutable: unhashable, as the dataclass was
-
-    def __repr__(self) -> str:
-        shown = ", ".join(f"{n}={getattr(self, n)!r}" for n in self._FIELDS[:-1])
-        return f"{type(self).__qualname__}({shown})"
 
     def settle(self, ns: MutableMapping[str, Any]) -> None:
         """Record what each snapshotted name holds now (call right after the run)."""

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..._disposer import Disposer
-from ..._record import Record, set_field
+from ..._record import MutableRecord, Record, set_field
 from ...errors import InvalidTypeError, InvalidValueError
 from ...tools import ApproveEdited, Deny
 
@@ -37,7 +37,7 @@ DetailRenderer = Callable[[str], "str | None"]
 call of one tool (e.g. ``run_python``'s code, highlighted); ``None`` shows nothing."""
 
 
-# A Record and a slotted class, not dataclasses: %load_ext imports this module (the approval
+# A Record and a mutable record, not dataclasses: %load_ext imports this module (the approval
 # service) and ``dataclass`` compiles each class's methods from source at import.
 class CallAction(Record):
     """A button a view shows on each finished call of one tool (e.g. "Undo" on
@@ -62,11 +62,14 @@ class CallAction(Record):
         set_field(self, "available", available)
 
 
-class PendingApproval:
+class PendingApproval(MutableRecord):
     """One call waiting for a person: ``call_id``, tool ``name``, raw JSON ``arguments``,
-    ``reason`` (from ``Ask``), the calling ``agent`` and the future the answer resolves."""
+    ``reason`` (from ``Ask``), the calling ``agent`` and the future the answer resolves. Equal
+    only to itself and hashed by identity; shown without its future."""
 
     __slots__ = ("agent", "arguments", "call_id", "future", "name", "reason")
+    __match_args__ = ("call_id", "name", "arguments", "reason", "agent", "future")
+    _repr_hidden = ("future",)
 
     def __init__(
         self,
@@ -84,12 +87,10 @@ class PendingApproval:
         self.agent = agent
         self.future = future
 
-    # equal only to itself (identity), as the ``eq=False`` dataclass was; shown without the future
-    def __repr__(self) -> str:
-        return (
-            f"PendingApproval(call_id={self.call_id!r}, name={self.name!r}, "
-            f"arguments={self.arguments!r}, reason={self.reason!r}, agent={self.agent!r})"
-        )
+    # a request waiting for its answer is an entity, not a value (the ``eq=False`` dataclass it
+    # was): equal only to itself and hashed by identity
+    __eq__ = object.__eq__
+    __hash__ = object.__hash__  # type: ignore[assignment]
 
 
 class WidgetApproval:
