@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import html
 import itertools
 import time
 import weakref
@@ -22,9 +23,10 @@ from agentloop_nb.jupyter import (
     SessionView,
     Throttle,
 )
-from agentloop_nb.jupyter.view import _throttle
+from agentloop_nb.jupyter.view import _liveturn, _throttle
 from agentloop_nb.jupyter.view._sessionview import SEGMENT
 from agentloop_nb.jupyter.view._throttle import Pacer
+from agentloop_nb.llm import BlockAssembler
 from agentloop_nb.session import SessionStore
 from agentloop_nb.testing import HANG, ScriptedModel, combine, text, tool_call
 from agentloop_nb.tools import tool
@@ -333,6 +335,95 @@ async def test_a_lone_segment_moves_into_a_wrapper_when_the_second_one_opens() -
     assert box is not lone and "agentloop-reasoning" in box._dom_classes
     assert box.children[0] is lone and lone._dom_classes == ("agentloop-segment",)
     assert [w.value for w in box.children] == ["a" * (SEGMENT - 1) + "b", "c"]
+    view.close()
+
+
+@pytest.mark.anyio
+async def test_a_streaming_render_escapes_only_what_arrived_since_the_last_render(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    escaped: list[int] = []
+
+    def counting(text: str, quote: bool = True) -> str:
+        escaped.append(len(text))
+        return html.escape(text, quote)
+
+    monkeypatch.setattr(_liveturn, "escape", counting)
+    session = SessionStore(Context()).create("s")
+    view = SessionView(session, interval=0)
+    session.append("turn/start", {"turn": 1})
+    _chunk_event(session, {"type": "block-start", "index": 0, "block_type": "text"})
+    pieces = [f"<w{i}> & " for i in range(SEGMENT // 4)]  # about two segments and a half
+    for i, piece in enumerate(pieces):
+        _chunk_event(session, {"type": "text-delta", "index": 0, "text": piece})
+        if i % 20 == 0:
+            await view.throttle.settled()
+    await view.throttle.settled()
+    streamed = "".join(pieces)
+    assert view.throttle.renders > 100
+    # every character escaped about once (a new segment's first text once more), where
+    # escaping each render's whole last segment would be about a hundred times the text
+    assert sum(escaped) < 2 * len(streamed)
+    box = view.body.children[-1].children[-1]
+    assert "".join(w.value for w in box.children) == html.escape(streamed)
+    view.close()
+
+
+@pytest.mark.anyio
+async def test_a_streaming_render_never_reads_the_whole_answer(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    whole: list[int] = []
+    original = BlockAssembler.streamed_text
+
+    def counted(self: BlockAssembler) -> str | None:
+        whole.append(1)
+        return original(self)
+
+    monkeypatch.setattr(BlockAssembler, "streamed_text", counted)
+    session = SessionStore(Context()).create("s")
+    view = SessionView(session, interval=0)
+    session.append("turn/start", {"turn": 1})
+    _chunk_event(session, {"type": "block-start", "index": 0, "block_type": "text"})
+    text = ""
+    for i in range(40):  # about four segments, a render after each piece
+        piece = f"{i} " + "y" * (SEGMENT // 10)
+        _chunk_event(session, {"type": "text-delta", "index": 0, "text": piece})
+        text += piece
+        await view.throttle.settled()
+    assert not whole  # each render read the segments not final yet, never the whole text
+    box = view.body.children[-1].children[-1]
+    assert len(box.children) == len(text) // SEGMENT + 1
+    assert "".join(w.value for w in box.children) == text
+    view.close()
+
+
+@pytest.mark.anyio
+async def test_a_widget_kept_for_reuse_holds_no_stale_text(
+    comm_messages: Counter[str],
+) -> None:
+    session = SessionStore(Context()).create("s")
+    view = SessionView(session, interval=0)
+    session.append("turn/start", {"turn": 1})
+    _user_event(session, "m1", "a secret question")
+    _chunk_event(session, {"type": "block-start", "index": 0, "block_type": "text"})
+    _chunk_event(session, {"type": "text-delta", "index": 0, "text": "a secret answer"})
+    await view.throttle.settled()
+    live = list(view.body.children[-1].children)
+    session.append("turn/end", {"turn": 1, "reason": {"kind": "completed"}})
+    await view.throttle.settled()
+    kept = [w for w, _ in view._spare.kept]
+    assert kept and set(kept) <= set(live)  # the live turn's widgets, shown nowhere now
+    assert all(w not in view.body.children[-1].children for w in kept)
+    assert [w.value for w in kept] == [""] * len(kept)
+    assert "a secret answer" in view.turn_htmls[-1]  # the sealed turn shows it
+    comm_messages.clear()
+    session.append("turn/start", {"turn": 2})
+    _user_event(session, "m2", "next")
+    await view.throttle.settled()
+    (head,) = view.body.children[-1].children
+    assert head in kept and "next" in head.value and "secret" not in head.value
+    assert comm_messages["comm_open"] == 1  # the new turn's box; its run reuses a kept widget
     view.close()
 
 

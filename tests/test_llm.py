@@ -542,6 +542,30 @@ def test_assembler_leaves_out_blocks_that_stayed_empty() -> None:
     assert message.content == ()
 
 
+def test_assembler_streamed_tail_is_the_text_from_start_however_start_moves() -> None:
+    asm = BlockAssembler()
+    assert asm.streamed_tail(0) is None  # nothing fed
+    asm.feed(BlockStart(index=0, block_type="text"))
+    assert asm.streamed_tail(0) == (0, "")
+    text = ""
+    starts = [0, 0, 5, 5, 12, 40, 40, 3, 60, 61, 200, 0, 70]  # forward, past the end, back
+    for k, start in enumerate(starts):
+        for piece in (f"w{k}a ", f"<{k}> ", "&x "):
+            asm.feed(TextDelta(index=0, text=piece))
+            text += piece
+        assert asm.streamed_tail(start) == (len(text), text[start:])
+        assert asm.streamed_tail(start) == (len(text), text[start:])  # asked twice: the same
+    assert asm.streamed_text() == text  # the split parts join back to the whole
+    assert asm.streamed_tail(20) == (len(text), text[20:])
+    assert asm.message().content == (TextBlock(text=text),)
+    asm.feed(BlockEnd(index=0, block=TextBlock(text="carried")))
+    assert asm.streamed_tail(0) is None  # a carried block: ask message()
+    two = BlockAssembler()
+    two.feed(TextDelta(index=0, text="a"))
+    two.feed(TextDelta(index=1, text="b"))
+    assert two.streamed_tail(0) is None
+
+
 def test_assembler_streamed_text_is_the_one_text_block_so_far_and_none_for_anything_else() -> None:
     asm = BlockAssembler()
     assert asm.streamed_text() is None  # nothing fed

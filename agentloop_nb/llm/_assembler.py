@@ -43,11 +43,15 @@ _TEXT_KINDS = frozenset({"text", "reasoning"})
 class _Partial:
     """One block being assembled."""
 
-    __slots__ = ("block", "ended", "id", "kind", "name", "parts")
+    __slots__ = ("block", "ended", "head", "id", "kind", "name", "parts", "pieces")
 
     def __init__(self, kind: str) -> None:
         self.kind = kind
         self.parts: list[str] = []
+        # ``streamed_tail``'s split: the first ``pieces`` parts hold the first ``head``
+        # characters (joined a segment at a time, never again); the rest lies past them.
+        self.pieces = 0
+        self.head = 0
         self.id = ""
         self.name = ""
         self.ended = False
@@ -120,9 +124,9 @@ class BlockAssembler:
     def streamed_text(self) -> str | None:
         """The text so far when the only block fed is a text or reasoning block built from its
         deltas (what ``message()``'s one block would hold, ``""`` while empty); ``None`` for
-        anything else (ask ``message``). A view calls this after every few deltas of a long
-        answer: the parts are kept joined, so each call joins only what arrived since the
-        last one, and no message is built."""
+        anything else (ask ``message``). The parts are kept joined, so each call joins only
+        what arrived since the last one, and no message is built (a view streaming a long
+        answer asks :meth:`streamed_tail`, which does not copy the whole text either)."""
         blocks = self._blocks
         if len(blocks) != 1:
             return None
@@ -132,7 +136,39 @@ class BlockAssembler:
         parts = partial.parts
         if len(parts) > 1:
             parts[:] = ["".join(parts)]
+            partial.pieces = partial.head = 0
         return parts[0] if parts else ""
+
+    def streamed_tail(self, start: int) -> tuple[int, str] | None:
+        """``(len(text), text[start:])`` for the ``text`` :meth:`streamed_text` returns, or
+        ``None`` where that is ``None``. Joins only what lies past the last ``start`` asked
+        for: a view that shows a long answer in segments asks for the text from its last
+        segment's start, and each call costs what arrived since plus that segment, not the
+        whole answer (``streamed_text`` copies all of it, which for an answer of a few
+        hundred kilobytes is most of a render's time). ``start`` may move back (then the
+        parts are joined once again)."""
+        blocks = self._blocks
+        if len(blocks) != 1:
+            return None
+        (partial,) = blocks.values()
+        if partial.block is not None or partial.kind not in _TEXT_KINDS:
+            return None
+        parts = partial.parts
+        if start < partial.head:  # before the split (asked for again from further back)
+            parts[:] = ["".join(parts)]
+            partial.pieces = partial.head = 0
+        pieces, head = partial.pieces, partial.head
+        rest = parts[pieces:]
+        tail = rest[0] if len(rest) == 1 else "".join(rest)
+        n = head + len(tail)
+        keep = start - head
+        if 0 < keep < len(tail):  # split at ``start``: what lies before it is never joined again
+            parts[pieces:] = [tail[:keep], tail[keep:]]
+            partial.pieces, partial.head = pieces + 1, start
+            return n, parts[-1]
+        if len(rest) > 1:
+            parts[pieces:] = [tail]
+        return n, tail[keep:] if keep > 0 else tail
 
     def message(self, *, interrupted: bool = False) -> AssistantMessage:
         """The assembled message (see the module docstring for what is dropped)."""

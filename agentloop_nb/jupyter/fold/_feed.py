@@ -71,8 +71,9 @@ class SessionFeed:
     def _on_event(self, payload: Any) -> None:
         self.fold(payload.event)
 
-    def _on_chunk(self, payload: Any) -> None:
-        self.fold_chunk(payload.turn, payload.step, payload.chunk)
+    def _on_chunk(self, payload: Any) -> None:  # once per streamed chunk: fold_chunk, inlined
+        self.transcript.feed_chunk(payload.turn, payload.step, payload.chunk)
+        self._tell("assistant/chunk")
 
     def fold(self, event: Any) -> None:
         """Fold one logged event of this session and tell the observers. The chunk of an
@@ -106,8 +107,12 @@ class SessionFeed:
             self._tell(SETTLED)
 
     def _tell(self, kind: str) -> None:
-        dirty = self.transcript.take_dirty()
-        items = frozenset(dirty) if dirty else _NONE
+        dirty = self.transcript.dirty  # (take_dirty, without a new set per streamed chunk)
+        if dirty:
+            items = frozenset(dirty)
+            dirty.clear()
+        else:
+            items = _NONE
         for observer in self._observers:
             observer(kind, items)
 

@@ -153,6 +153,19 @@ class Item:
         self._built = (seen, text)
         return text
 
+    def text_from(self, start: int) -> tuple[int, str]:
+        """``(len(text), text[start:])``. For a text being streamed only what lies past
+        ``start`` is joined (see :meth:`BlockAssembler.streamed_tail`): a view showing a long
+        answer in segments reads its last segment each render, not the whole answer."""
+        assembler = self.assembler
+        if assembler is not None:
+            self._flush(assembler)
+            got = assembler.streamed_tail(start)
+            if got is not None:
+                return got
+        text = self.fold()
+        return len(text), text[start:]
+
     def __repr__(self) -> str:
         return f"<Item {self.index} {self.kind} turn={self.turn} {self.data!r}>"
 

@@ -38,6 +38,9 @@ from ...usage import UsageTotals
 from ._item import CHUNK_TYPES, Item
 from ._render import item_html, item_text
 
+_DELTAS = frozenset({"text-delta", "reasoning-delta"})
+"""Chunk types an open block only accumulates (``Item.feed`` takes every one)."""
+
 # Result codes of calls whose body never ran (refused before dispatch, or never dispatched),
 # with the state they are shown in. Their log times only measure the wait until the result was
 # committed in model order, so no duration is shown for them.
@@ -148,6 +151,13 @@ class Transcript:
     def feed_chunk(self, turn: int, step: int, chunk: Mapping[str, Any]) -> None:
         """Fold one chunk of step ``step`` of turn ``turn`` as it streams (``session/chunk``;
         the batch that logs it later is fed with ``announced=True``)."""
+        if chunk["type"] in _DELTAS:  # most of a stream: a delta of an open block
+            item = self._blocks.get(chunk["index"])
+            if item is not None:  # what ``_chunk`` does for it, without its other cases
+                item.feed(chunk)
+                item.html = None
+                self.dirty.add(item.index)
+                return
         self._chunk({"turn": turn, "step": step}, chunk)
 
     def _chunk(self, data: Mapping[str, Any], chunk: Mapping[str, Any]) -> None:

@@ -12,13 +12,15 @@ together paid it twenty times in a row. So:
 - :class:`Stream`: a streaming text is one HTML widget carrying the stream's classes while it
   fits in one segment (most answers); only when a second segment opens does it get its
   wrapper box, the first widget moving into it as a plain segment.
-- :class:`Spare`: the HTML widgets a sealed turn no longer shows are kept (a few) and given
-  the next turn's items: a new value and classes are one update, where a new widget is a
-  model built on both sides. A finished answer takes over its lone segment's widget in place.
+- :class:`Spare`: the HTML widgets a sealed turn no longer shows are kept (a few), blanked,
+  and given the next turn's items: a new value and classes are one update, where a new widget
+  is a model built on both sides. A finished answer takes over its lone segment's widget in
+  place.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from html import escape
 
 import ipywidgets as widgets
@@ -51,14 +53,18 @@ class Spare:
     be two more comm channels per widget). ``html(value, classes)`` is a widget showing
     ``value`` with ``classes``; ``release(w, classes)`` takes back a widget the view no longer
     shows (``classes``: the ones it has; kept up to :data:`SPARE`, closed past that);
-    ``close()`` closes the ones kept.
+    ``blank()`` empties the kept widgets released since its last call (the view calls it at
+    the end of each render, once nothing shows them any more: a kept widget holds no stale
+    text, in the kernel or the front end, and one reused within the render is not sent
+    twice); ``close()`` closes the ones kept.
     """
 
-    __slots__ = ("kept", "layout", "style")
+    __slots__ = ("kept", "layout", "stale", "style")
 
     def __init__(self, shared: tuple[widgets.Layout, HTMLStyle]) -> None:
         self.layout, self.style = shared
         self.kept: list[tuple[widgets.HTML, tuple[str, ...]]] = []
+        self.stale = False  # a widget was released since the last blank()
 
     def html(self, value: str, classes: tuple[str, ...]) -> widgets.HTML:
         kept = self.kept
@@ -75,8 +81,16 @@ class Spare:
     def release(self, w: widgets.HTML, classes: tuple[str, ...]) -> None:
         if len(self.kept) < SPARE:
             self.kept.append((w, classes))
+            self.stale = True
         else:
             w.close()
+
+    def blank(self) -> None:
+        if self.stale:
+            self.stale = False
+            for w, _ in self.kept:
+                if w.value:
+                    w.value = ""
 
     def close(self) -> None:
         for w, _ in self.kept:
@@ -100,9 +114,13 @@ class Stream:
     """The widget(s) of one streaming text: full segments (sent once) and a growing tail.
 
     ``widget`` is what the turn shows: the lone segment (with the stream's classes) while the
-    text fits in one, then a box of segments. ``update`` returns whether ``widget`` changed
-    (the first update, and the one that opens the second segment), so the turn lays out its
-    children again.
+    text fits in one, then a box of segments. ``update(read)`` shows the text ``read(start)``
+    returns as ``(len(text), text[start:])`` (:meth:`Item.text_from`: only the segments not
+    final yet are read, never the whole answer); it returns whether ``widget`` changed (the
+    first update, and the one that opens the second segment), so the turn lays out its
+    children again. A render escapes only what arrived since the last one: the tail's HTML
+    is kept and grown (``html.escape`` maps each character on its own, so the escape of a
+    longer text is the old escape plus the new part's).
     """
 
     def __init__(self, kind: str, spare: Spare) -> None:
@@ -116,33 +134,38 @@ class Stream:
         self.box: widgets.Box | None = None  # opened with the second segment
         self.segments: list[widgets.HTML] = []
         self.frozen = 0  # segments whose text is final
+        self._raw = ""  # the text the last segment shows (its escape is that widget's value)
 
     @property
     def widget(self) -> widgets.Widget:
         return self.box if self.box is not None else self.segments[0]
 
-    def update(self, text: str) -> bool:
-        full = len(text) // SEGMENT
+    def update(self, read: Callable[[int], tuple[int, str]]) -> bool:
+        frozen = self.frozen
+        n, text = read(frozen * SEGMENT)  # the text of segments ``frozen`` on (not final yet)
+        full = n // SEGMENT
         segments = self.segments
         if not segments and not full:  # most answers: one widget, no wrapper
+            self._raw = text
             segments.append(self.spare.html(escape(text), self.classes))
             return True
-        for k in range(self.frozen, min(full, len(segments))):  # filled since: final value
-            w = segments[k]
-            value = escape(text[k * SEGMENT : (k + 1) * SEGMENT])
+        if frozen < full and frozen < len(segments):  # the growing one filled: its last value
+            w = segments[frozen]
+            value = self._grown(w, text[:SEGMENT])
             if self.box is None:  # the lone widget becomes the wrapper's first segment
-                restyle(w, value, self.classes, SEGMENT_CLASSES)
-            elif w.value != value:
+                restyle(w, str(w.value) if value is None else value, self.classes, SEGMENT_CLASSES)
+            elif value is not None:
                 w.value = value
         added = len(segments) <= full
         while len(segments) <= full:  # new segments open with their value (no extra update)
-            k = len(segments)
-            value = escape(text[k * SEGMENT : (k + 1) * SEGMENT])
-            segments.append(self.spare.html(value, SEGMENT_CLASSES))
+            at = (len(segments) - frozen) * SEGMENT
+            self._raw = text[at : at + SEGMENT]
+            segments.append(self.spare.html(escape(self._raw), SEGMENT_CLASSES))
+        if not added:  # the growing segment is the same widget: send what it gained
+            value = self._grown(segments[full], text)
+            if value is not None:
+                segments[full].value = value
         self.frozen = full
-        tail = escape(text[full * SEGMENT :])
-        if segments[full].value != tail:
-            segments[full].value = tail
         if self.box is not None:
             if added:
                 self.box.children = tuple(segments)
@@ -153,6 +176,16 @@ class Stream:
             children=tuple(segments), layout=self.spare.layout, _dom_classes=self.classes
         )
         return True
+
+    def _grown(self, w: widgets.HTML, raw: str) -> str | None:
+        """The value ``w`` (the growing segment, showing ``self._raw``) takes to show ``raw``,
+        ``None`` if it shows it already; ``raw`` becomes ``self._raw``."""
+        old, self._raw = self._raw, raw
+        if raw == old:
+            return None
+        if old and raw.startswith(old):  # appended to (a stream only grows): the new part only
+            return str(w.value) + escape(raw[len(old) :])
+        return escape(raw)
 
     @property
     def html(self) -> str:

@@ -230,6 +230,7 @@ class SessionView(TextRepr, widgets.VBox):
             for marker in self._elsewhere.values():
                 marker.refresh(dirty_turns)
         self._subagents.sync(items[i] for i in dirty)
+        self._spare.blank()  # after the layout: what it released is shown nowhere now
 
     def _lay_out(self) -> None:
         """The body's children: each turn box, preceded by the marker of the turns started
@@ -357,7 +358,7 @@ class SessionView(TextRepr, widgets.VBox):
             stream = self._streams.get(i)
             if stream is None:
                 stream = self._streams[i] = Stream(item.kind, self._spare)
-            return stream.update(item.text)
+            return stream.update(item.text_from)
         stream = self._streams.pop(i, None)
         html = item_html(item)
         w = self._widgets.get(i)
