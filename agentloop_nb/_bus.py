@@ -274,17 +274,17 @@ class Bus:
         try:
             result = chain.start(first)
         except Exception as exc:
-            if signal._aborted:  # as the scope's exit: an error after the abort is the abort
-                raise AbortError(signal._reason) from exc
+            if signal.aborted:  # as the scope's exit: an error after the abort is the abort
+                raise AbortError(signal.reason) from exc
             raise
         if result is not None and is_awaitable(result):
-            if signal._aborted:
+            if signal.aborted:
                 close_unstarted((result,))
-                raise AbortError(signal._reason)
+                raise AbortError(signal.reason)
             with AbortScope(signal):
                 return await result
-        if signal._aborted:  # a synchronous answer after an abort: the abort wins, as in a scope
-            raise AbortError(signal._reason)
+        if signal.aborted:  # a synchronous answer after an abort: the abort wins, as in a scope
+            raise AbortError(signal.reason)
         return result
 
     # -- error containment ------------------------------------------------------------------
