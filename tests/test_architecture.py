@@ -42,6 +42,10 @@ ALLOWED: dict[tuple[str, str], str] = {
         "AbortScope and AbortController.follow do: add_callback's closure and disposer per "
         "model stream cost more than the rest of a short stream's setup"
     ),
+    ("agentloop_nb.tools._bodies", "_callbacks"): (
+        "a suspended tool body's abort watch is appended to and removed from its signal "
+        "directly, as AbortScope does: add_callback's closure and disposer ran once per pooled call"
+    ),
     ("agentloop_nb.llm._guard", "_current_tasks"): (
         "asyncio.current_task's own lookup, on Python 3.11 only (a Python function there; the "
         "guard asks once per chunk; from 3.12 on the builtin is used)"

@@ -6,6 +6,8 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import anyio
+import anyio.lowlevel
 import pytest
 
 from agentloop_nb.context import Context, Lazy
@@ -147,3 +149,76 @@ def test_a_lazy_payload_reaches_every_emit_listener_as_one_built_object() -> Non
     assert seen[0] is seen[1] == {"value": "y"}
     assert ctx.bail("e", Lazy(factory, "z")) is None  # append returns None: nobody answers
     assert factory.built == 2
+
+
+@pytest.mark.anyio
+async def test_listeners_that_pass_on_synchronously_reach_the_default_with_nothing_on_the_signal() -> (
+    None
+):
+    ctx = Context()
+    controller = AbortController()
+    order: list[str] = []
+
+    def passes_on(name: str) -> Callable[[Any, Callable[[], Any]], Any]:
+        def listener(payload: Any, next: Callable[[], Any]) -> Any:
+            order.append(name)
+            return next()  # unawaited: the rest of the chain
+
+        return listener
+
+    def default() -> str:
+        # No cancel scope was needed: nothing in this chain could be awaited.
+        order.append(f"default, {len(controller.signal._callbacks)} signal callbacks")
+        return "answer"
+
+    ctx.on("hook", passes_on("first"))
+    ctx.on("hook", passes_on("second"))
+    assert await ctx.waterfall("hook", None, default, signal=controller.signal) == "answer"
+    assert order == ["first", "second", "default, 0 signal callbacks"]
+
+
+@pytest.mark.anyio
+async def test_an_async_listener_after_one_that_passes_on_is_still_interrupted_by_the_abort() -> (
+    None
+):
+    ctx = Context()
+    controller = AbortController()
+    entered = asyncio.Event()
+    lock = anyio.Lock()  # its acquire opens a shielded scope: ours must be outside it
+
+    async def stubborn(payload: Any, next: Callable[[], Awaitable[Any]]) -> Any:
+        async with lock:
+            await anyio.lowlevel.checkpoint()
+        entered.set()
+        await asyncio.Event().wait()
+
+    ctx.on("hook", lambda payload, next: next())
+    ctx.on("hook", stubborn)
+    task = asyncio.ensure_future(
+        ctx.waterfall("hook", None, lambda: "default", signal=controller.signal)
+    )
+    await entered.wait()
+    controller.abort("stop")
+    with pytest.raises(AbortError) as info:
+        await task
+    assert info.value.reason == "stop"
+    assert controller.signal._callbacks == []
+
+
+@pytest.mark.anyio
+async def test_a_synchronous_listener_raising_after_the_abort_ends_the_dispatch_aborted() -> None:
+    ctx = Context()
+    controller = AbortController()
+
+    def aborts_then_raises(payload: Any, next: Callable[[], Any]) -> Any:
+        controller.abort("late")
+        raise ValueError("after the abort")
+
+    ctx.on("hook", aborts_then_raises)
+    with pytest.raises(AbortError) as info:
+        await ctx.waterfall("hook", None, lambda: "default", signal=controller.signal)
+    assert isinstance(info.value.__cause__, ValueError)
+    ctx2 = Context()
+    ctx2.on("hook", lambda payload, next: 1 / 0)  # no abort: the listener's own error
+    with pytest.raises(ZeroDivisionError):
+        await ctx2.waterfall("hook", None, lambda: "default", signal=AbortController().signal)

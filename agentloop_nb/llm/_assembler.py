@@ -22,7 +22,14 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any, ClassVar
 
-from ..messages import AssistantMessage, ContentBlock, ReasoningBlock, TextBlock, ToolCallBlock
+from ..messages import (
+    AssistantMessage,
+    ContentBlock,
+    ImageBlock,
+    ReasoningBlock,
+    TextBlock,
+    ToolCallBlock,
+)
 from ._chunks import (
     BlockEnd,
     BlockStart,
@@ -38,6 +45,32 @@ from ._chunks import (
 )
 
 _TEXT_KINDS = frozenset({"text", "reasoning"})
+
+_new = object.__new__
+_set = object.__setattr__
+# One field-name set per class, shared by every block or message built below: pydantic copies
+# a model's set before changing it (``model_copy``) and the models are frozen.
+_CALL_SET = {"id", "name", "arguments"}
+_TEXT_SET = {"text"}
+_MESSAGE_SET = {"content"}
+# The exact block classes and their ``type``: validating an ``AssistantMessage`` hands an
+# instance of one of them back as it is (pydantic's default: instances are not revalidated).
+_BLOCK_TYPES: dict[type, str] = {
+    cls: cls.model_fields["type"].default
+    for cls in (TextBlock, ReasoningBlock, ToolCallBlock, ImageBlock)
+}
+
+
+def _built(cls: type, fields: dict[str, Any], fields_set: set[str]) -> Any:
+    """The instance ``cls(**kwargs)`` validates into when every value is an exact ``str``
+    (validation passes those through unchanged): ``fields`` holds every field in declaration
+    order, defaults included; ``fields_set`` the names passed."""
+    obj: Any = _new(cls)
+    _set(obj, "__dict__", fields)
+    _set(obj, "__pydantic_fields_set__", fields_set)
+    _set(obj, "__pydantic_extra__", None)
+    _set(obj, "__pydantic_private__", None)
+    return obj
 
 
 class _Partial:
@@ -60,14 +93,27 @@ class _Partial:
     def build(self) -> ContentBlock | None:
         if self.block is not None:
             return self.block
-        text = "".join(self.parts)
-        if self.kind == "tool-call":
-            return ToolCallBlock(id=self.id, name=self.name, arguments=text)
+        text = "".join(self.parts)  # an exact str, whatever the parts were
+        # fast path (benchmarks/README.md "Step and pool (session 8)"): exact strs, built as
+        # validation builds them (a 1,000-call message validated a block per call)
+        kind = self.kind
+        if kind == "tool-call":
+            id, name = self.id, self.name
+            if type(id) is str and type(name) is str:
+                fields: dict[str, Any] = {
+                    "type": "tool-call",
+                    "id": id,
+                    "name": name,
+                    "arguments": text,
+                }
+                return _built(ToolCallBlock, fields, _CALL_SET)
+            return ToolCallBlock(id=id, name=name, arguments=text)
         if not text:
             return None
-        if self.kind == "reasoning":
-            return ReasoningBlock(text=text)
-        return TextBlock(text=text)
+        if kind == "reasoning":
+            fields = {"type": "reasoning", "text": text, "signature": None}
+            return _built(ReasoningBlock, fields, _TEXT_SET)
+        return _built(TextBlock, {"type": "text", "text": text}, _TEXT_SET)
 
 
 class BlockAssembler:
@@ -185,7 +231,12 @@ class BlockAssembler:
             if type(block) is ToolCallBlock and drop_calls:
                 continue
             content.append(block)
-        return AssistantMessage(content=tuple(content))
+        for block in content:
+            if _BLOCK_TYPES.get(type(block)) != block.type:  # a subclass, or an odd model
+                return AssistantMessage(content=tuple(content))
+        # fast path (see ``build``): validation would hand every block back as it is
+        fields = {"role": "assistant", "content": tuple(content)}
+        return _built(AssistantMessage, fields, _MESSAGE_SET)
 
     # -- handlers -------------------------------------------------------------------------
 

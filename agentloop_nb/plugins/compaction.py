@@ -180,9 +180,31 @@ class CompactionPlugin:
 
     # -- hooks --------------------------------------------------------------------------------
 
-    async def _on_pre_step(self, payload: Any, next: Callable[[], Awaitable[Any]]) -> Any:
+    def _on_pre_step(self, payload: Any, next: Callable[[], Awaitable[Any]]) -> Awaitable[Any]:
+        # Synchronous while it knows the window without asking the provider: with no window
+        # there is nothing to check, and the listener only passes the step on, returning
+        # ``next()`` unawaited, which the bus steps over without a cancel scope or a frame of
+        # ours (benchmarks/README.md "Step and pool (session 8)").
         agent = payload.agent
-        window = await self.resolve_window(agent)
+        window, key, table = self._lookup(agent)
+        if window is None:
+            provider, model = key
+            reported = self._reported.get(key)
+            if reported is None and provider and model:
+                ask = getattr(agent.ctx.llm.adapter_for(provider), "context_window", None)
+                if callable(ask):
+                    return self._pre_step(payload, next, None)  # the provider is asked
+            window = reported if reported is not None else table.context_window(model)
+            if window is None:
+                return next()
+        return self._pre_step(payload, next, window)
+
+    async def _pre_step(
+        self, payload: Any, next: Callable[[], Awaitable[Any]], window: int | None
+    ) -> Any:
+        agent = payload.agent
+        if window is None:
+            window = await self.resolve_window(agent)
         if window is not None:
             before = self.estimate(agent, payload.messages)
             limit = self.config.trigger_ratio * window

@@ -275,6 +275,7 @@ class _Driven:
         "_entry",
         "_forced",
         "_grace",
+        "_listening",
         "_signal",
         "_task",
         "_timeout",
@@ -290,6 +291,7 @@ class _Driven:
         self._timeout = timeout
         self._grace: _Grace | None = None
         self._unwatch: list[Callable[[], Any]] | None = None  # set at the first suspension
+        self._listening: Callable[[Any], None] | None = None  # our callback on the signal
 
     def __await__(self) -> Generator[Any, Any, Any]:
         body, run = self._body, self._context.run
@@ -333,6 +335,12 @@ class _Driven:
                 except BaseException as exc:  # what the awaited future failed with
                     error = exc
         finally:
+            listening = self._listening
+            if listening is not None:
+                try:  # noqa: SIM105  (no context manager object: once per pooled call)
+                    self._signal._callbacks.remove(listening)  # type: ignore[union-attr]
+                except ValueError:  # gone already when the abort ran it
+                    pass
             for undo in self._unwatch or ():
                 undo()
             if self._grace is not None:
@@ -346,8 +354,16 @@ class _Driven:
         self._entry = _current.get()  # still in the caller's context here
         self._task = asyncio.current_task()
         self._forced = False  # the grace ran out while the task awaited the body's future
-        if self._signal is not None:
-            undo.append(self._signal.add_callback(self._on_abort))
+        signal = self._signal
+        if signal is not None:
+            if signal.aborted:  # it runs now, as add_callback runs it
+                signal.add_callback(self._on_abort)
+            else:
+                # fast path (benchmarks/README.md "Step and pool (session 8)"): appended and
+                # removed directly, as AbortScope does; add_callback builds a closure and a
+                # disposer, once per call that suspends (every call of a pool)
+                listening = self._listening = self._on_abort
+                signal._callbacks.append(listening)
         if self._timeout is not None:
             loop = asyncio.get_running_loop()
             undo.append(loop.call_later(self._timeout, self._begin_grace, False).cancel)
