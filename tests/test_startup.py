@@ -54,6 +54,8 @@ LAZY_SUBMODULES = (
     "agentloop_nb.session._writebehind",
     "agentloop_nb.session._repair",
     "agentloop_nb.loop._fork",
+    # GenerateOptions (a dataclass: its methods compile when the class is made): first request
+    "agentloop_nb.llm._options",
 )
 
 
@@ -163,6 +165,31 @@ def test_the_lazy_persistence_names_resolve_and_work_on_first_use() -> None:
     ]
 
 
+def test_generate_options_loads_with_the_first_request_or_access() -> None:
+    # The loop's first request loads it; the root and ``agentloop_nb.llm`` resolve the same
+    # class, which reports its public path and stays a dataclass (``dataclasses.replace``).
+    code = (
+        "import sys, json, asyncio, dataclasses\n"
+        "from agentloop_nb import AgentOptions, App\n"
+        "app = App()\n"
+        "before = 'agentloop_nb.llm._options' in sys.modules\n"
+        "async def main():\n"
+        "    options = AgentOptions(provider='offline', model='demo')\n"
+        "    agent = app.ctx.agent_loop.create('a', options)\n"
+        "    agent.followup('hi')\n"
+        "    await agent.when_idle()\n"
+        "    await app.aclose()\n"
+        "asyncio.run(main())\n"
+        "after = 'agentloop_nb.llm._options' in sys.modules\n"
+        "import agentloop_nb, agentloop_nb.llm as llm\n"
+        "G = agentloop_nb.GenerateOptions\n"
+        "copy = dataclasses.replace(G(provider='p', model='m'), model='n')\n"
+        "print(json.dumps([before, after, G is llm.GenerateOptions, G.__module__,\n"
+        "    copy.model, 'GenerateOptions' in dir(llm)]))\n"
+    )
+    assert _run(code) == [False, True, True, "agentloop_nb", "n", True]
+
+
 def test_building_an_app_leaves_the_event_catalogue_and_tokenize_unbuilt() -> None:
     # The bundled plugins write events by name (the catalogue's shapes load with their first
     # use), and the loop's live settings take no builtin default factory (pydantic would read
@@ -206,6 +233,7 @@ LOAD_EXT_LAZY = (
     "markdown_it",
     "importlib.metadata",  # pydantic's plugin discovery: no validator is built at %load_ext
     "agentloop_nb._event_catalogue",  # the plugins the App installs write events by name
+    "agentloop_nb.llm._options",  # the App's adapters name GenerateOptions only for checkers
     "agentloop_nb.jupyter.fold._feed",
     "agentloop_nb.jupyter.fold._transcript",
     "agentloop_nb.jupyter.fold._render",

@@ -8,6 +8,9 @@ this package opens no network client.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
+from .._lazy import LazyExports
 from ._assembler import BlockAssembler, assemble
 from ._chunks import (
     CHUNK_ADAPTER,
@@ -19,7 +22,6 @@ from ._chunks import (
     ErrorFinish,
     Finish,
     FinishReason,
-    GenerateOptions,
     MaxTokens,
     ReasoningDelta,
     Stop,
@@ -33,6 +35,22 @@ from ._chunks import (
 from ._errors import LlmError
 from ._prepare import DEFAULT_RETRY_CODES, PreparedCall, RequestFacts, RetryPolicy
 from ._runtime import Adapter, BoundLlmRuntime, LlmRuntime, LlmStreamPayload
+
+if TYPE_CHECKING:
+    from ._options import GenerateOptions
+
+# ``GenerateOptions`` (a dataclass: its methods are compiled when the class is made) loads with
+# the first request, or the first access here.
+_EXPORTS = LazyExports(__name__, {"._options": ("GenerateOptions",)})
+
+
+def __getattr__(name: str) -> Any:
+    return _EXPORTS.load(name)
+
+
+def __dir__() -> list[str]:
+    return _EXPORTS.dir()
+
 
 __all__ = [
     "CHUNK_ADAPTER",

@@ -30,7 +30,7 @@ from .._scoped import BoundView
 from ..context import Lazy, listened
 from ..errors import InvalidTypeError
 from ..signals import AbortError
-from ._chunks import Finish, GenerateOptions, StreamChunk
+from ._chunks import Finish, StreamChunk
 from ._errors import LlmError
 from ._guard import ABORTED as _ABORTED
 from ._guard import aclose_quietly as _aclose
@@ -41,6 +41,7 @@ from ._prepare import C, PreparedCall, RetryPolicy, as_retry_policy, restrict_de
 
 if TYPE_CHECKING:
     from ..signals import AbortSignal
+    from ._options import GenerateOptions
 
 
 class Adapter(Protocol):
