@@ -56,6 +56,8 @@ LAZY_SUBMODULES = (
     "agentloop_nb.loop._fork",
     # GenerateOptions (a dataclass: its methods compile when the class is made): first request
     "agentloop_nb.llm._options",
+    # Assembly (a dataclass) and its payload: the first assembly (a step) loads them
+    "agentloop_nb._assembly",
 )
 
 
@@ -190,6 +192,41 @@ def test_generate_options_loads_with_the_first_request_or_access() -> None:
     assert _run(code) == [False, True, True, "agentloop_nb", "n", True]
 
 
+def test_the_assembly_loads_with_the_first_step_and_resolves_from_its_public_homes() -> None:
+    # ``Assembly`` and ``AssemblePayload`` load with the first assembly, or when reached through
+    # ``prompt`` / ``hooks``; their type hints resolve in ``agentloop_nb.prompt``.
+    code = (
+        "import sys, json, asyncio, typing, dataclasses\n"
+        "from agentloop_nb import AgentOptions, App, hooks, prompt\n"
+        "app = App()\n"
+        "before = 'agentloop_nb._assembly' in sys.modules\n"
+        "seen = []\n"
+        "async def main():\n"
+        "    options = AgentOptions(provider='offline', model='demo')\n"
+        "    agent = app.ctx.agent_loop.create('a', options)\n"
+        "    assembly = await app.ctx.system_prompt.assemble(agent)\n"
+        "    seen.append(type(assembly).__name__)\n"
+        "    await app.aclose()\n"
+        "asyncio.run(main())\n"
+        "after = 'agentloop_nb._assembly' in sys.modules\n"
+        "A, P = prompt.Assembly, prompt.AssemblePayload\n"
+        "hints = typing.get_type_hints(P)\n"
+        "print(json.dumps([before, after, seen, hooks.AssemblePayload is P,\n"
+        "    hints['assembly'] is A, A.__module__, dataclasses.is_dataclass(A),\n"
+        "    'Assembly' in dir(prompt)]))\n"
+    )
+    assert _run(code) == [
+        False,
+        True,
+        ["Assembly"],
+        True,
+        True,
+        "agentloop_nb.prompt",
+        True,
+        True,
+    ]
+
+
 def test_building_an_app_leaves_the_event_catalogue_and_tokenize_unbuilt() -> None:
     # The bundled plugins write events by name (the catalogue's shapes load with their first
     # use), and the loop's live settings take no builtin default factory (pydantic would read
@@ -234,6 +271,7 @@ LOAD_EXT_LAZY = (
     "importlib.metadata",  # pydantic's plugin discovery: no validator is built at %load_ext
     "agentloop_nb._event_catalogue",  # the plugins the App installs write events by name
     "agentloop_nb.llm._options",  # the App's adapters name GenerateOptions only for checkers
+    "agentloop_nb._assembly",  # the App registers sections; the first step assembles
     "agentloop_nb.jupyter.fold._feed",
     "agentloop_nb.jupyter.fold._transcript",
     "agentloop_nb.jupyter.fold._render",

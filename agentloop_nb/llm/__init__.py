@@ -34,14 +34,14 @@ from ._chunks import (
 )
 from ._errors import LlmError
 from ._prepare import DEFAULT_RETRY_CODES, PreparedCall, RequestFacts, RetryPolicy
-from ._runtime import Adapter, BoundLlmRuntime, LlmRuntime, LlmStreamPayload
+from ._runtime import Adapter, BoundLlmRuntime, LlmRuntime
 
 if TYPE_CHECKING:
-    from ._options import GenerateOptions
+    from ._options import GenerateOptions, LlmStreamPayload
 
-# ``GenerateOptions`` (a dataclass: its methods are compiled when the class is made) loads with
-# the first request, or the first access here.
-_EXPORTS = LazyExports(__name__, {"._options": ("GenerateOptions",)})
+# ``GenerateOptions`` (a dataclass: its methods are compiled when the class is made) and the
+# ``llm/stream`` payload that carries it load with the first request, or the first access here.
+_EXPORTS = LazyExports(__name__, {"._options": ("GenerateOptions", "LlmStreamPayload")})
 
 
 def __getattr__(name: str) -> Any:
