@@ -10,7 +10,6 @@ the first contract used; they stay accepted as aliases. A leaf, so the services 
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Iterable, Mapping
 from typing import TypeVar
 
@@ -62,6 +61,8 @@ def reject_unknown(door: str, unknown: Mapping[str, object], accepted: Iterable[
     names = list(accepted)
     bad = next(iter(unknown))
     # A misspelling (``agent_option``) or a shortening (``at`` for ``at_seq``).
+    import difflib  # here: only a miss needs it (2.5 M instructions to import)
+
     close = difflib.get_close_matches(bad, names, n=1, cutoff=0.6) or [
         n for n in names if len(bad) > 1 and n.startswith(bad)
     ]

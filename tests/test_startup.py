@@ -15,7 +15,8 @@ import sys
 
 import pytest
 
-# Third-party packages only some programs need, and the notebook layer's.
+# Third-party packages only some programs need, the notebook layer's, and standard-library
+# modules only an error message needs.
 LAZY_PACKAGES = (
     "yaml",
     "mcp",
@@ -25,6 +26,7 @@ LAZY_PACKAGES = (
     "httpx",
     "IPython",
     "ipywidgets",
+    "difflib",  # standard library, but only a misspelt name needs it (its suggestion)
 )
 # The package's own modules that load on first use.
 LAZY_SUBMODULES = (
@@ -269,6 +271,7 @@ LOAD_EXT_LAZY = (
     "anywidget",
     "markdown_it",
     "importlib.metadata",  # pydantic's plugin discovery: no validator is built at %load_ext
+    "difflib",  # the "did you mean" of a misspelt name or keyword only
     "agentloop_nb._event_catalogue",  # the plugins the App installs write events by name
     "agentloop_nb.llm._options",  # the App's adapters name GenerateOptions only for checkers
     "agentloop_nb._assembly",  # the App registers sections; the first step assembles
