@@ -27,7 +27,6 @@ from .errors import (
 )
 from .hooks import Enter, Reject, RequestConfig, Retry
 from .llm import (
-    GenerateOptions,
     LlmError,
     LlmRuntime,
     PreparedCall,
@@ -72,16 +71,22 @@ from .tools import (
 from .usage import UsageTotals
 
 if TYPE_CHECKING:
+    from .llm import GenerateOptions
     from .plugins.invariants import InvariantError
     from .session import JsonlPersistence
 
 __version__ = "0.1.0"
 
 # Exports whose modules load on first use (start-up cost): the invariant companion (whose
-# error this is) and the JSONL backend, which only a program with persistence uses.
+# error this is), the JSONL backend, which only a program with persistence uses, and
+# ``GenerateOptions`` (a dataclass, loaded with the first model request).
 _EXPORTS = LazyExports(
     __name__,
-    {".plugins.invariants": ("InvariantError",), ".session._jsonl": ("JsonlPersistence",)},
+    {
+        ".plugins.invariants": ("InvariantError",),
+        ".session._jsonl": ("JsonlPersistence",),
+        ".llm._options": ("GenerateOptions",),
+    },
 )
 
 

@@ -8,9 +8,6 @@ the first contract used; they stay accepted as aliases. A leaf, so the services 
 ``ctx.agents`` registry) and the loop share one definition without importing each other.
 """
 
-from __future__ import annotations
-
-import difflib
 from collections.abc import Iterable, Mapping
 from typing import TypeVar
 
@@ -27,6 +24,8 @@ FORK_KEYWORDS = ("at_seq", "session_id", "options", "setup", "signal", "agent_op
 SYNC_CREATE_KEYWORDS = ("id", "options", "meta", "agent_options")
 
 
+# No ``from __future__ import annotations`` here: pydantic evaluates a model's annotations when
+# the class is made, and a string annotation is compiled first (see ``messages.py``).
 class AgentOptions(BaseModel):
     """What an agent talks to. ``provider`` and ``model`` may be left out when an
     ``agent/request`` listener supplies them."""
@@ -41,7 +40,9 @@ class AgentOptions(BaseModel):
     reasoning_effort: str | None = None
 
 
-def alias(door: str, name: str, value: T | None, old_name: str, old_value: T | None) -> T | None:
+def alias(
+    door: str, name: str, value: "T | None", old_name: str, old_value: "T | None"
+) -> "T | None":
     """The value of parameter ``name`` given either as ``name=`` or as its alias ``old_name=``.
     ``TypeError`` when both are given (``None`` counts as not given)."""
     if old_value is None:
@@ -62,6 +63,8 @@ def reject_unknown(door: str, unknown: Mapping[str, object], accepted: Iterable[
     names = list(accepted)
     bad = next(iter(unknown))
     # A misspelling (``agent_option``) or a shortening (``at`` for ``at_seq``).
+    import difflib  # here: only a miss needs it (2.5 M instructions to import)
+
     close = difflib.get_close_matches(bad, names, n=1, cutoff=0.6) or [
         n for n in names if len(bad) > 1 and n.startswith(bad)
     ]

@@ -1,11 +1,10 @@
 """The system prompt's value types: a leaf, so the service protocols (``_service_types``)
-can name them without importing the ``prompt`` service. Public through ``agentloop_nb.prompt``."""
+can name them without importing the ``prompt`` service. Public through ``agentloop_nb.prompt``
+(``Assembly`` is in ``_assembly``: it loads with the first assembly)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
-from types import MappingProxyType
+from collections.abc import Callable
 from typing import Any, TypeAlias
 
 from ._record import Record, set_field
@@ -30,22 +29,6 @@ class Section(Record):
         set_field(self, "order", order)
 
 
-@dataclass(frozen=True, slots=True)
-class Assembly:
-    """What ``assemble`` produced for one agent and step: its sections, the schemas of the tools
-    visible to it (from ``ctx.tools`` when that service exists) and its variables. The loop
-    sends exactly these. ``assemble`` listeners return a modified copy (``.replace(...)``), e.g.
-    to hide a tool for one step."""
+Section.__module__ = "agentloop_nb.prompt"
 
-    sections: tuple[Section, ...] = ()
-    tools: tuple[Mapping[str, Any], ...] = ()
-    variables: Mapping[str, str | None] = field(default_factory=lambda: MappingProxyType({}))
-
-    def replace(self, **changes: Any) -> Assembly:
-        return replace(self, **changes)
-
-
-for _public in (Section, Assembly):
-    _public.__module__ = "agentloop_nb.prompt"
-
-__all__ = ["Assembly", "Section", "SectionSource", "VariableSource"]
+__all__ = ["Section", "SectionSource", "VariableSource"]

@@ -12,9 +12,10 @@ from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
+    from ._assembly import Assembly
     from ._creation import AgentOptions
     from ._disposer import Disposer
-    from ._prompt_types import Assembly, SectionSource, VariableSource
+    from ._prompt_types import SectionSource, VariableSource
     from .signals import AbortSignal
 
 

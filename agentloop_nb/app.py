@@ -1,8 +1,6 @@
 """``App``: the default composition — a root context with the core services, the agent loop,
 the built-in plugins and (optionally) JSONL persistence."""
 
-from __future__ import annotations
-
 import os
 from collections.abc import Mapping
 from typing import Any
@@ -195,7 +193,7 @@ class App:
             self.ctx.plugin(invariants)
 
     @classmethod
-    def from_file(cls, path: str | os.PathLike[str], **kwargs: Any) -> App:
+    def from_file(cls, path: str | os.PathLike[str], **kwargs: Any) -> "App":
         """Build an App from a TOML (``.toml``) or YAML (``.yaml``/``.yml``) file whose keys are
         ``AppConfig``'s.
 
@@ -228,7 +226,7 @@ class App:
         # down in the background: the App is closed only once its process is reaped.
         await self._mcp.wait_closed()
 
-    async def __aenter__(self) -> App:
+    async def __aenter__(self) -> "App":
         return self
 
     async def __aexit__(self, *exc: object) -> None:

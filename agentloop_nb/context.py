@@ -41,7 +41,6 @@ module keeps the public face.
 
 from __future__ import annotations
 
-import difflib
 import functools
 import operator
 import warnings
@@ -88,6 +87,8 @@ class Emit(Protocol):
 def _near_miss(name: str) -> str | None:
     """The catalogued hook name ``name`` was probably meant to be, or ``None`` (once per
     distinct name: listeners are registered per cell run, not per step)."""
+    import difflib  # here: only a miss needs it (2.5 M instructions to import)
+
     close = difflib.get_close_matches(name, CATALOGUED, n=1, cutoff=0.85)
     return close[0] if close else None
 

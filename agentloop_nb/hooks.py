@@ -69,8 +69,6 @@ from ._hook_payloads import (
     TurnStoppingPayload,
 )
 from .context import ErrorReport
-from .llm import LlmStreamPayload
-from .prompt import AssemblePayload
 from .session import SessionChunkPayload, SessionEventPayload, SessionPayload
 from .tools import (
     Accept,
@@ -86,6 +84,8 @@ from .tools import (
 
 if TYPE_CHECKING:
     from ._hook_catalogue import HOOKS, HookSpec
+    from .llm import LlmStreamPayload
+    from .prompt import AssemblePayload
 
 __all__ = [
     "AGENT_CREATED",
@@ -156,4 +156,13 @@ def __getattr__(name: str) -> Any:
         from . import _hook_catalogue
 
         return getattr(_hook_catalogue, name)
+    # The system prompt's payload loads with its ``Assembly`` (see ``agentloop_nb.prompt``).
+    if name == "AssemblePayload":
+        from . import prompt
+
+        return prompt.AssemblePayload
+    if name == "LlmStreamPayload":  # loads with ``GenerateOptions`` (``agentloop_nb.llm``)
+        from . import llm
+
+        return llm.LlmStreamPayload
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

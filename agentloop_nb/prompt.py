@@ -25,12 +25,12 @@ from typing import TYPE_CHECKING, Any
 
 from ._bus import Lazy, listened
 from ._disposer import Disposer
-from ._prompt_types import Assembly, Section, SectionSource, VariableSource
-from ._record import Record, set_field
+from ._prompt_types import Section, SectionSource, VariableSource
 from ._scoped import BoundView, ScopedRegistry
 from .errors import AgentloopError, InvalidTypeError, InvalidValueError
 
 if TYPE_CHECKING:
+    from ._assembly import AssemblePayload, Assembly
     from .signals import AbortSignal
 
 PERSONA_SECTION = "deployment:persona"
@@ -42,20 +42,6 @@ PERSONA_TEXT = (
 
 _ASSEMBLE = "system-prompt/assemble"
 _VARIABLE = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_.:-]*)\s*\}\}")
-
-
-class AssemblePayload(Record):
-    """Payload of the ``system-prompt/assemble`` waterfall; listeners return an ``Assembly``."""
-
-    __slots__ = ("agent", "assembly")
-    __match_args__ = ("assembly", "agent")
-
-    assembly: Assembly
-    agent: Any
-
-    def __init__(self, assembly: Assembly, agent: Any) -> None:
-        set_field(self, "assembly", assembly)
-        set_field(self, "agent", agent)
 
 
 class UndefinedVariableError(KeyError, AgentloopError):
@@ -158,7 +144,7 @@ class SystemPrompt:
                     "a variable function must return str or None"
                 )
             variables[name] = value
-        return Assembly(
+        return (_ASSEMBLY or _load_assembly())(
             sections=tuple([r[2] for r in resolved]),
             tools=self._tool_schemas(agent),
             variables=MappingProxyType(variables),
@@ -230,6 +216,35 @@ class SystemPrompt:
 
 def _same(assembly: Assembly) -> Assembly:
     return assembly
+
+
+# ``Assembly`` and ``AssemblePayload`` load with the first assembly (``collect``) or the first
+# access to either name here: ``Assembly`` is a dataclass, whose methods are compiled when the
+# class is made (start-up cost). A global read per assembly after.
+_ASSEMBLY: type[Assembly] | None = None
+_LAZY_NAMES = ("AssemblePayload", "Assembly")
+
+
+def _load_assembly() -> type[Assembly]:
+    global _ASSEMBLY
+    from . import _assembly
+
+    # Both names bound here: the payload's and the assembly's type hints resolve in this
+    # module (their public home), and ``assemble`` names them as globals.
+    globals().update(Assembly=_assembly.Assembly, AssemblePayload=_assembly.AssemblePayload)
+    _ASSEMBLY = _assembly.Assembly
+    return _ASSEMBLY
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY_NAMES:
+        _load_assembly()
+        return globals()[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY_NAMES))
 
 
 def _order(section: Section) -> int:

@@ -42,11 +42,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _peers import BareLoop, OpenAIAgents, PydanticAI, versions
 
 from agentloop_nb.app import App
+from agentloop_nb.llm import GenerateOptions
 from agentloop_nb.llm._chunks import (
     BlockEnd,
     BlockStart,
     Finish,
-    GenerateOptions,
     Stop,
     StreamChunk,
     TextDelta,

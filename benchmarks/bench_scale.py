@@ -42,7 +42,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_loop import noop, table, write_session
 
 from agentloop_nb.app import App
-from agentloop_nb.llm._chunks import GenerateOptions, StreamChunk
+from agentloop_nb.llm import GenerateOptions
+from agentloop_nb.llm._chunks import StreamChunk
 from agentloop_nb.loop import AgentOptions
 from agentloop_nb.session import JsonlPersistence, SessionStore
 from agentloop_nb.testing import text, tool_call

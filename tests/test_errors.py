@@ -45,6 +45,7 @@ ALLOWED: dict[tuple[str, str, str], str] = {
     ("__init__.py", "__getattr__", "AttributeError"): ATTRIBUTE,
     ("_lazy.py", "LazyExports.load", "AttributeError"): ATTRIBUTE,  # packages' __getattr__
     ("hooks.py", "__getattr__", "AttributeError"): ATTRIBUTE,
+    ("prompt.py", "__getattr__", "AttributeError"): ATTRIBUTE,
     ("context.py", "Context.__getattr__", "AttributeError"): ATTRIBUTE,
     ("context.py", "Context._service", "AttributeError"): ATTRIBUTE,  # behind ctx.<name>
     ("_scoped.py", "BoundView.__getattr__", "AttributeError"): ATTRIBUTE,

@@ -15,7 +15,7 @@ from agentloop_nb.jupyter import WidgetApproval, kernel_tools
 from agentloop_nb.jupyter._state import KernelState, attach, current, detach
 from agentloop_nb.jupyter.kernel import Describers, close_matches, describe, is_secret
 from agentloop_nb.jupyter.kernel._describe import short_summary
-from agentloop_nb.llm._chunks import GenerateOptions
+from agentloop_nb.llm import GenerateOptions
 from agentloop_nb.llm.offline import OfflineModel
 from agentloop_nb.messages import TextBlock, ToolResultMessage, UserMessage
 

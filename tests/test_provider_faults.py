@@ -18,7 +18,8 @@ from peers.loopback import DROP, STALL, LoopbackServer, Reply, json_reply, sse_e
 from peers.streams import Assembled, check_contract, run_closing, user
 from peers.wire import block_start, message_start, text_delta
 
-from agentloop_nb.llm._chunks import Aborted, Finish, GenerateOptions, StreamChunk
+from agentloop_nb.llm import GenerateOptions
+from agentloop_nb.llm._chunks import Aborted, Finish, StreamChunk
 from agentloop_nb.llm._http import parse_retry_after
 from agentloop_nb.llm.anthropic import AnthropicAdapter
 from agentloop_nb.llm.openai import OpenAIAdapter

@@ -8,7 +8,8 @@ import anyio
 import pytest
 from peers.streams import Assembled, check_contract, collect, run, user
 
-from agentloop_nb.llm._chunks import Aborted, GenerateOptions, TextDelta
+from agentloop_nb.llm import GenerateOptions
+from agentloop_nb.llm._chunks import Aborted, TextDelta
 from agentloop_nb.llm.offline import OfflineModel, evaluate
 from agentloop_nb.llm.providers import build_adapters
 from agentloop_nb.messages import AssistantMessage, Message, ToolCallBlock, ToolResultMessage

@@ -13,7 +13,8 @@ import pytest
 from peers.loopback import LoopbackServer, Reply, json_reply, sse_reply
 from peers.streams import Assembled, run, user
 
-from agentloop_nb.llm._chunks import ErrorFinish, GenerateOptions
+from agentloop_nb.llm import GenerateOptions
+from agentloop_nb.llm._chunks import ErrorFinish
 from agentloop_nb.llm.anthropic import AnthropicAdapter
 from agentloop_nb.llm.openai import OpenAIAdapter
 

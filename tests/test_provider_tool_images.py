@@ -10,7 +10,7 @@ import pytest
 from peers.loopback import LoopbackServer, json_reply
 from peers.streams import run_closing, user
 
-from agentloop_nb.llm._chunks import GenerateOptions
+from agentloop_nb.llm import GenerateOptions
 from agentloop_nb.llm.anthropic import AnthropicAdapter
 from agentloop_nb.llm.openai import OpenAIAdapter
 from agentloop_nb.messages import (

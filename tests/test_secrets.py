@@ -10,7 +10,8 @@ import pytest
 from peers.loopback import Captured, LoopbackServer, Reply, json_reply, sse_events, sse_reply
 from peers.streams import collect, user
 
-from agentloop_nb.llm._chunks import GenerateOptions, StreamChunk
+from agentloop_nb.llm import GenerateOptions
+from agentloop_nb.llm._chunks import StreamChunk
 from agentloop_nb.llm._errors import LlmError
 from agentloop_nb.llm._http import key_hint, redact
 from agentloop_nb.llm.anthropic import AnthropicAdapter

@@ -15,7 +15,8 @@ import sys
 
 import pytest
 
-# Third-party packages only some programs need, and the notebook layer's.
+# Third-party packages only some programs need, the notebook layer's, and standard-library
+# modules only an error message needs.
 LAZY_PACKAGES = (
     "yaml",
     "mcp",
@@ -25,6 +26,7 @@ LAZY_PACKAGES = (
     "httpx",
     "IPython",
     "ipywidgets",
+    "difflib",  # standard library, but only a misspelt name needs it (its suggestion)
 )
 # The package's own modules that load on first use.
 LAZY_SUBMODULES = (
@@ -54,6 +56,10 @@ LAZY_SUBMODULES = (
     "agentloop_nb.session._writebehind",
     "agentloop_nb.session._repair",
     "agentloop_nb.loop._fork",
+    # GenerateOptions (a dataclass: its methods compile when the class is made): first request
+    "agentloop_nb.llm._options",
+    # Assembly (a dataclass) and its payload: the first assembly (a step) loads them
+    "agentloop_nb._assembly",
 )
 
 
@@ -163,6 +169,66 @@ def test_the_lazy_persistence_names_resolve_and_work_on_first_use() -> None:
     ]
 
 
+def test_generate_options_loads_with_the_first_request_or_access() -> None:
+    # The loop's first request loads it; the root and ``agentloop_nb.llm`` resolve the same
+    # class, which reports its public path and stays a dataclass (``dataclasses.replace``).
+    code = (
+        "import sys, json, asyncio, dataclasses\n"
+        "from agentloop_nb import AgentOptions, App\n"
+        "app = App()\n"
+        "before = 'agentloop_nb.llm._options' in sys.modules\n"
+        "async def main():\n"
+        "    options = AgentOptions(provider='offline', model='demo')\n"
+        "    agent = app.ctx.agent_loop.create('a', options)\n"
+        "    agent.followup('hi')\n"
+        "    await agent.when_idle()\n"
+        "    await app.aclose()\n"
+        "asyncio.run(main())\n"
+        "after = 'agentloop_nb.llm._options' in sys.modules\n"
+        "import agentloop_nb, agentloop_nb.llm as llm\n"
+        "G = agentloop_nb.GenerateOptions\n"
+        "copy = dataclasses.replace(G(provider='p', model='m'), model='n')\n"
+        "print(json.dumps([before, after, G is llm.GenerateOptions, G.__module__,\n"
+        "    copy.model, 'GenerateOptions' in dir(llm)]))\n"
+    )
+    assert _run(code) == [False, True, True, "agentloop_nb", "n", True]
+
+
+def test_the_assembly_loads_with_the_first_step_and_resolves_from_its_public_homes() -> None:
+    # ``Assembly`` and ``AssemblePayload`` load with the first assembly, or when reached through
+    # ``prompt`` / ``hooks``; their type hints resolve in ``agentloop_nb.prompt``.
+    code = (
+        "import sys, json, asyncio, typing, dataclasses\n"
+        "from agentloop_nb import AgentOptions, App, hooks, prompt\n"
+        "app = App()\n"
+        "before = 'agentloop_nb._assembly' in sys.modules\n"
+        "seen = []\n"
+        "async def main():\n"
+        "    options = AgentOptions(provider='offline', model='demo')\n"
+        "    agent = app.ctx.agent_loop.create('a', options)\n"
+        "    assembly = await app.ctx.system_prompt.assemble(agent)\n"
+        "    seen.append(type(assembly).__name__)\n"
+        "    await app.aclose()\n"
+        "asyncio.run(main())\n"
+        "after = 'agentloop_nb._assembly' in sys.modules\n"
+        "A, P = prompt.Assembly, prompt.AssemblePayload\n"
+        "hints = typing.get_type_hints(P)\n"
+        "print(json.dumps([before, after, seen, hooks.AssemblePayload is P,\n"
+        "    hints['assembly'] is A, A.__module__, dataclasses.is_dataclass(A),\n"
+        "    'Assembly' in dir(prompt)]))\n"
+    )
+    assert _run(code) == [
+        False,
+        True,
+        ["Assembly"],
+        True,
+        True,
+        "agentloop_nb.prompt",
+        True,
+        True,
+    ]
+
+
 def test_building_an_app_leaves_the_event_catalogue_and_tokenize_unbuilt() -> None:
     # The bundled plugins write events by name (the catalogue's shapes load with their first
     # use), and the loop's live settings take no builtin default factory (pydantic would read
@@ -205,7 +271,10 @@ LOAD_EXT_LAZY = (
     "anywidget",
     "markdown_it",
     "importlib.metadata",  # pydantic's plugin discovery: no validator is built at %load_ext
+    "difflib",  # the "did you mean" of a misspelt name or keyword only
     "agentloop_nb._event_catalogue",  # the plugins the App installs write events by name
+    "agentloop_nb.llm._options",  # the App's adapters name GenerateOptions only for checkers
+    "agentloop_nb._assembly",  # the App registers sections; the first step assembles
     "agentloop_nb.jupyter.fold._feed",
     "agentloop_nb.jupyter.fold._transcript",
     "agentloop_nb.jupyter.fold._render",

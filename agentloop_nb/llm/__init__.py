@@ -8,6 +8,9 @@ this package opens no network client.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
+from .._lazy import LazyExports
 from ._assembler import BlockAssembler, assemble
 from ._chunks import (
     CHUNK_ADAPTER,
@@ -19,7 +22,6 @@ from ._chunks import (
     ErrorFinish,
     Finish,
     FinishReason,
-    GenerateOptions,
     MaxTokens,
     ReasoningDelta,
     Stop,
@@ -32,7 +34,23 @@ from ._chunks import (
 )
 from ._errors import LlmError
 from ._prepare import DEFAULT_RETRY_CODES, PreparedCall, RequestFacts, RetryPolicy
-from ._runtime import Adapter, BoundLlmRuntime, LlmRuntime, LlmStreamPayload
+from ._runtime import Adapter, BoundLlmRuntime, LlmRuntime
+
+if TYPE_CHECKING:
+    from ._options import GenerateOptions, LlmStreamPayload
+
+# ``GenerateOptions`` (a dataclass: its methods are compiled when the class is made) and the
+# ``llm/stream`` payload that carries it load with the first request, or the first access here.
+_EXPORTS = LazyExports(__name__, {"._options": ("GenerateOptions", "LlmStreamPayload")})
+
+
+def __getattr__(name: str) -> Any:
+    return _EXPORTS.load(name)
+
+
+def __dir__() -> list[str]:
+    return _EXPORTS.dir()
+
 
 __all__ = [
     "CHUNK_ADAPTER",

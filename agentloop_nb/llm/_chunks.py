@@ -1,15 +1,11 @@
-"""The ``StreamChunk`` union every adapter yields, and ``GenerateOptions`` every adapter receives."""
+"""The ``StreamChunk`` union every adapter yields (``GenerateOptions``, what every adapter
+receives, is in ``_options``: it loads with the first request)."""
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
-from ..messages import ContentBlock, Message
-
-if TYPE_CHECKING:
-    from ..signals import AbortSignal
+from ..messages import ContentBlock
 
 
 class _Frozen(BaseModel):
@@ -131,22 +127,3 @@ StreamChunk = Annotated[
 CHUNK_ADAPTER: TypeAdapter[StreamChunk] = TypeAdapter(
     StreamChunk, config=ConfigDict(defer_build=True)
 )
-
-
-@dataclass(frozen=True, slots=True)
-class GenerateOptions:
-    """One model request. Frozen: listeners that want a change build a new one
-    (``dataclasses.replace``). ``tools`` are JSON-schema tool definitions
-    (``{"name", "description", "parameters"}``); ``signal`` is the turn's abort signal."""
-
-    provider: str
-    model: str
-    messages: Sequence[Message] = ()
-    system: str | None = None
-    tools: Sequence[Mapping[str, Any]] = ()
-    max_tokens: int | None = None
-    reasoning_effort: str | None = None
-    temperature: float | None = None
-    stop: Sequence[str] | None = None
-    session_id: str | None = None
-    signal: "AbortSignal | None" = field(default=None, compare=False)

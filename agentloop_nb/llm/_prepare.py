@@ -9,8 +9,6 @@ dispatched, plus the two frozen records request-error recovery receives.
   that must serve the request.
 """
 
-from __future__ import annotations
-
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
@@ -112,7 +110,7 @@ class RequestFacts(Record):
         set_field(self, "retry_after", retry_after)
 
     @classmethod
-    def of(cls, provider: str, model: str, failure: ErrorFinish) -> RequestFacts:
+    def of(cls, provider: str, model: str, failure: "ErrorFinish") -> "RequestFacts":
         return cls(provider, model, str(failure.code), failure.status, failure.retry_after)
 
 

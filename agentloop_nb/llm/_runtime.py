@@ -25,12 +25,11 @@ from typing import TYPE_CHECKING, Any, Protocol
 from .._disposer import Disposer
 from .._fiber import is_awaitable
 from .._hook_names import LLM_STREAM
-from .._record import Record, set_field
 from .._scoped import BoundView
 from ..context import Lazy, listened
 from ..errors import InvalidTypeError
 from ..signals import AbortError
-from ._chunks import Finish, GenerateOptions, StreamChunk
+from ._chunks import Finish, StreamChunk
 from ._errors import LlmError
 from ._guard import ABORTED as _ABORTED
 from ._guard import aclose_quietly as _aclose
@@ -41,6 +40,7 @@ from ._prepare import C, PreparedCall, RetryPolicy, as_retry_policy, restrict_de
 
 if TYPE_CHECKING:
     from ..signals import AbortSignal
+    from ._options import GenerateOptions
 
 
 class Adapter(Protocol):
@@ -73,19 +73,6 @@ class _Dispatcher(Protocol):
     """The slice of ``Context`` this service uses."""
 
     async def waterfall(self, name: str, payload: Any, default: Callable[[], Any]) -> Any: ...
-
-
-class LlmStreamPayload(Record):
-    """Payload of the ``llm/stream`` waterfall. A listener returns an async iterator of chunks:
-    ``await next()`` (the adapter's stream), a wrapper around it, or its own replacement."""
-
-    __slots__ = ("options",)
-    __match_args__ = ("options",)
-
-    options: GenerateOptions
-
-    def __init__(self, options: GenerateOptions) -> None:
-        set_field(self, "options", options)
 
 
 async def _single(chunk: Finish) -> AsyncIterator[StreamChunk]:
@@ -144,6 +131,9 @@ class _Stream:
             return guarded
 
         try:
+            # observed: the payload's class loaded with ``options``' (``_options``)
+            from ._options import LlmStreamPayload
+
             source = await self._ctx.waterfall(LLM_STREAM, Lazy(LlmStreamPayload, options), default)
             if is_awaitable(source):  # a dispatcher that hands back default's coroutine
                 source = await source

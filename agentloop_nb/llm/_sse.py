@@ -28,14 +28,14 @@ import json
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from contextlib import aclosing
 from functools import partial
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import anyio
 
 from .._json import dumps_bytes
 from ..errors import AgentloopError
 from ..signals import AbortError, AbortScope, AbortSignal
-from ._chunks import Aborted, ErrorFinish, Finish, GenerateOptions, StreamChunk
+from ._chunks import Aborted, ErrorFinish, Finish, StreamChunk
 from ._http import (
     HttpClientOwner,
     error_details,
@@ -53,6 +53,9 @@ from ._http import (
     truncate,
     url_secrets,
 )
+
+if TYPE_CHECKING:
+    from ._options import GenerateOptions
 
 #: Most bytes read from an error response (its body is only quoted, truncated).
 MAX_ERROR_BODY = 64 * 1024

@@ -75,7 +75,6 @@ from ._chunks import (
     BlockType,
     ErrorFinish,
     FinishReason,
-    GenerateOptions,
     ReasoningDelta,
     StreamChunk,
     TextDelta,
@@ -88,6 +87,8 @@ from ._stream_state import StreamState
 
 if TYPE_CHECKING:
     import httpx
+
+    from ._options import GenerateOptions
 
 #: Thinking budgets for ``GenerateOptions.reasoning_effort``.
 THINKING_BUDGETS = {"minimal": 1024, "low": 1024, "medium": 4096, "high": 16384}

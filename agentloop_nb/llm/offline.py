@@ -69,7 +69,7 @@ import json
 import operator
 import re
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
@@ -82,7 +82,6 @@ from ._chunks import (
     BlockEnd,
     BlockStart,
     Finish,
-    GenerateOptions,
     Stop,
     StreamChunk,
     TextDelta,
@@ -92,6 +91,9 @@ from ._chunks import (
     UsageChunk,
 )
 from ._offline_fix import fix_response, trailing_results
+
+if TYPE_CHECKING:
+    from ._options import GenerateOptions
 
 INTRO = "I'm the offline demo model: a tiny deterministic stand-in for a real LLM (no network, no API key)."
 HELP = (

@@ -73,7 +73,6 @@ from ._chunks import (
     BlockEnd,
     ErrorFinish,
     FinishReason,
-    GenerateOptions,
     ReasoningDelta,
     StreamChunk,
     TextDelta,
@@ -86,6 +85,8 @@ from ._window import WindowProbe, cap_for_window
 
 if TYPE_CHECKING:
     import httpx
+
+    from ._options import GenerateOptions
 
 #: The output cap a server on this machine gets when neither the agent (``max_tokens``) nor the
 #: provider entry (``default_max_tokens``) sets one and the server reports no context window.

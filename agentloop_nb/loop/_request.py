@@ -29,12 +29,13 @@ from .._hook_names import AGENT_REQUEST, AGENT_REQUEST_ERROR
 from ..context import Lazy, listened
 from ..errors import InvalidTypeError
 from ..hooks import RequestConfig, RequestErrorPayload, RequestPayload, Retry
-from ..llm import BlockAssembler, GenerateOptions, LlmError, PreparedCall, RequestFacts
+from ..llm import BlockAssembler, LlmError, PreparedCall, RequestFacts
 from ..session import FrozenDict, freeze_json
 from ..session._frozen import Fallback, freeze_fields, wrap_frozen
 
 if TYPE_CHECKING:
     from ..context import Context
+    from ..llm import GenerateOptions
     from ..prompt import Assembly
     from ..session import Session
     from ..signals import AbortSignal
@@ -200,7 +201,7 @@ class RequestPath:
             tools = list(assembly.tools)
             self._log_header(prepared, system, tools)
             effective = prepared.config
-            options = GenerateOptions(
+            options = (_OPTIONS or _options_class())(
                 provider=effective.provider or "",
                 model=effective.model or "",
                 messages=tuple(session.derive_messages()),
@@ -353,6 +354,19 @@ class RequestPath:
 
 def _same(value: Any) -> Any:
     return value
+
+
+# ``GenerateOptions``, once the first request has loaded it (``import agentloop_nb`` does not:
+# a dataclass compiles its methods when the class is made); a global read per request after.
+_OPTIONS: type[GenerateOptions] | None = None
+
+
+def _options_class() -> type[GenerateOptions]:
+    global _OPTIONS
+    from ..llm import GenerateOptions
+
+    _OPTIONS = GenerateOptions
+    return GenerateOptions
 
 
 def _request_error_payload(

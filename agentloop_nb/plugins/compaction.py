@@ -47,7 +47,7 @@ from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, PositiveInt
 from ..context import Context
 from ..events import ASSISTANT_MESSAGE, COMPACTION_SUMMARY, SURFACE_TYPES, TURN_START
 from ..hooks import AGENT_DISPOSED, AGENT_PRE_STEP, AGENT_REQUEST_ERROR
-from ..llm import BlockAssembler, GenerateOptions, LlmError
+from ..llm import BlockAssembler, LlmError
 from ..loop import RequestConfig, Retry
 from ..messages import AssistantMessage, Message, TextBlock, ToolResultMessage, UserMessage
 from ..models import DEFAULT_TABLE, ModelTable, model_table
@@ -340,6 +340,10 @@ class CompactionPlugin:
             id=f"compaction-request-{uuid4().hex[:12]}",
             content=(TextBlock(text=transcript),),
         )
+        # imported here: the App installs this plugin at start, the options class loads with
+        # the first request
+        from ..llm import GenerateOptions
+
         options = GenerateOptions(
             provider=provider,
             model=model,

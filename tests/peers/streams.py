@@ -7,13 +7,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from agentloop_nb.llm import GenerateOptions
 from agentloop_nb.llm._chunks import (
     BlockEnd,
     BlockStart,
     ErrorFinish,
     Finish,
     FinishReason,
-    GenerateOptions,
     ReasoningDelta,
     StreamChunk,
     TextDelta,

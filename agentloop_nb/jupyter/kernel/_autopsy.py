@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import ast
 import builtins
-import difflib
 import functools
 import re
 import time
@@ -312,6 +311,8 @@ def _frame_locals(
 
 def _closest(name: str, pool: Iterable[str]) -> list[str]:
     """Up to five names of ``pool`` close to ``name``, the closest first (ties by name)."""
+    import difflib  # here: only a miss needs it (2.5 M instructions to import)
+
     ranked = []
     for candidate in set(pool):
         if candidate == name:

@@ -15,7 +15,6 @@ built-in summaries. The registry is an object, not a module global: the loaded e
 
 from __future__ import annotations
 
-import difflib
 import functools
 import inspect
 import reprlib
@@ -153,6 +152,8 @@ def close_matches(name: str, names: Iterable[str]) -> list[str]:
     lowered = {n.lower(): n for n in pool}
     key = name.lower()
     prefix = sorted(n for n in lowered if n.startswith(key) or key.startswith(n))
+    import difflib  # here: only a miss needs it (2.5 M instructions to import)
+
     hits = difflib.get_close_matches(key, list(lowered), n=5, cutoff=0.5)
     ordered = prefix + [h for h in hits if h not in prefix]
     return [lowered[h] for h in ordered[:5]]

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import builtins
-import difflib
 import functools
 import keyword
 import re
@@ -191,6 +190,8 @@ def _identifier(name: str, what: str = "NAME") -> str:
 
 
 def _close_matches(word: str, known: Sequence[str]) -> str:
+    import difflib  # here: only a miss needs it (2.5 M instructions to import)
+
     close = difflib.get_close_matches(word, list(known), n=3, cutoff=0.6)
     if not close:
         return ""
