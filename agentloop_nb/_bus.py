@@ -350,18 +350,11 @@ class _Chain:
         self.agent = agent
 
     async def run(self, index: int) -> Any:
-        listeners, agent = self.listeners, self.agent
-        count = len(listeners)
-        while index < count:
-            lst = listeners[index]
-            index += 1
-            if not _reaches(lst, agent):
-                continue
-            result = lst.fn(self.payload, _Next(self, index))
-            if result is not None and is_awaitable(result):
-                result = await result
-            return result
-        return await call_default(self.default)
+        """The chain from ``index``: its synchronous part (``start``), then what that left."""
+        result = self.start(index)
+        if result is not None and is_awaitable(result):
+            result = await result
+        return result
 
     def start(self, index: int) -> Any:
         """The chain from ``index`` as far as it runs without awaiting: a listener's (or the

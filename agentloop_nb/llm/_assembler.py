@@ -173,17 +173,24 @@ class BlockAssembler:
         anything else (ask ``message``). The parts are kept joined, so each call joins only
         what arrived since the last one, and no message is built (a view streaming a long
         answer asks :meth:`streamed_tail`, which does not copy the whole text either)."""
-        blocks = self._blocks
-        if len(blocks) != 1:
-            return None
-        (partial,) = blocks.values()
-        if partial.block is not None or partial.kind not in _TEXT_KINDS:
+        partial = self._streamed_partial()
+        if partial is None:
             return None
         parts = partial.parts
         if len(parts) > 1:
             parts[:] = ["".join(parts)]
             partial.pieces = partial.head = 0
         return parts[0] if parts else ""
+
+    def _streamed_partial(self) -> _Partial | None:
+        """The one block fed when it is a text or reasoning block still built from deltas."""
+        blocks = self._blocks
+        if len(blocks) != 1:
+            return None
+        (partial,) = blocks.values()
+        if partial.block is not None or partial.kind not in _TEXT_KINDS:
+            return None
+        return partial
 
     def streamed_tail(self, start: int) -> tuple[int, str] | None:
         """``(len(text), text[start:])`` for the ``text`` :meth:`streamed_text` returns, or
@@ -193,11 +200,8 @@ class BlockAssembler:
         whole answer (``streamed_text`` copies all of it, which for an answer of a few
         hundred kilobytes is most of a render's time). ``start`` may move back (then the
         parts are joined once again)."""
-        blocks = self._blocks
-        if len(blocks) != 1:
-            return None
-        (partial,) = blocks.values()
-        if partial.block is not None or partial.kind not in _TEXT_KINDS:
+        partial = self._streamed_partial()
+        if partial is None:
             return None
         parts = partial.parts
         if start < partial.head:  # before the split (asked for again from further back)
