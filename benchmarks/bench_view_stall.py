@@ -17,8 +17,11 @@ The phases alternate in short blocks (``--samples`` round trips each, default 60
 one block of each phase per round in a rotating order, over ``--rounds`` rounds (default 40):
 the machine's load drifts over the three alike, and each round is a time-local pair of an idle
 and a views block. Each streaming block starts its agents' turns and cancels them after it;
-its first ``--warmup`` round trips (and the idle block's, alike) are not counted, so the
-twenty turn starts are not either. A p99 needs thousands of samples to be more than a handful
+the clock starts once every shown view has rendered since its turn began (each view's new turn
+box, its first stream widget: a burst of widget creation that is a turn's start, not its
+streaming; a time-based warm-up alone let the last of those renders land among the counted
+round trips), and its first ``--warmup`` round trips (and the idle block's, alike) are not
+counted either. A p99 needs thousands of samples to be more than a handful
 of slow round trips (2,400 a phase by default), and the ratio is printed with a 95 %
 confidence interval from a bootstrap over rounds (resampling whole rounds keeps each round's
 idle and views blocks together, so load that moves between rounds widens the interval instead
@@ -93,6 +96,8 @@ START = """
 for _i in range({agents}):
     globals()[f"{prefix}{{_i}}"].followup("go")
 await asyncio.sleep(0.3)  # every stream under way before the clock starts
+for _v in _bench_state().views.values():  # ... and every view past its turn's first render
+    await _v.settled()
 """
 
 CHUNKS = """sum(
