@@ -92,3 +92,43 @@ def test_a_front_end_lists_creates_prompts_and_cancels_over_the_comm(fe: FrontEn
     )
     assert out == "['aborted']\n"
     assert not fe.stderr, fe.stderr  # nothing the actions did leaked into a cell
+
+
+def test_actions_that_arrive_on_a_kernel_subshell_run_on_the_kernels_own_loop(
+    fe: FrontEnd,
+) -> None:
+    # JupyterLab 4.4+ sends a comm target's messages to a subshell of its own, which ipykernel
+    # 7 runs on another thread with another event loop: an agent created or prompted from there
+    # must still run on the loop the notebook's cells await.
+    fe.use_subshell()
+    comm_id = fe.hello("work.ipynb")
+    # The front end talks once welcomed (before that, ipykernel's router may look the comm up
+    # while the subshell has not opened it yet, and warns "No such comm" into a cell).
+    while not any(m.get("type") == "welcome" for m in fe.sent_to(comm_id)):
+        fe.run("pass")
+    action(fe, comm_id, action="create")
+    fe.run(
+        "from agentloop_nb.testing import HANG, ScriptedModel\n"
+        "ctx.llm.register_adapter(['stuck'], ScriptedModel([HANG]))"
+    )
+    fe.run("%agent create stuck --provider stuck --model m")
+    action(fe, comm_id, action="prompt", agent="stuck", mode="followup", text="wait")
+    action(fe, comm_id, action="prompt", agent="agent", text="hello")
+    out = fe.run(
+        """
+        import asyncio
+        await asyncio.wait_for(agent.when_idle(), 30)
+        print(stuck.status, stuck._state.task.get_loop() is asyncio.get_running_loop())
+        """
+    )
+    assert out == "running True\n"
+    action(fe, comm_id, action="cancel", agent="stuck")
+    out = fe.run(
+        """
+        await asyncio.wait_for(stuck.when_idle(), 30)
+        print([e.data["reason"]["kind"] for e in stuck.session.events if e.type == "turn/end"],
+              [e.data["reason"]["kind"] for e in agent.session.events if e.type == "turn/end"])
+        """
+    )
+    assert out == "['aborted'] ['completed']\n"
+    assert not fe.stderr, fe.stderr

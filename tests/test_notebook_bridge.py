@@ -45,8 +45,22 @@ class FrontEnd:
         self.closed: set[str] = set()
         self.requests: list[tuple[str, dict[str, Any]]] = []
         self.stderr: list[str] = []
+        self.subshell: str | None = None  # set by use_subshell(): where comm messages go
 
     # -- the front end's side of the comm ---------------------------------------------------
+
+    def use_subshell(self) -> str:
+        """Send every later comm message to a new kernel subshell, as JupyterLab 4.4+ does
+        (its default ``commsOverSubshells`` is one subshell per comm target)."""
+        request = self.kc.session.msg("create_subshell_request", {})
+        self.kc.control_channel.send(request)
+        while True:
+            reply = self.kc.get_control_msg(timeout=10)
+            if reply["parent_header"].get("msg_id") == request["header"]["msg_id"]:
+                break
+        assert reply["content"]["status"] == "ok", reply["content"]
+        self.subshell = str(reply["content"]["subshell_id"])
+        return self.subshell
 
     def open(self, data: dict[str, Any]) -> str:
         comm_id = uuid.uuid4().hex
@@ -65,7 +79,10 @@ class FrontEnd:
         self._shell("comm_close", {"comm_id": comm_id, "data": {}})
 
     def _shell(self, msg_type: str, content: dict[str, Any]) -> None:
-        self.kc.shell_channel.send(self.kc.session.msg(msg_type, content))
+        msg = self.kc.session.msg(msg_type, content)
+        if self.subshell is not None:
+            msg["header"]["subshell_id"] = self.subshell
+        self.kc.shell_channel.send(msg)
 
     def comm_info(self, target: str) -> dict[str, Any]:
         msg_id = self.kc.comm_info(target_name=target)

@@ -14,9 +14,11 @@ traceback in a user's cell.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import math
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -147,6 +149,13 @@ class NotebookBridge:
     returns its result dict or raises :class:`BridgeError`; :meth:`on_action` listens to the
     front end's notifications; :meth:`push` sends to every live comm; :meth:`close` undoes it
     all. Use it from the kernel's event loop (a cell, or a task started there).
+
+    Every comm callback (open, message, close) runs on the thread and event loop the bridge
+    was made on, in the context it was made in, whichever thread the kernel received it on:
+    JupyterLab 4.4+ sends each comm target's messages to a kernel subshell of its own, and
+    ipykernel 7 runs a subshell's handlers on its own thread with its own event loop. An
+    action handled there would start an agent's driver on that loop (a loop no cell awaits,
+    whose wake-ups never reach the kernel's) and touch the agents from a second thread.
     """
 
     def __init__(
@@ -164,6 +173,16 @@ class NotebookBridge:
         self._pending: dict[str, _Pending] = {}
         self._listeners: list[Callable[[Action], Any]] = []
         self._closed = False
+        # Where comm callbacks run (see the class docstring). The context is the one of the
+        # cell that made the bridge: its parent message is on the main shell, so what the
+        # callbacks publish on a comm makes ipykernel route that comm's later messages to the
+        # main shell too (it routes a comm's replies to the shell that last sent on it).
+        try:
+            self._loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:  # made outside a loop (a plain script): callbacks run in place
+            self._loop = None
+        self._thread = threading.get_ident()
+        self._context = contextvars.copy_context()
         self._manager.register_target(COMM_TARGET, self._on_open)
         self._announce = self._open_announce()
 
@@ -278,6 +297,18 @@ class NotebookBridge:
             _log.debug("notebook bridge: no announce comm", exc_info=True)
             return None
 
+    def _on_main(self, callback: Callable[..., None]) -> Callable[..., None]:
+        """``callback`` as a comm callback that runs on the bridge's loop and thread."""
+
+        def run(*args: Any) -> None:
+            loop = self._loop
+            if loop is None or threading.get_ident() == self._thread or loop.is_closed():
+                callback(*args)
+            else:
+                loop.call_soon_threadsafe(callback, *args, context=self._context.copy())
+
+        return run
+
     def _on_open(self, comm: Any, msg: dict[str, Any]) -> None:
         data = (msg.get("content") or {}).get("data")
         try:
@@ -298,10 +329,15 @@ class NotebookBridge:
                 "install matching versions of agentloop_nb in the kernel and JupyterLab",
             )
             return
+        # The handlers are set here, on whichever thread the open came in on, so a message
+        # that follows at once finds them; what they do runs on the bridge's loop, in order.
         live = _Live(comm, hello)
+        comm.on_msg(self._on_main(lambda message: self._on_msg(live, message)))
+        comm.on_close(self._on_main(lambda _message: self._on_close(live)))
+        self._on_main(self._welcome)(live)
+
+    def _welcome(self, live: _Live) -> None:
         self._live.append(live)
-        comm.on_msg(lambda message: self._on_msg(live, message))
-        comm.on_close(lambda _message: self._on_close(live))
         self._send(live, {"type": "welcome", "protocol": PROTOCOL, "kernel": _kernel_id()})
 
     def _refuse(self, comm: Any, reason: str) -> None:
