@@ -181,7 +181,7 @@ class JsonlPersistence(WriteBehind):
         try:
             st = os.fstat(fd)
             known = self._stamps.get(id)
-            if known is not None and (st.st_ino, st.st_size, st.st_mtime_ns) != known:
+            if known is not None and stamp(st) != known:
                 raise changed_error(id, self.path(id), known, st)
             size = st.st_size
             if id not in self._checked:
@@ -190,8 +190,7 @@ class JsonlPersistence(WriteBehind):
             write_all(fd, blob, size)
             if self.fsync:
                 os.fsync(fd)
-            st = os.fstat(fd)
-            self._stamps[id] = (st.st_ino, st.st_size, st.st_mtime_ns)  # ``stamp``, inline
+            self._stamps[id] = stamp(os.fstat(fd))
         finally:
             os.close(fd)
 
