@@ -128,3 +128,23 @@ async def test_an_unusable_root_refuses_the_agent_at_creation_naming_the_path(
     assert info.value.code == "PERSISTENCE" and "cannot lock session 's'" in str(info.value)
     assert app.ctx.agents.list() == []
     await app.aclose()
+
+
+async def test_a_backend_whose_root_changes_writes_under_the_new_root_only(
+    tmp_path: Path,
+) -> None:
+    """The writer remembers each session's file name, for the root it was made under: a new
+    ``root`` is where the next write looks (here it finds no file, and says so), and the file
+    under the old root is left as it was."""
+    store, backend = attached_store(tmp_path / "a")
+    session = store.create("s")
+    session.append("note", {"n": 1})
+    await session.flush()
+    old = tmp_path / "a" / "s.jsonl"
+    committed = old.read_bytes()
+    backend.root = tmp_path / "b"
+    session.append("note", {"n": 2})
+    error = await flush_error(session)
+    assert str((tmp_path / "b" / "s.jsonl").resolve()) in str(error)
+    assert old.read_bytes() == committed
+    await backend.aclose()

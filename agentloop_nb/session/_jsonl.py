@@ -83,6 +83,7 @@ class JsonlPersistence(WriteBehind):
         self._checked: set[str] = set()
         self._stamps: dict[str, Stamp] = {}  # per id: the file as this writer left it
         self._loaded: dict[str, Stamp] = {}  # per id: the file as ``load`` last read it
+        self._files: dict[str, tuple[Path, str]] = {}  # per id: (root, its file) for ``append``
 
     def __repr__(self) -> str:
         return f"JsonlPersistence(root={str(self.root)!r})"
@@ -170,17 +171,21 @@ class JsonlPersistence(WriteBehind):
         no half-written line stays behind."""
         if not events:
             return
-        path = self.path(id)
+        # fast path (benchmarks/bench_ab.py): the file name checked and joined once per id
+        # and root (the writer opens the file once per batch; ``path`` builds a ``Path``)
+        cached = self._files.get(id)
+        if cached is None or cached[0] is not self.root:
+            cached = self._files[id] = (self.root, os.fspath(self.path(id)))
         blob = encode_lines(events)
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND)
+        fd = os.open(cached[1], os.O_WRONLY | os.O_APPEND)
         try:
             st = os.fstat(fd)
             known = self._stamps.get(id)
             if known is not None and stamp(st) != known:
-                raise changed_error(id, path, known, st)
+                raise changed_error(id, self.path(id), known, st)
             size = st.st_size
             if id not in self._checked:
-                size = self._trim_tail(fd, path, size)
+                size = self._trim_tail(fd, self.path(id), size)
                 self._checked.add(id)
             write_all(fd, blob, size)
             if self.fsync:

@@ -67,10 +67,12 @@ def changed_error(id: str, path: Path, known: Stamp, st: os.stat_result) -> Pers
 def write_all(fd: int, blob: bytes, size: int) -> None:
     """Write ``blob`` at the end of the ``size``-byte file ``fd``; on failure cut the file back
     to ``size`` so no partial line remains (committed bytes are never touched)."""
-    view = memoryview(blob)
     try:
-        while view:
-            view = view[os.write(fd, view) :]
+        written = os.write(fd, blob)  # one call writes it all but on a short write
+        if written < len(blob):
+            view = memoryview(blob)[written:]
+            while view:
+                view = view[os.write(fd, view) :]
     except BaseException:
         with contextlib.suppress(OSError):
             os.ftruncate(fd, size)

@@ -35,7 +35,7 @@ import logging
 import threading
 import weakref
 from collections.abc import Callable, Sequence
-from queue import Empty, SimpleQueue
+from queue import SimpleQueue
 from typing import Any
 
 import anyio
@@ -284,16 +284,16 @@ class WriteBehind:
 
     def _run(self) -> None:
         queue = self._queue
-        get, get_nowait = queue.get, queue.get_nowait
+        get, get_nowait, size = queue.get, queue.get_nowait, queue.qsize
         while True:
             stop = False
             while not stop:
                 items = [get()]
-                try:
-                    while len(items) < _BATCH:
-                        items.append(get_nowait())
-                except Empty:
-                    pass
+                # This thread is the queue's only consumer: what ``qsize`` counts is there to
+                # take (no ``Empty`` raised and caught per round).
+                more = min(size(), _BATCH - 1)
+                if more:
+                    items += [get_nowait() for _ in range(more)]
                 try:
                     self._begin_round()
                     stop = self._process(items)
