@@ -233,7 +233,6 @@ def _line_number(f: BinaryIO, offset: int) -> int:
 
 
 _dumps = orjson.dumps
-_NEWLINE = orjson.OPT_APPEND_NEWLINE
 
 
 def encode_lines(events: Sequence[SessionEvent]) -> bytes:
@@ -241,19 +240,7 @@ def encode_lines(events: Sequence[SessionEvent]) -> bytes:
     refuses (ints beyond 64 bits, lone surrogates) re-encodes the batch through ``dumps_bytes``,
     whose standard-library fallback decides those lines."""
     try:
-        # fast path (benchmarks/bench_ab.py): orjson itself, one call per event writing its
-        # newline (no second bytes object per line); an event with neither ``surface_op`` nor
-        # source seqs (most of them) as ``to_dict`` builds it, without the method's frame
-        return b"".join(
-            [
-                _dumps(
-                    {"type": event.type, "seq": event.seq, "time": event.time, "data": event.data}
-                    if event.surface_op is None and not event.source_event_seqs
-                    else event.to_dict(),
-                    option=_NEWLINE,
-                )
-                for event in events
-            ]
-        )
+        # fast path (benchmarks/bench_loop.py ingest): orjson itself, one call per event
+        return b"".join([_dumps(event.to_dict()) + b"\n" for event in events])
     except TypeError:  # orjson.JSONEncodeError is a TypeError
         return b"".join([dumps_bytes(event.to_dict()) + b"\n" for event in events])
