@@ -32,8 +32,6 @@ from .llm import (
     PreparedCall,
     RequestFacts,
     RetryPolicy,
-    StreamChunk,
-    Usage,
 )
 from .loop import (
     Agent,
@@ -71,7 +69,7 @@ from .tools import (
 from .usage import UsageTotals
 
 if TYPE_CHECKING:
-    from .llm import GenerateOptions
+    from .llm import GenerateOptions, StreamChunk, Usage
     from .plugins.invariants import InvariantError
     from .session import JsonlPersistence
 
@@ -79,13 +77,15 @@ __version__ = "0.1.0"
 
 # Exports whose modules load on first use (start-up cost): the invariant companion (whose
 # error this is), the JSONL backend, which only a program with persistence uses, and
-# ``GenerateOptions`` (a dataclass, loaded with the first model request).
+# ``GenerateOptions`` (a dataclass, loaded with the first model request), the stream-chunk
+# models (``StreamChunk``, ``Usage``: loaded with the first stream).
 _EXPORTS = LazyExports(
     __name__,
     {
         ".plugins.invariants": ("InvariantError",),
         ".session._jsonl": ("JsonlPersistence",),
         ".llm._options": ("GenerateOptions",),
+        ".llm._chunks": ("StreamChunk", "Usage"),
     },
 )
 

@@ -61,7 +61,6 @@ from ._hook_payloads import (
     PreStepPayload,
     Reject,
     RequestConfig,
-    RequestErrorPayload,
     RequestPayload,
     Retry,
     SessionStartPayload,
@@ -84,6 +83,7 @@ from .tools import (
 
 if TYPE_CHECKING:
     from ._hook_catalogue import HOOKS, HookSpec
+    from ._request_error import RequestErrorPayload
     from .llm import LlmStreamPayload
     from .prompt import AssemblePayload
 
@@ -165,4 +165,8 @@ def __getattr__(name: str) -> Any:
         from . import llm
 
         return llm.LlmStreamPayload
+    if name == "RequestErrorPayload":  # loads with the stream-chunk models (``_request_error``)
+        from ._request_error import RequestErrorPayload
+
+        return RequestErrorPayload
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
