@@ -72,6 +72,7 @@ LAZY_SUBMODULES = (
         "agentloop_nb.llm._openai_stream",
         "agentloop_nb.llm._anthropic_stream",
         "agentloop_nb._request_error",
+        "agentloop_nb.session._chunklog",  # the session's log of a streaming response
     ),
 )
 
@@ -254,7 +255,8 @@ def test_the_stream_chunks_load_with_the_first_stream_and_resolve_from_their_hom
         "from agentloop_nb import AgentOptions, App\n"
         "def chunked():\n"
         "    return [m for m in ('agentloop_nb.llm._chunks', 'agentloop_nb.llm._assembler',\n"
-        "            'agentloop_nb.llm._guard', 'agentloop_nb._request_error') if m in sys.modules]\n"
+        "            'agentloop_nb.llm._guard', 'agentloop_nb.session._chunklog',\n"
+        "            'agentloop_nb._request_error') if m in sys.modules]\n"
         "app = App()\n"
         "before = chunked()\n"
         "async def main():\n"
@@ -294,6 +296,7 @@ def test_the_stream_chunks_load_with_the_first_stream_and_resolve_from_their_hom
             "agentloop_nb.llm._chunks",
             "agentloop_nb.llm._assembler",
             "agentloop_nb.llm._guard",
+            "agentloop_nb.session._chunklog",
         ],
         "6*7 = 42",
         True,
@@ -387,6 +390,7 @@ LOAD_EXT_LAZY = (
     "agentloop_nb.llm._openai_stream",
     "agentloop_nb.llm._anthropic_stream",
     "agentloop_nb._request_error",
+    "agentloop_nb.session._chunklog",
     "agentloop_nb.jupyter.fold._feed",
     "agentloop_nb.jupyter.fold._transcript",
     "agentloop_nb.jupyter.fold._render",
