@@ -55,11 +55,6 @@ from .prompt import SystemPrompt
 from .session import Session, SessionEvent, SessionStore
 from .signals import AbortController, AbortError, AbortSignal
 from .tools import (
-    Accept,
-    Allow,
-    Ask,
-    Block,
-    Deny,
     Tool,
     ToolExecution,
     ToolResult,
@@ -72,13 +67,15 @@ if TYPE_CHECKING:
     from .llm import GenerateOptions, StreamChunk, Usage
     from .plugins.invariants import InvariantError
     from .session import JsonlPersistence
+    from .tools import Accept, Allow, Ask, Block, Deny
 
 __version__ = "0.1.0"
 
 # Exports whose modules load on first use (start-up cost): the invariant companion (whose
 # error this is), the JSONL backend, which only a program with persistence uses, and
 # ``GenerateOptions`` (a dataclass, loaded with the first model request), the stream-chunk
-# models (``StreamChunk``, ``Usage``: loaded with the first stream).
+# models (``StreamChunk``, ``Usage``: loaded with the first stream), the tool decisions (loaded
+# with the first tool call).
 _EXPORTS = LazyExports(
     __name__,
     {
@@ -86,6 +83,7 @@ _EXPORTS = LazyExports(
         ".session._jsonl": ("JsonlPersistence",),
         ".llm._options": ("GenerateOptions",),
         ".llm._chunks": ("StreamChunk", "Usage"),
+        ".tools._verdicts": ("Accept", "Allow", "Ask", "Block", "Deny"),
     },
 )
 
