@@ -32,8 +32,6 @@ from .llm import (
     PreparedCall,
     RequestFacts,
     RetryPolicy,
-    StreamChunk,
-    Usage,
 )
 from .loop import (
     Agent,
@@ -57,11 +55,6 @@ from .prompt import SystemPrompt
 from .session import Session, SessionEvent, SessionStore
 from .signals import AbortController, AbortError, AbortSignal
 from .tools import (
-    Accept,
-    Allow,
-    Ask,
-    Block,
-    Deny,
     Tool,
     ToolExecution,
     ToolResult,
@@ -71,21 +64,26 @@ from .tools import (
 from .usage import UsageTotals
 
 if TYPE_CHECKING:
-    from .llm import GenerateOptions
+    from .llm import GenerateOptions, StreamChunk, Usage
     from .plugins.invariants import InvariantError
     from .session import JsonlPersistence
+    from .tools import Accept, Allow, Ask, Block, Deny
 
 __version__ = "0.1.0"
 
 # Exports whose modules load on first use (start-up cost): the invariant companion (whose
 # error this is), the JSONL backend, which only a program with persistence uses, and
-# ``GenerateOptions`` (a dataclass, loaded with the first model request).
+# ``GenerateOptions`` (a dataclass, loaded with the first model request), the stream-chunk
+# models (``StreamChunk``, ``Usage``: loaded with the first stream), the tool decisions (loaded
+# with the first tool call).
 _EXPORTS = LazyExports(
     __name__,
     {
         ".plugins.invariants": ("InvariantError",),
         ".session._jsonl": ("JsonlPersistence",),
         ".llm._options": ("GenerateOptions",),
+        ".llm._chunks": ("StreamChunk", "Usage"),
+        ".tools._verdicts": ("Accept", "Allow", "Ask", "Block", "Deny"),
     },
 )
 

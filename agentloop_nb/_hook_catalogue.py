@@ -50,13 +50,13 @@ from ._hook_payloads import (
     PreStepPayload,
     Reject,
     RequestConfig,
-    RequestErrorPayload,
     RequestPayload,
     Retry,
     SessionStartPayload,
     StatusPayload,
     TurnStoppingPayload,
 )
+from ._request_error import RequestErrorPayload
 from .context import ErrorReport
 from .llm import LlmStreamPayload
 from .prompt import AssemblePayload

@@ -3,7 +3,8 @@
 Public through :mod:`agentloop_nb.hooks`, which re-exports every name here; this module holds
 them apart from the catalogue (``HOOKS``, built at first use by ``_hook_catalogue``), so the
 catalogue can import them without importing ``hooks`` back. Plugins import these from
-``agentloop_nb.hooks``, never from here."""
+``agentloop_nb.hooks``, never from here. ``RequestErrorPayload`` is in ``_request_error``: its
+``failure`` is an ``ErrorFinish``, a stream-chunk model that loads with the first stream."""
 
 from __future__ import annotations
 
@@ -13,7 +14,6 @@ from ._creation import AgentOptions
 from ._decision import Decision
 from ._record import Record, set_field
 from .context import Context
-from .llm import ErrorFinish, RequestFacts, RetryPolicy
 from .messages import UserMessage
 from .session import Session
 from .signals import AbortSignal
@@ -29,7 +29,6 @@ __all__ = [
     "PreStepPayload",
     "Reject",
     "RequestConfig",
-    "RequestErrorPayload",
     "RequestPayload",
     "Retry",
     "SessionStartPayload",
@@ -250,45 +249,6 @@ class RequestPayload(Record):
         set_field(self, "step", step)
         set_field(self, "config", config)
         set_field(self, "signal", signal)
-
-
-class RequestErrorPayload(Record):
-    """Payload of the ``agent/request-error`` waterfall: the failed attempt's error finish
-    (``attempt`` counts the attempts of this step, from 1). ``policy``: the prepared call's
-    retry policy (``None`` when the route had no adapter or the registration has none).
-    ``facts``: the failed request's provider, model, code, status and retry-after."""
-
-    __slots__ = ("agent", "attempt", "facts", "failure", "policy", "signal", "step", "turn")
-    __match_args__ = ("agent", "turn", "step", "failure", "signal", "attempt", "policy", "facts")
-
-    agent: AgentLike
-    turn: int
-    step: int
-    failure: ErrorFinish
-    signal: AbortSignal
-    attempt: int
-    policy: RetryPolicy | None
-    facts: RequestFacts | None
-
-    def __init__(
-        self,
-        agent: AgentLike,
-        turn: int,
-        step: int,
-        failure: ErrorFinish,
-        signal: AbortSignal,
-        attempt: int = 1,
-        policy: RetryPolicy | None = None,
-        facts: RequestFacts | None = None,
-    ) -> None:
-        set_field(self, "agent", agent)
-        set_field(self, "turn", turn)
-        set_field(self, "step", step)
-        set_field(self, "failure", failure)
-        set_field(self, "signal", signal)
-        set_field(self, "attempt", attempt)
-        set_field(self, "policy", policy)
-        set_field(self, "facts", facts)
 
 
 class TurnStoppingPayload(Record):

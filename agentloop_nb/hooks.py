@@ -61,7 +61,6 @@ from ._hook_payloads import (
     PreStepPayload,
     Reject,
     RequestConfig,
-    RequestErrorPayload,
     RequestPayload,
     Retry,
     SessionStartPayload,
@@ -71,11 +70,6 @@ from ._hook_payloads import (
 from .context import ErrorReport
 from .session import SessionChunkPayload, SessionEventPayload, SessionPayload
 from .tools import (
-    Accept,
-    Allow,
-    Ask,
-    Block,
-    Deny,
     PostExecutePayload,
     ToolExecution,
     ToolResultPayload,
@@ -84,8 +78,10 @@ from .tools import (
 
 if TYPE_CHECKING:
     from ._hook_catalogue import HOOKS, HookSpec
+    from ._request_error import RequestErrorPayload
     from .llm import LlmStreamPayload
     from .prompt import AssemblePayload
+    from .tools import Accept, Allow, Ask, Block, Deny
 
 __all__ = [
     "AGENT_CREATED",
@@ -149,6 +145,9 @@ __all__ = [
 ]
 
 
+_TOOL_DECISIONS = ("Accept", "Allow", "Ask", "Block", "Deny")
+
+
 def __getattr__(name: str) -> Any:
     # The catalogue (``HOOKS``, ``HookSpec``) is built at its first use: the dispatchers need
     # only the names and payloads above (start-up cost).
@@ -165,4 +164,12 @@ def __getattr__(name: str) -> Any:
         from . import llm
 
         return llm.LlmStreamPayload
+    if name in _TOOL_DECISIONS:  # load with the tool pipeline's first call (``tools``)
+        from . import tools
+
+        return getattr(tools, name)
+    if name == "RequestErrorPayload":  # loads with the stream-chunk models (``_request_error``)
+        from ._request_error import RequestErrorPayload
+
+        return RequestErrorPayload
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

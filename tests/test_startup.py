@@ -60,6 +60,26 @@ LAZY_SUBMODULES = (
     "agentloop_nb.llm._options",
     # Assembly (a dataclass) and its payload: the first assembly (a step) loads them
     "agentloop_nb._assembly",
+    # What the first stream needs: the chunk models (a dozen pydantic classes), the assembler
+    # that folds them, the stream guard with its finish constants, the providers' stream
+    # mappings, and the request-error payload (its ``failure`` is a chunk model)
+    *(
+        "agentloop_nb.llm._chunks",
+        "agentloop_nb.llm._assembler",
+        "agentloop_nb.llm._guard",
+        "agentloop_nb.llm._abort_watch",
+        "agentloop_nb.llm._stream_state",
+        "agentloop_nb.llm._openai_stream",
+        "agentloop_nb.llm._anthropic_stream",
+        "agentloop_nb._request_error",
+        "agentloop_nb.session._chunklog",  # the session's log of a streaming response
+    ),
+    # The tool pipeline's phases and its decisions: the first tool call
+    "agentloop_nb.tools._admit",
+    "agentloop_nb.tools._dispatch",
+    "agentloop_nb.tools._settle",
+    "agentloop_nb.tools._hooks",
+    "agentloop_nb.tools._verdicts",
 )
 
 
@@ -97,7 +117,7 @@ def test_importing_the_package_builds_no_pydantic_validator() -> None:
     result = _run(code)
     assert isinstance(result, list)
     count, built = result
-    assert count > 30  # the messages, chunks, decisions and configurations are all defined
+    assert count > 20  # messages, configurations, loop decisions (chunks, tool decisions: later)
     assert built == []
 
 
@@ -229,6 +249,100 @@ def test_the_assembly_loads_with_the_first_step_and_resolves_from_its_public_hom
     ]
 
 
+def test_the_stream_chunks_load_with_the_first_stream_and_resolve_from_their_homes() -> None:
+    # Neither the import nor ``App()`` (which builds the HTTP and offline adapters) makes the
+    # chunk models; the first stream does. Every public name resolves from its documented home
+    # to the one class: ``agentloop_nb.llm`` (attribute, ``from`` import, ``dir``), the root
+    # (``Usage`` reporting its public path), the providers' stream mappings; the
+    # ``agent/request-error`` payload's hints resolve to the chunk model; the assembler's
+    # class-keyed dispatch folds chunks made through the public names.
+    code = (
+        "import sys, json, asyncio, typing\n"
+        "from agentloop_nb import AgentOptions, App\n"
+        "def chunked():\n"
+        "    return [m for m in ('agentloop_nb.llm._chunks', 'agentloop_nb.llm._assembler',\n"
+        "            'agentloop_nb.llm._guard', 'agentloop_nb.session._chunklog',\n"
+        "            'agentloop_nb._request_error') if m in sys.modules]\n"
+        "app = App()\n"
+        "before = chunked()\n"
+        "async def main():\n"
+        "    agent = app.ctx.agent_loop.create('a', AgentOptions(provider='offline', model='m'))\n"
+        "    agent.followup('what is 6*7')\n"
+        "    await agent.when_idle()\n"
+        "    [m] = [e.data['message'] for e in agent.session.events\n"
+        "           if e.type == 'assistant/message']\n"
+        "    await app.aclose()\n"
+        "    return m['content'][0]['text']\n"
+        "answer = asyncio.run(main())\n"
+        "after = chunked()\n"
+        "import agentloop_nb, agentloop_nb.llm as llm\n"
+        "from agentloop_nb.llm import BlockAssembler, ErrorFinish, Finish, Stop, TextDelta\n"
+        "from agentloop_nb.llm import _chunks\n"
+        "from agentloop_nb.llm.openai import OpenAIStreamParser, usage_from_openai\n"
+        "from agentloop_nb.llm.anthropic import AnthropicStreamParser\n"
+        "from agentloop_nb import hooks\n"
+        "same = all(getattr(llm, n) is getattr(_chunks, n) for n in\n"
+        "    ('TextDelta', 'Finish', 'ErrorFinish', 'StreamChunk', 'CHUNK_ADAPTER', 'Usage'))\n"
+        "hints = typing.get_type_hints(hooks.RequestErrorPayload)\n"
+        "asm = BlockAssembler()\n"
+        "for c in (TextDelta(index=0, text='a'), TextDelta(index=0, text='b'),\n"
+        "          Finish(reason=Stop())):\n"
+        "    asm.feed(c)\n"
+        "print(json.dumps([before, after, answer, same, agentloop_nb.Usage is llm.Usage,\n"
+        "    agentloop_nb.Usage.__module__, agentloop_nb.StreamChunk is llm.StreamChunk,\n"
+        "    hints['failure'] is ErrorFinish,\n"
+        "    hooks.HOOKS['agent/request-error'].payload is hooks.RequestErrorPayload,\n"
+        "    asm.message().text, asm.finish.kind, 'TextDelta' in dir(llm),\n"
+        "    usage_from_openai({'prompt_tokens': 2}).input_tokens,\n"
+        "    [c.__name__ for c in (OpenAIStreamParser, AnthropicStreamParser)]]))\n"
+    )
+    assert _run(code) == [
+        [],
+        [
+            "agentloop_nb.llm._chunks",
+            "agentloop_nb.llm._assembler",
+            "agentloop_nb.llm._guard",
+            "agentloop_nb.session._chunklog",
+        ],
+        "6*7 = 42",
+        True,
+        True,
+        "agentloop_nb",
+        True,
+        True,
+        True,
+        "ab",
+        "stop",
+        True,
+        2,
+        ["OpenAIStreamParser", "AnthropicStreamParser"],
+    ]
+
+
+def test_a_failed_request_loads_its_payload_with_resolvable_hints() -> None:
+    # The ``agent/request-error`` payload loads with the first failure and carries the
+    # failure's ``ErrorFinish``; a listener sees it with the same class the names resolve to.
+    code = (
+        "import sys, json, asyncio, typing\n"
+        "from agentloop_nb import AgentOptions, App\n"
+        "app = App(retry=False)\n"
+        "seen = []\n"
+        "async def on_error(payload, next):\n"
+        "    seen.append([type(payload).__name__, payload.failure.code,\n"
+        "                 type(payload.failure) is typing.get_type_hints(type(payload))['failure']])\n"
+        "    return await next()\n"
+        "app.ctx.on('agent/request-error', on_error)\n"
+        "async def main():\n"
+        "    agent = app.ctx.agent_loop.create('a', AgentOptions(provider='nobody', model='m'))\n"
+        "    agent.followup('hi')\n"
+        "    await agent.when_idle()\n"
+        "    await app.aclose()\n"
+        "asyncio.run(main())\n"
+        "print(json.dumps([seen, 'agentloop_nb._request_error' in sys.modules]))\n"
+    )
+    assert _run(code) == [[["RequestErrorPayload", "NO_ADAPTER", True]], True]
+
+
 def test_building_an_app_leaves_the_event_catalogue_and_tokenize_unbuilt() -> None:
     # The bundled plugins write events by name (the catalogue's shapes load with their first
     # use), and the loop's live settings take no builtin default factory (pydantic would read
@@ -275,6 +389,14 @@ LOAD_EXT_LAZY = (
     "agentloop_nb._event_catalogue",  # the plugins the App installs write events by name
     "agentloop_nb.llm._options",  # the App's adapters name GenerateOptions only for checkers
     "agentloop_nb._assembly",  # the App registers sections; the first step assembles
+    "agentloop_nb.llm._chunks",  # the App's adapters make chunks only when they stream
+    "agentloop_nb.llm._assembler",
+    "agentloop_nb.llm._guard",
+    "agentloop_nb.llm._stream_state",
+    "agentloop_nb.llm._openai_stream",
+    "agentloop_nb.llm._anthropic_stream",
+    "agentloop_nb._request_error",
+    "agentloop_nb.session._chunklog",
     "agentloop_nb.jupyter.fold._feed",
     "agentloop_nb.jupyter.fold._transcript",
     "agentloop_nb.jupyter.fold._render",

@@ -11,37 +11,65 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .._lazy import LazyExports
-from ._assembler import BlockAssembler, assemble
-from ._chunks import (
-    CHUNK_ADAPTER,
-    Aborted,
-    BlockEnd,
-    BlockStart,
-    BlockType,
-    ErrorCode,
-    ErrorFinish,
-    Finish,
-    FinishReason,
-    MaxTokens,
-    ReasoningDelta,
-    Stop,
-    StreamChunk,
-    TextDelta,
-    ToolCallDelta,
-    ToolCalls,
-    Usage,
-    UsageChunk,
-)
 from ._errors import LlmError
 from ._prepare import DEFAULT_RETRY_CODES, PreparedCall, RequestFacts, RetryPolicy
 from ._runtime import Adapter, BoundLlmRuntime, LlmRuntime
 
 if TYPE_CHECKING:
+    from ._assembler import BlockAssembler, assemble
+    from ._chunks import (
+        CHUNK_ADAPTER,
+        Aborted,
+        BlockEnd,
+        BlockStart,
+        BlockType,
+        ErrorCode,
+        ErrorFinish,
+        Finish,
+        FinishReason,
+        MaxTokens,
+        ReasoningDelta,
+        Stop,
+        StreamChunk,
+        TextDelta,
+        ToolCallDelta,
+        ToolCalls,
+        Usage,
+        UsageChunk,
+    )
     from ._options import GenerateOptions, LlmStreamPayload
 
-# ``GenerateOptions`` (a dataclass: its methods are compiled when the class is made) and the
-# ``llm/stream`` payload that carries it load with the first request, or the first access here.
-_EXPORTS = LazyExports(__name__, {"._options": ("GenerateOptions", "LlmStreamPayload")})
+# What a model request needs and a program that never streams does not (start-up cost): the
+# stream-chunk models (a dozen pydantic classes) and the assembler that folds them load with
+# the first stream, or the first access here; ``GenerateOptions`` (a dataclass: its methods
+# are compiled when the class is made) and the ``llm/stream`` payload with the first request.
+_EXPORTS = LazyExports(
+    __name__,
+    {
+        "._chunks": (
+            "CHUNK_ADAPTER",
+            "Aborted",
+            "BlockEnd",
+            "BlockStart",
+            "BlockType",
+            "ErrorCode",
+            "ErrorFinish",
+            "Finish",
+            "FinishReason",
+            "MaxTokens",
+            "ReasoningDelta",
+            "Stop",
+            "StreamChunk",
+            "TextDelta",
+            "ToolCallDelta",
+            "ToolCalls",
+            "Usage",
+            "UsageChunk",
+        ),
+        "._assembler": ("BlockAssembler", "assemble"),
+        "._options": ("GenerateOptions", "LlmStreamPayload"),
+    },
+)
 
 
 def __getattr__(name: str) -> Any:

@@ -1,5 +1,12 @@
 """The ``StreamChunk`` union every adapter yields (``GenerateOptions``, what every adapter
-receives, is in ``_options``: it loads with the first request)."""
+receives, is in ``_options``: it loads with the first request).
+
+Loaded with the first stream (or the first access to a name here through ``agentloop_nb.llm``
+or the package root), not by ``import agentloop_nb`` nor ``App()``: a dozen pydantic classes
+cost about 1.2 M instructions each to make even with ``defer_build``, which a program that only
+lists, reads or replays sessions would pay for nothing. Whatever runs before the first stream
+names these classes only under ``TYPE_CHECKING`` and imports them where a chunk is made.
+"""
 
 from typing import Annotated, Literal
 
@@ -127,3 +134,7 @@ StreamChunk = Annotated[
 CHUNK_ADAPTER: TypeAdapter[StreamChunk] = TypeAdapter(
     StreamChunk, config=ConfigDict(defer_build=True)
 )
+
+# The public path (``agentloop_nb.Usage``), as the package root's eager names report: reprs,
+# docs and pickles name it whichever home loads it first.
+Usage.__module__ = "agentloop_nb"

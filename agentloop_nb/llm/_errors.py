@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ..errors import AgentloopError
-from ._chunks import ErrorFinish
+
+if TYPE_CHECKING:
+    from ._chunks import ErrorFinish
 
 
 class LlmError(AgentloopError):
@@ -26,6 +30,9 @@ class LlmError(AgentloopError):
         self.retry_after = retry_after
 
     def to_finish(self) -> ErrorFinish:
+        # the chunk models load with the first stream, which is where a finish is made
+        from ._chunks import ErrorFinish
+
         return ErrorFinish(
             message=self.message, code=self.code, status=self.status, retry_after=self.retry_after
         )

@@ -42,8 +42,6 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
 
-from ._chunks import ErrorFinish
-
 
 def _lazy_module(name: str) -> ModuleType:
     """``name`` as imported, or a module that imports itself at its first attribute access
@@ -64,6 +62,8 @@ def _lazy_module(name: str) -> ModuleType:
 
 if TYPE_CHECKING:
     import httpx
+
+    from ._chunks import ErrorFinish
 else:
     httpx = _lazy_module("httpx")
 
@@ -363,6 +363,8 @@ def http_error(
     """The :class:`ErrorFinish` for an HTTP error response (status ≥ 400, or a 2xx that is not
     an event stream). The message quotes the provider's own message, redacted then truncated;
     credentials in ``url``'s user-info count as secrets."""
+    from ._chunks import ErrorFinish  # not at import: see ``_chunks``
+
     secrets = (*secrets, *url_secrets(url))
     text = body.decode("utf-8", errors="replace")
     try:
@@ -404,6 +406,8 @@ def stream_error(
     """The :class:`ErrorFinish` for an error reported inside a 200 event stream (Anthropic's
     ``event: error``, an OpenAI-compatible ``{"error": {...}}`` chunk), redacted then
     truncated."""
+    from ._chunks import ErrorFinish  # not at import: see ``_chunks``
+
     secrets = tuple(secrets)
     message, etype, code = error_details(payload)
     err_code = classify_error_type(etype, code, message)
@@ -421,6 +425,8 @@ def transport_error(
 ) -> ErrorFinish:
     """The :class:`ErrorFinish` for an httpx exception raised while sending or reading (the
     exception text redacted then truncated; ``url``'s user-info counts as a secret)."""
+    from ._chunks import ErrorFinish  # not at import: see ``_chunks``
+
     secrets = (*secrets, *url_secrets(url))
     where = safe_url(url)
     detail = truncate(redact(str(exc) or type(exc).__name__, secrets))

@@ -29,18 +29,28 @@ from .._scoped import BoundView
 from ..context import Lazy, listened
 from ..errors import InvalidTypeError
 from ..signals import AbortError
-from ._chunks import Finish, StreamChunk
 from ._errors import LlmError
-from ._guard import ABORTED as _ABORTED
-from ._guard import aclose_quietly as _aclose
-from ._guard import error_finish as _error_finish
-from ._guard import exception_finish as _exception_finish
-from ._guard import guard as _guard
 from ._prepare import C, PreparedCall, RetryPolicy, as_retry_policy, restrict_defaults
 
 if TYPE_CHECKING:
+    from types import ModuleType
+
     from ..signals import AbortSignal
+    from ._chunks import Finish, StreamChunk
     from ._options import GenerateOptions
+
+# The stream guard with its finish constants (and so the chunk models), once the first stream
+# has loaded it: ``import agentloop_nb`` and ``App()`` do not (start-up cost), a stream then
+# pays one global read.
+_G: ModuleType | None = None
+
+
+def _guards() -> ModuleType:
+    global _G
+    from . import _guard
+
+    _G = _guard
+    return _guard
 
 
 class Adapter(Protocol):
@@ -114,10 +124,11 @@ class _Stream:
         return await self._next()
 
     async def _open(self) -> AsyncIterator[StreamChunk]:
+        g = _G or _guards()
         options = self._options
         signal = options.signal
         if signal is not None and signal.aborted:
-            return _single(_ABORTED)
+            return _single(g.ABORTED)
         runtime = self._runtime
         adapter = self._adapter
         if LLM_STREAM not in listened(self._ctx):
@@ -138,25 +149,25 @@ class _Stream:
             if is_awaitable(source):  # a dispatcher that hands back default's coroutine
                 source = await source
         except LlmError as exc:
-            return _single(Finish(reason=exc.to_finish()))
+            return _single(g.Finish(reason=exc.to_finish()))
         if produced and source is produced[-1]:
             return source  # already normalised: do not pay for a second guard
         if source is None or not hasattr(source, "__anext__"):
             return _single(
-                _error_finish(
+                g.error_finish(
                     "UNKNOWN",
                     f"an 'llm/stream' listener returned {type(source).__name__}, "
                     "not an async iterator of chunks",
                 )
             )
-        return _guard(source, signal)
+        return g.guard(source, signal)
 
     async def aclose(self) -> None:
         """Stop early; closes the adapter's iterator."""
         inner, self._inner = self._inner, None
         self._next = _closed
         if inner is not None:
-            await _aclose(inner)
+            await (_G or _guards()).aclose_quietly(inner)
 
 
 async def _closed() -> StreamChunk:
@@ -309,12 +320,13 @@ class LlmRuntime:
     ) -> AsyncIterator[StreamChunk]:
         """The waterfall's default: the adapter's stream, already normalised. ``adapter`` is
         the prepared call's pinned adapter; ``None`` looks the provider up now."""
+        g = _G or _guards()
         if adapter is None:
             adapter = self.adapter_for(options.provider)
         if adapter is None:
             known = ", ".join(repr(p) for p in sorted(self._adapters)) or "none"
             return _single(
-                _error_finish(
+                g.error_finish(
                     "NO_ADAPTER",
                     f"no adapter is registered for provider {options.provider!r} "
                     f"(registered: {known}); register one with ctx.llm.register_adapter",
@@ -323,8 +335,8 @@ class LlmRuntime:
         try:
             source = adapter.stream(options)
         except Exception as exc:
-            return _single(_exception_finish(exc))
-        return _guard(source, options.signal)
+            return _single(g.exception_finish(exc))
+        return g.guard(source, options.signal)
 
 
 class BoundLlmRuntime(BoundView["LlmRuntime"]):

@@ -35,7 +35,6 @@ import anyio
 from .._json import dumps_bytes
 from ..errors import AgentloopError
 from ..signals import AbortError, AbortScope, AbortSignal
-from ._chunks import Aborted, ErrorFinish, Finish, StreamChunk
 from ._http import (
     HttpClientOwner,
     error_details,
@@ -55,6 +54,7 @@ from ._http import (
 )
 
 if TYPE_CHECKING:
+    from ._chunks import ErrorFinish, Finish, StreamChunk
     from ._options import GenerateOptions
 
 #: Most bytes read from an error response (its body is only quoted, truncated).
@@ -143,6 +143,8 @@ async def stream_sse(
     key_env: str | None = None,
 ) -> AsyncGenerator[StreamChunk, None]:
     """Send ``request`` and stream its events through ``parser`` (see the module docstring)."""
+    from ._chunks import Aborted, ErrorFinish, Finish  # not at import: see ``_chunks``
+
     secrets = tuple(secrets)
     url = request.url
     try:
@@ -216,6 +218,8 @@ async def _error_response(
     key_env: str | None,
 ) -> Finish:
     """The finish for an HTTP error status, or a 2xx that is not an event stream."""
+    from ._chunks import Aborted, Finish
+
     url = response.request.url
     try:
         body = await _until_abort(signal, _read_limited, response)
@@ -248,6 +252,8 @@ def _not_a_stream(
 ) -> ErrorFinish:
     """A 2xx that is not an event stream: an error object some proxies send with 200, or a
     server that ignored ``stream: true``."""
+    from ._chunks import ErrorFinish
+
     text = body.decode("utf-8", errors="replace")
     try:
         payload = json.loads(text)
@@ -363,6 +369,8 @@ class SseAdapter(HttpClientOwner):
 
     async def stream(self, options: GenerateOptions) -> AsyncIterator[StreamChunk]:
         """Stream one response (see the class docstring for the failure contract)."""
+        from ._chunks import ErrorFinish, Finish  # not at import: see ``_chunks``
+
         key = self._key()
         if key is None and self.require_key:
             yield Finish(

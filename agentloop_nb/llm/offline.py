@@ -77,22 +77,10 @@ from .._json import dumps_arguments
 from .._lazyre import lazy_re
 from ..errors import InvalidValueError
 from ..messages import TextBlock, ToolResultMessage, UserMessage
-from ._chunks import (
-    Aborted,
-    BlockEnd,
-    BlockStart,
-    Finish,
-    Stop,
-    StreamChunk,
-    TextDelta,
-    ToolCallDelta,
-    ToolCalls,
-    Usage,
-    UsageChunk,
-)
 from ._offline_fix import fix_response, trailing_results
 
 if TYPE_CHECKING:
+    from ._chunks import StreamChunk
     from ._options import GenerateOptions
 
 INTRO = "I'm the offline demo model: a tiny deterministic stand-in for a real LLM (no network, no API key)."
@@ -318,6 +306,19 @@ class OfflineModel:
 
     async def stream(self, options: GenerateOptions) -> AsyncIterator[StreamChunk]:
         """Stream the answer (see the module docstring). Never raises; ends with one finish."""
+        from ._chunks import (  # not at import: see ``_chunks``
+            Aborted,
+            BlockEnd,
+            BlockStart,
+            Finish,
+            Stop,
+            TextDelta,
+            ToolCallDelta,
+            ToolCalls,
+            Usage,
+            UsageChunk,
+        )
+
         signal = options.signal
         text, call = self.respond(options)
         chunks: list[StreamChunk] = []

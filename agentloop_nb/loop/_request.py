@@ -28,14 +28,15 @@ from .._event_names import ASSISTANT_ATTEMPT, REQUEST_HEADER
 from .._hook_names import AGENT_REQUEST, AGENT_REQUEST_ERROR
 from ..context import Lazy, listened
 from ..errors import InvalidTypeError
-from ..hooks import RequestConfig, RequestErrorPayload, RequestPayload, Retry
-from ..llm import BlockAssembler, LlmError, PreparedCall, RequestFacts
+from ..hooks import RequestConfig, RequestPayload, Retry
+from ..llm import LlmError, PreparedCall, RequestFacts
 from ..session import FrozenDict, freeze_json
 from ..session._frozen import Fallback, freeze_fields, wrap_frozen
 
 if TYPE_CHECKING:
+    from .._request_error import RequestErrorPayload
     from ..context import Context
-    from ..llm import GenerateOptions
+    from ..llm import BlockAssembler, GenerateOptions
     from ..prompt import Assembly
     from ..session import Session
     from ..signals import AbortSignal
@@ -298,7 +299,7 @@ class RequestPath:
         turn: int,
         step: int,
     ) -> Reply:
-        asm = BlockAssembler()
+        asm = (_ASSEMBLER or _assembler_class())()
         log = self._agent.session.open_chunks(turn, step, partial(_block_json, asm))
         add, feed = log.add, asm.feed
         try:
@@ -369,6 +370,19 @@ def _options_class() -> type[GenerateOptions]:
     return GenerateOptions
 
 
+# ``BlockAssembler``, once the first stream has loaded it with the chunk models (a dozen pydantic
+# classes ``import agentloop_nb`` does not build); a global read per request after.
+_ASSEMBLER: type[BlockAssembler] | None = None
+
+
+def _assembler_class() -> type[BlockAssembler]:
+    global _ASSEMBLER
+    from ..llm import BlockAssembler
+
+    _ASSEMBLER = BlockAssembler
+    return BlockAssembler
+
+
 def _request_error_payload(
     agent: _Agent,
     turn: int,
@@ -379,6 +393,8 @@ def _request_error_payload(
     prepared: PreparedCall[RequestConfig],
     options: GenerateOptions,
 ) -> RequestErrorPayload:
+    from .._request_error import RequestErrorPayload  # a failed request: the chunks loaded
+
     facts = RequestFacts.of(options.provider, options.model, failure)
     return RequestErrorPayload(
         _facade(agent), turn, step, failure, signal, attempt, prepared.retry_policy, facts

@@ -47,7 +47,7 @@ from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, PositiveInt
 from ..context import Context
 from ..events import ASSISTANT_MESSAGE, COMPACTION_SUMMARY, SURFACE_TYPES, TURN_START
 from ..hooks import AGENT_DISPOSED, AGENT_PRE_STEP, AGENT_REQUEST_ERROR
-from ..llm import BlockAssembler, LlmError
+from ..llm import LlmError
 from ..loop import RequestConfig, Retry
 from ..messages import AssistantMessage, Message, TextBlock, ToolResultMessage, UserMessage
 from ..models import DEFAULT_TABLE, ModelTable, model_table
@@ -341,8 +341,8 @@ class CompactionPlugin:
             content=(TextBlock(text=transcript),),
         )
         # imported here: the App installs this plugin at start, the options class loads with
-        # the first request
-        from ..llm import GenerateOptions
+        # the first request and the assembler (with the chunk models) with the first stream
+        from ..llm import BlockAssembler, GenerateOptions
 
         options = GenerateOptions(
             provider=provider,

@@ -30,11 +30,12 @@ from pydantic import Field, ValidationInfo, field_validator
 
 from ..events import LLM_RETRY
 from ..hooks import AGENT_REQUEST_ERROR
-from ..llm import DEFAULT_RETRY_CODES, ErrorFinish, RequestFacts, RetryPolicy
+from ..llm import DEFAULT_RETRY_CODES, RequestFacts, RetryPolicy
 from ..loop import Retry
 
 if TYPE_CHECKING:
     from ..context import Context
+    from ..llm import ErrorFinish  # the chunk models load with the first stream
     from ..signals import AbortSignal
 
 DEFAULT_CODES = DEFAULT_RETRY_CODES

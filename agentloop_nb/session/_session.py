@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time as _time
 from collections.abc import Awaitable, Container, Iterator, Mapping, Sequence
-from typing import Any, Literal, Protocol, overload
+from typing import TYPE_CHECKING, Any, Literal, Protocol, overload
 
 from pydantic import ValidationError
 
@@ -14,7 +14,6 @@ from .._record import Record, set_field
 from ..context import listened
 from ..errors import InvalidTypeError, InvalidValueError, UsageError
 from ..messages import AssistantMessage, Message, ToolResultMessage, UserMessage
-from ._chunklog import ChunkLog, Resolve
 from ._events import (
     EVENT_TYPES,
     SessionEvent,
@@ -25,6 +24,9 @@ from ._events import (
     normalize_surface_op,
 )
 from ._frozen import FrozenDict
+
+if TYPE_CHECKING:
+    from ._chunklog import ChunkLog, Resolve
 
 __all__ = [
     "EventLog",
@@ -505,7 +507,9 @@ class Session:
             )
         if self._chunks is not None:
             self._chunks.close()
-        log = self._chunks = ChunkLog(self, turn, step, resolve, self._listened)
+        log = self._chunks = (_CHUNK_LOG or _chunk_log_class())(
+            self, turn, step, resolve, self._listened
+        )
         return log
 
     def close_chunks(self, log: ChunkLog) -> None:
@@ -615,3 +619,16 @@ class Session:
 
     def __repr__(self) -> str:
         return f"<Session {self.id!r} {self._state} events={len(self._events)}>"
+
+
+# ``ChunkLog``, once the first streamed response has loaded it (``import agentloop_nb`` and a
+# program that only reads or replays sessions do not need it); a global read per response after.
+_CHUNK_LOG: type[ChunkLog] | None = None
+
+
+def _chunk_log_class() -> type[ChunkLog]:
+    global _CHUNK_LOG
+    from ._chunklog import ChunkLog
+
+    _CHUNK_LOG = ChunkLog
+    return ChunkLog

@@ -9,6 +9,9 @@ The modules follow one call: ``_registry`` (what can be called), ``_admit`` (may
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
+from .._lazy import LazyExports
 from ._decisions import (
     ABORTED,
     ABORTED_BEFORE_DISPATCH,
@@ -20,15 +23,7 @@ from ._decisions import (
     TOOL_ERROR,
     TOOL_TIMEOUT,
     UNKNOWN_TOOL,
-    Accept,
-    Allow,
-    ApproveEdited,
-    Ask,
-    Block,
-    Deny,
-    PostExecuteDecision,
     PostExecutePayload,
-    PreExecuteDecision,
     ToolDefinition,
     ToolErrorInfo,
     ToolExecution,
@@ -41,6 +36,45 @@ from ._decisions import (
 from ._define import ConcurrencySafe, FinalizeContent, Tool, ToolExecute, tool
 from ._results import MAX_RESULT_CHARS, MAX_RESULT_DEPTH, MAX_RESULT_ITEMS
 from ._runtime import ExecutionMode, Guard, ToolRuntime
+
+if TYPE_CHECKING:
+    from ._verdicts import (
+        Accept,
+        Allow,
+        ApproveEdited,
+        Ask,
+        Block,
+        Deny,
+        PostExecuteDecision,
+        PreExecuteDecision,
+    )
+
+# The decisions (six pydantic classes) load with the pipeline's first call or the first access
+# here (start-up cost).
+_EXPORTS = LazyExports(
+    __name__,
+    {
+        "._verdicts": (
+            "Accept",
+            "Allow",
+            "ApproveEdited",
+            "Ask",
+            "Block",
+            "Deny",
+            "PostExecuteDecision",
+            "PreExecuteDecision",
+        )
+    },
+)
+
+
+def __getattr__(name: str) -> Any:
+    return _EXPORTS.load(name)
+
+
+def __dir__() -> list[str]:
+    return _EXPORTS.dir()
+
 
 __all__ = [
     "ABORTED",

@@ -30,10 +30,6 @@ from ._decisions import (
     DENIED,
     INVALID_ARGS,
     UNKNOWN_TOOL,
-    Allow,
-    ApproveEdited,
-    Ask,
-    Deny,
     ToolExecution,
     ToolResult,
     drop_admitted,
@@ -42,6 +38,7 @@ from ._decisions import (
 )
 from ._define import Tool, checked_args
 from ._hooks import ALLOW, PRE_EXECUTE, allow
+from ._verdicts import Allow, ApproveEdited, Ask, Deny
 
 __all__ = ["aborted", "admit", "parse_arguments"]
 

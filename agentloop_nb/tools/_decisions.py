@@ -1,10 +1,5 @@
-"""Decisions, results, payloads and the per-call ``ToolExecution`` of the tool pipeline.
-
-Decisions are small frozen pydantic models discriminated by a literal ``kind``:
-
-- ``tools/pre-execute`` answers ``Allow()``, ``Deny(reason, info=None)`` or ``Ask(reason=None)``;
-- ``tools/post-execute`` answers ``Accept(content=None, additional_contexts=())`` or
-  ``Block(feedback)``.
+"""Results, payloads and the per-call ``ToolExecution`` of the tool pipeline (the decisions
+are in ``_verdicts``: they load with the first call).
 
 A ``ToolResult`` is what one call produced. Tool problems are results, never exceptions: an
 error result has ``is_error=True``, ``error=ToolErrorInfo(code, message)`` and content
@@ -12,11 +7,10 @@ error result has ``is_error=True``, ``error=ToolErrorInfo(code, message)`` and c
 """
 
 from collections.abc import Callable
-from typing import Any, Final, Literal, Protocol
+from typing import Any, Final, Protocol
 
 from pydantic import BaseModel, ConfigDict, TypeAdapter, field_validator
 
-from .._decision import Decision
 from .._record import Record, set_field
 from ..messages import ToolResultBlock
 from ..signals import AbortSignal
@@ -32,15 +26,7 @@ __all__ = [
     "TOOL_ERROR",
     "TOOL_TIMEOUT",
     "UNKNOWN_TOOL",
-    "Accept",
-    "Allow",
-    "ApproveEdited",
-    "Ask",
-    "Block",
-    "Deny",
-    "PostExecuteDecision",
     "PostExecutePayload",
-    "PreExecuteDecision",
     "ToolDefinition",
     "ToolErrorInfo",
     "ToolExecution",
@@ -74,64 +60,6 @@ _BLOCK: TypeAdapter[Any] = TypeAdapter(ToolResultBlock, config=ConfigDict(defer_
 class _Frozen(BaseModel):
     # defer_build: validators are built on first use, not at import (start-up cost)
     model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
-
-
-# -- decisions -------------------------------------------------------------------------------
-
-
-class Allow(Decision):
-    """``tools/pre-execute``: let the call proceed (to the guards, then dispatch)."""
-
-    kind: Literal["allow"] = "allow"
-
-
-class Deny(Decision):
-    """``tools/pre-execute`` (or a guard): refuse the call. The model receives a ``DENIED``
-    error result quoting ``reason``; ``info`` (JSON) becomes the result's ``meta``."""
-
-    kind: Literal["deny"] = "deny"
-    reason: str
-    info: dict[str, Any] | None = None
-
-
-class Ask(Decision):
-    """``tools/pre-execute``: proceed only if the approval service (``ctx.approval``) answers
-    yes (``True``, or ``ApproveEdited(args)``: the call runs with the arguments the person
-    edited). With no approval service, or one that fails, the call is denied."""
-
-    kind: Literal["ask"] = "ask"
-    reason: str | None = None
-
-
-class Accept(Decision):
-    """``tools/post-execute``: keep the result. ``content`` (when not ``None``) replaces the
-    result's content; ``additional_contexts`` are appended to the result's own, and the loop
-    injects them into the next step's input."""
-
-    kind: Literal["accept"] = "accept"
-    content: str | None = None
-    additional_contexts: tuple[str, ...] = ()
-
-
-class Block(Decision):
-    """``tools/post-execute``: withhold the result. The model receives an error result
-    (code ``BLOCKED``) whose content is ``"Error: <feedback>"``."""
-
-    kind: Literal["block"] = "block"
-    feedback: str
-
-
-class ApproveEdited(_Frozen):
-    """What an approval service answers when the person approved the call **after editing
-    its arguments**: the call runs with ``args`` (checked against the tool's schema again;
-    invalid → ``INVALID_ARGS``), and ``ToolExecution.edited_from`` keeps the model's own
-    arguments so the tool can tell the model what was changed."""
-
-    args: dict[str, Any]
-
-
-PreExecuteDecision = Allow | Deny | Ask
-PostExecuteDecision = Accept | Block
 
 
 # -- results ---------------------------------------------------------------------------------

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Final
 
 from .. import _hook_names
-from ._decisions import Accept, Allow
+from ._verdicts import Accept, Allow
 
 __all__ = [
     "ACCEPT",

@@ -23,20 +23,46 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Coroutine
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._disposer import Disposer
 from .._scoped import OwnedCopy
 from ..errors import InvalidValueError
 from ..signals import AbortController, AbortSignal
-from ._admit import admit, parse_arguments
 from ._decisions import ToolExecution, ToolResult
 from ._define import Tool, as_tool
-from ._dispatch import dispatch
 from ._registry import ExecutionMode, Guard, Registry, classify
-from ._settle import announce_settled, settle
+
+if TYPE_CHECKING:
+    from types import ModuleType
 
 __all__ = ["ExecutionMode", "Guard", "ToolRuntime"]
+
+
+class _Phases:
+    """The pipeline's phases (``_admit``, ``_dispatch``, ``_settle`` with ``_hooks``' constant
+    decisions), loaded with the first call that uses one: ``import agentloop_nb`` and ``App()``
+    run no tool call (start-up cost). One global read per call after."""
+
+    __slots__ = ("admit", "announce_settled", "dispatch", "parse_arguments", "settle")
+
+    def __init__(self, admit: ModuleType, dispatch: ModuleType, settle: ModuleType) -> None:
+        self.admit = admit.admit
+        self.parse_arguments = admit.parse_arguments
+        self.dispatch = dispatch.dispatch
+        self.announce_settled = settle.announce_settled
+        self.settle = settle.settle
+
+
+_PHASES: _Phases | None = None
+
+
+def _phases() -> _Phases:
+    global _PHASES
+    from . import _admit, _dispatch, _settle
+
+    _PHASES = _Phases(_admit, _dispatch, _settle)
+    return _PHASES
 
 
 class ToolRuntime(OwnedCopy):
@@ -151,7 +177,7 @@ class ToolRuntime(OwnedCopy):
         definition = self.lookup(call.name, agent)
         if definition is None:
             return "exclusive"
-        return classify(definition, parse_arguments(call.arguments or "")[0])
+        return classify(definition, (_PHASES or _phases()).parse_arguments(call.arguments or "")[0])
 
     # -- the phases of one call --------------------------------------------------------------
 
@@ -171,7 +197,7 @@ class ToolRuntime(OwnedCopy):
         """
         agent = self._agent(agent)
         arguments = call.arguments or ""
-        args, problem = parse_arguments(arguments)
+        args, problem = (_PHASES or _phases()).parse_arguments(arguments)
         agent_ctx = getattr(agent, "ctx", None) if agent is not None else None
         return ToolExecution(
             call_id=call.id,
@@ -200,14 +226,15 @@ class ToolRuntime(OwnedCopy):
         listener exceptions propagate (plugin failure).
         """
         registry, agent = self._registry, execution.agent
-        refusal = await admit(
+        phases = _PHASES or _phases()
+        refusal = await phases.admit(
             execution,
             available=lambda: [d.name for d in registry.definitions(agent)],
             guards=registry.guards_for(agent),
             approval=lambda: self._approval(execution.ctx),
         )
         if refusal is not None:
-            announce_settled(execution, refusal)
+            phases.announce_settled(execution, refusal)
         return refusal
 
     def _approval(self, ctx: Any) -> Any:
@@ -234,13 +261,14 @@ class ToolRuntime(OwnedCopy):
             assert refusal is not None
             return refusal
         registry, agent = self._registry, execution.agent
-        result = await dispatch(
+        phases = _PHASES or _phases()
+        result = await phases.dispatch(
             execution,
             lambda: registry.tracker(agent),
             lambda: registry.disposal_grace,
             lambda: registry.cancel_grace,
         )
-        announce_settled(execution, result)
+        phases.announce_settled(execution, result)
         return result
 
     def post_execute(
@@ -250,7 +278,7 @@ class ToolRuntime(OwnedCopy):
         ``Accept()``) and its decision, the tool's ``finalize_content`` (successful results
         only; failure → ``TOOL_ERROR``), then ``tools/result``. Call it for every result,
         early errors included, so observers see every call. Listener exceptions propagate."""
-        return settle(execution, result)
+        return (_PHASES or _phases()).settle(execution, result)
 
     async def execute(self, execution: ToolExecution) -> ToolResult:
         """``pre_execute``, then ``dispatch`` when admitted, then ``post_execute``."""

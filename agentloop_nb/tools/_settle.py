@@ -17,8 +17,6 @@ from ..errors import InvalidTypeError
 from ._decisions import (
     BLOCKED,
     TOOL_ERROR,
-    Accept,
-    Block,
     PostExecutePayload,
     ToolExecution,
     ToolResult,
@@ -27,6 +25,7 @@ from ._decisions import (
     error_result,
 )
 from ._hooks import ACCEPT, POST_EXECUTE, RESULT, SETTLED, accept
+from ._verdicts import Accept, Block
 
 __all__ = ["announce_settled", "apply_post_decision", "settle"]
 
