@@ -94,32 +94,46 @@ def test_a_front_end_lists_creates_prompts_and_cancels_over_the_comm(fe: FrontEn
     assert not fe.stderr, fe.stderr  # nothing the actions did leaked into a cell
 
 
+def row_of(fe: FrontEnd, comm_id: str, name: str) -> dict[str, Any] | None:
+    """Agent ``name``'s row in the kernel's last ``agents`` push (``None``: not in it)."""
+    rows = pushes(fe, comm_id)
+    return next((r for r in rows[-1] if r["name"] == name), None) if rows else None
+
+
 def test_actions_that_arrive_on_a_kernel_subshell_run_on_the_kernels_own_loop(
     fe: FrontEnd,
 ) -> None:
     # JupyterLab 4.4+ sends a comm target's messages to a subshell of its own, which ipykernel
     # 7 runs on another thread with another event loop: an agent created or prompted from there
-    # must still run on the loop the notebook's cells await.
+    # must still run on the loop the notebook's cells await. Messages on a subshell are not
+    # ordered with the main shell's cells, so the test follows the kernel's pushes (each
+    # `fe.run` is one round trip that reads them), as the panel does.
     fe.use_subshell()
     comm_id = fe.hello("work.ipynb")
     # The front end talks once welcomed (before that, ipykernel's router may look the comm up
     # while the subshell has not opened it yet, and warns "No such comm" into a cell).
     while not any(m.get("type") == "welcome" for m in fe.sent_to(comm_id)):
         fe.run("pass")
-    action(fe, comm_id, action="create")
     fe.run(
         "from agentloop_nb.testing import HANG, ScriptedModel\n"
         "ctx.llm.register_adapter(['stuck'], ScriptedModel([HANG]))"
     )
     fe.run("%agent create stuck --provider stuck --model m")
+    action(fe, comm_id, action="create")
+    while row_of(fe, comm_id, "agent") is None:
+        fe.run("pass")
     action(fe, comm_id, action="prompt", agent="stuck", mode="followup", text="wait")
     action(fe, comm_id, action="prompt", agent="agent", text="hello")
+    while (stuck := row_of(fe, comm_id, "stuck")) is None or stuck["state"] != "running":
+        fe.run("pass")
+    while (agent := row_of(fe, comm_id, "agent")) is None or (agent["turns"], agent["state"]) != (
+        1,
+        "idle",
+    ):
+        fe.run("pass")
     out = fe.run(
-        """
-        import asyncio
-        await asyncio.wait_for(agent.when_idle(), 30)
-        print(stuck.status, stuck._state.task.get_loop() is asyncio.get_running_loop())
-        """
+        "import asyncio\n"
+        "print(stuck.status, stuck._state.task.get_loop() is asyncio.get_running_loop())"
     )
     assert out == "running True\n"
     action(fe, comm_id, action="cancel", agent="stuck")
