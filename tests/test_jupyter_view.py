@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import time
 from typing import Any
 
 import pytest
@@ -221,12 +222,20 @@ async def test_a_running_turn_shows_a_spinner_and_elapsed_time_top_and_bottom() 
     app.ctx.on(
         "session/event", lambda p: streaming.set() if p.event.type == "assistant/chunk" else None
     )
+    began = time.time()
     agent.followup("hang")
     await streaming.wait()
     await view.settled()
     view.flush()
     assert "agentloop-spinner" in view.status.value
-    assert re.search(r"running \d+s", view.status.value)
+    # The clock is the browser's (tests/browser/test_view.py watches it tick): a negative
+    # animation delay as old as the turn.
+    found = re.search(
+        r'running <span class="agentloop-clock" style="animation-delay:-([\d.]+)s"',
+        view.status.value,
+    )
+    assert found, view.status.value
+    assert 0 <= float(found[1]) <= time.time() - began + 0.01
     assert view.status_bottom.children == (view.status,)  # the same model, shown twice
     agent.cancel("user")
     await agent.when_idle()

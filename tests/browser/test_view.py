@@ -4,6 +4,7 @@ and a saved notebook reopened after its kernel is gone.
 - The quick start runs in JupyterLab's **dark** theme; the user prompt's text must keep a WCAG
   AA contrast (≥ 4.5:1) against its background, as in the light theme. The agent view alone is
   saved as ``artifacts/screenshots/quickstart-widget-dark.png`` (the README's dark picture).
+- A running turn's clock ticks in the browser, with no re-render from the kernel.
 - A second ``%%agent`` cell's view does not show the first cell's turn (it sits behind the
   "1 earlier turn" toggle).
 - A streaming answer is a padded block whose text keeps its line breaks and wraps.
@@ -55,6 +56,22 @@ STREAM_JS = """(el) => {
   const s = getComputedStyle(el);
   return [s.display, getComputedStyle(text).whiteSpace, s.paddingLeft,
           el.scrollWidth <= el.clientWidth + 1];
+}"""
+# A running turn's clock (seconds shown, read from its animated counters), and whether the
+# clock element marked by CLOCK_MARK_JS is still on the page (a kernel re-render replaces it)
+# and shows at least ``target`` seconds.
+CLOCK_JS = """(el) => {
+  const s = getComputedStyle(el);
+  return Number(s.getPropertyValue('--agentloop-clock-s'))
+    + 60 * Number(s.getPropertyValue('--agentloop-clock-m'));
+}"""
+CLOCK_MARK_JS = "(el) => { el.dataset.agentloopTestClock = '1'; }"
+CLOCK_TICKED_JS = """(target) => {
+  const el = document.querySelector('[data-agentloop-test-clock]');
+  if (!el) throw new Error('the clock was re-rendered by the kernel');
+  const s = getComputedStyle(el);
+  return Number(s.getPropertyValue('--agentloop-clock-s'))
+    + 60 * Number(s.getPropertyValue('--agentloop-clock-m')) >= target;
 }"""
 LINE_JS = """(el) => {
   const s = getComputedStyle(el);
@@ -129,6 +146,12 @@ def test_cell_views_inbox_editing_and_a_reopened_notebook(
         # Queue a follow-up with Ctrl+Enter while the slow agent talks, then edit it.
         slow = harness.cell_output(lab_page, SLOW_CELL).locator(".agentloop-agent")
         expect(slow.locator(".agentloop-status").first).to_have_text(re.compile(r"^running"))
+        # Its clock ticks in the browser: the same element counts on for two seconds, with
+        # nothing sent from the kernel to keep it going.
+        clock = slow.locator(".agentloop-clock").first
+        shown = clock.evaluate(CLOCK_JS)
+        clock.evaluate(CLOCK_MARK_JS)
+        lab_page.wait_for_function(CLOCK_TICKED_JS, arg=shown + 2)
         # The streaming answer (one widget while it fits in one segment, no wrapper box) is
         # a padded block whose text keeps its line breaks, wraps inside it, single-spaced.
         streaming = slow.locator(".agentloop-streaming").first

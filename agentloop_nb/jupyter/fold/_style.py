@@ -103,6 +103,15 @@ color:var(--jp-ui-font-color0)}
 vertical-align:-0.1em;border:2px solid var(--jp-layout-color1);
 border-right-color:transparent;border-radius:50%;animation:agentloop-spin 0.8s linear infinite}
 @keyframes agentloop-spin{to{transform:rotate(360deg)}}
+.agentloop-clock{animation:agentloop-clock-s 60s steps(60,end) infinite,
+agentloop-clock-m 360000s steps(6000,end) forwards;
+counter-reset:agentloop-clock-m var(--agentloop-clock-m) agentloop-clock-s var(--agentloop-clock-s)}
+.agentloop-clock::after{content:counter(agentloop-clock-m) ":"
+counter(agentloop-clock-s,decimal-leading-zero)}
+@property --agentloop-clock-s{syntax:"<integer>";inherits:false;initial-value:0}
+@property --agentloop-clock-m{syntax:"<integer>";inherits:false;initial-value:0}
+@keyframes agentloop-clock-s{to{--agentloop-clock-s:60}}
+@keyframes agentloop-clock-m{to{--agentloop-clock-m:6000}}
 .agentloop-pool-table{font-size:85%;width:100%;border-collapse:collapse}
 .agentloop-pool-state,.agentloop-pool-duration{white-space:nowrap;padding:0 6px}
 .agentloop-pool-title{color:var(--agentloop-muted);font-size:85%}

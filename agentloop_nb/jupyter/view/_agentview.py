@@ -34,7 +34,6 @@ from ._turnfork import OnFork
 from ._viewbase import TextRepr, feed_for, style_widget
 
 _STATUS_TYPES = frozenset({"turn/start", "turn/end", "assistant/message"})
-_ELAPSED_TICK = 1.0  # seconds between updates of a running turn's elapsed time
 
 
 class AgentView(TextRepr, widgets.VBox):
@@ -158,8 +157,8 @@ class AgentView(TextRepr, widgets.VBox):
         pill = escape(status)
         if live and status == "running":
             started = t.turn_started if t.turn_ended is None else None
-            elapsed = "" if started is None else f" {_elapsed(time.time() - started)}"
-            pill = f'<span class="agentloop-spinner"></span>{pill}{elapsed}'
+            clock = "" if started is None else f" {_clock(time.time() - started)}"
+            pill = f'<span class="agentloop-spinner"></span>{pill}{clock}'
         last = f" · last turn: {escape(end_label(t.last_end))}" if t.last_end else ""
         agent_id = escape(str(a.id))
         who = (
@@ -179,12 +178,9 @@ class AgentView(TextRepr, widgets.VBox):
         html = self.status_html()
         if self.status.value != html:
             self.status.value = html
-        running = str(self.agent.status) == "running"
-        style = "warning" if running else ""
+        style = "warning" if str(self.agent.status) == "running" else ""
         if self.cancel_button.button_style != style:
             self.cancel_button.button_style = style
-        if running:
-            self.throttle.poke_after(_ELAPSED_TICK)
 
     @property
     def transcript(self) -> Transcript:
@@ -370,9 +366,14 @@ def _budget_part(budgets: Any, agent: Any, scope: str, limit: str, value: float)
     return f"cost {shown}/${value:.2f}"
 
 
-def _elapsed(seconds: float) -> str:
-    s = max(0, int(seconds))
-    return f"{s // 60}m{s % 60:02d}s" if s >= 60 else f"{s}s"
+def _clock(seconds: float) -> str:
+    """A running turn's elapsed time (``m:ss``) that the browser advances by itself: the
+    stylesheet's ``agentloop-clock`` animations count seconds and minutes from the negative
+    delay, so a running view sends nothing once a second to keep its clock going (twenty
+    views streaming would otherwise spend a third of the pacer's renders on their clocks).
+    Each re-render of the status line restarts it from the kernel's figure."""
+    delay = f"animation-delay:-{max(0.0, seconds):.3f}s"
+    return f'<span class="agentloop-clock" style="{delay}"></span>'
 
 
 __all__ = ["AgentView"]
