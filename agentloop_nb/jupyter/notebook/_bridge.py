@@ -337,6 +337,12 @@ class NotebookBridge:
         self._on_main(self._welcome)(live)
 
     def _welcome(self, live: _Live) -> None:
+        if self._closed:  # closed while the open hopped over from a subshell: not adopted
+            try:
+                live.comm.close()
+            except Exception:
+                _log.debug("notebook bridge: closing a late comm failed", exc_info=True)
+            return
         self._live.append(live)
         self._send(live, {"type": "welcome", "protocol": PROTOCOL, "kernel": _kernel_id()})
 
