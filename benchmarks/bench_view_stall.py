@@ -278,17 +278,20 @@ def _interval(
 
 PHASES = ("idle", "views", "no views")
 
+PACER_RATE = "_bench_throttle.RATE = {rate!r}"
+
 
 def main(ns: argparse.Namespace) -> None:
     # Every answer outlasts its block (a round trip and its pause take about 30 ms; the margin
     # covers a loaded machine): a block never measures an agent that already finished.
     words = int(ns.rate * ((ns.samples + ns.warmup) * 0.15 + 5))
-    blocks: dict[str, list[list[float]]] = {p: [] for p in PHASES}
-    spans: dict[str, list[tuple[float, float]]] = {p: [] for p in PHASES}
-    probes: dict[str, list[Any]] = {p: [] for p in PHASES}
+    phases = PHASES + ((f"views@{ns.pacer_rate:g}",) if ns.pacer_rate else ())
+    blocks: dict[str, list[list[float]]] = {p: [] for p in phases}
+    spans: dict[str, list[tuple[float, float]]] = {p: [] for p in phases}
+    probes: dict[str, list[Any]] = {p: [] for p in phases}
     chunks: dict[str, int] = {}
     finished = 0  # agents whose answer ended before their block did
-    streamed: dict[str, int] = {p: 0 for p in PHASES}
+    streamed: dict[str, int] = {p: 0 for p in phases}
     with tempfile.TemporaryDirectory() as root:
         k = Kernel()
         try:
@@ -298,10 +301,17 @@ def main(ns: argparse.Namespace) -> None:
             k.run(SHOW.format(agents=ns.agents, prefix="v"))
             if ns.probe:
                 k.run(PROBE.format(folder=str(Path(__file__).parent)))
+            if ns.pacer_rate:
+                k.run("_bench_throttle = sys.modules['agentloop_nb.jupyter.view._throttle']")
+                default_rate = k.fetch("_bench_throttle.RATE")
             _sample(k, 20)  # warm up
             for r in range(ns.rounds):
-                for phase in PHASES[r % 3 :] + PHASES[: r % 3]:
-                    prefix = {"views": "v", "no views": "n"}.get(phase)
+                turn = r % len(phases)
+                for phase in phases[turn:] + phases[:turn]:
+                    prefix = "v" if phase.startswith("views") else "n" if phase != "idle" else None
+                    if ns.pacer_rate:  # the pacer's rate this block (the default but in one)
+                        rate = ns.pacer_rate if phase.startswith("views@") else default_rate
+                        k.run(PACER_RATE.format(rate=rate))
                     if prefix is not None:
                         k.run(START.format(agents=ns.agents, prefix=prefix))
                     count = CHUNKS.format(agents=ns.agents, prefix=prefix or "v")
@@ -328,7 +338,7 @@ def main(ns: argparse.Namespace) -> None:
                         finished += ns.agents - int(running)
         finally:
             seen = k.close()
-    _report(ns, blocks, spans, chunks, seen)
+    _report(ns, phases, blocks, spans, chunks, seen)
     if finished:
         print(f"warning: {finished} answers ended before their block did (raise the margin)")
     if ns.probe:
@@ -337,6 +347,7 @@ def main(ns: argparse.Namespace) -> None:
 
 def _report(
     ns: argparse.Namespace,
+    phases: tuple[str, ...],
     blocks: dict[str, list[list[float]]],
     spans: dict[str, list[tuple[float, float]]],
     chunks: dict[str, int],
@@ -352,7 +363,7 @@ def _report(
         f"{'p50/idle':>10}{'p99/idle':>10}{'max/idle':>10}{'msgs/s':>9}{'comm/s':>8}{'KiB/s':>8}"
     )
     print(head)
-    for phase in PHASES:
+    for phase in phases:
         p50, p99, mx = _stats(_pooled(blocks, phase))
         s = sum(b - a for a, b in spans[phase]) or 1
         inside = [m for m in seen if any(a <= m[0] <= b for a, b in spans[phase])]
@@ -367,7 +378,7 @@ def _report(
         print(f"{phase}: {n} chunks logged by the {ns.agents} agents (all rounds)")
     print(f"p99 against the idle kernel's, 95 % CI (bootstrap over the {ns.rounds} rounds):")
     verdict = "undecided"
-    for phase in PHASES[1:]:
+    for phase in phases[1:]:
         ratio = _stats(_pooled(blocks, phase))[1] / idle[1]
         lo, hi, lo_ms, hi_ms = _interval(blocks, phase, ns.resamples)
         print(
@@ -457,6 +468,12 @@ if __name__ == "__main__":
     )
     parser.add_argument(
         "--resamples", type=int, default=2000, help="bootstrap resamples of the rounds"
+    )
+    parser.add_argument(
+        "--pacer-rate",
+        type=float,
+        default=0.0,
+        help="add a phase 'views@R': the shown views with the render pacer's RATE set to R",
     )
     parser.add_argument("--probe", action="store_true", help="load _loop_probe into the kernel")
     parser.add_argument(
