@@ -32,11 +32,13 @@ Another process reads the kernel's IOPub socket all the time, as a front end wou
 messages, comm messages and bytes per phase), so nothing backs up and its work does not compete
 for this process's GIL. ``--probe`` loads :mod:`_loop_probe` into the kernel: per phase, the
 loop's CPU time, its longest iterations and what they ran, the slowest view renders and the
-cyclic GC's pauses. ``--profile PATH`` cProfiles the kernel over the views blocks. Nothing here
+cyclic GC's pauses. ``--profile PATH`` cProfiles the kernel over the views blocks. ``--pacer-rate R`` adds a fourth
+phase, ``views@R``: the same shown views with the render pacer's ``RATE`` set to ``R`` for that
+block (an A/B of the rate in one run). Nothing here
 is a test: the figures are ratios against the idle kernel measured side by side. Run::
 
     PYTHONPATH=$PWD .venv/bin/python benchmarks/bench_view_stall.py [--agents 20] [--rate 200]
-        [--samples 60] [--rounds 40] [--warmup 5] [--probe] [--profile PATH]
+        [--samples 60] [--rounds 40] [--warmup 5] [--probe] [--profile PATH] [--pacer-rate R]
 
 (about 6 minutes with the defaults; ``--rounds 3 --samples 150`` is the layout of the first
 versions, about a minute). On a machine other work loads, ``nice -n -10`` (as root) keeps that
