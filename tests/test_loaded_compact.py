@@ -17,6 +17,7 @@ from _loop_helpers import OPTIONS, make_app, register, run, scripted
 
 from agentloop_nb.session import FrozenDict, JsonlPersistence, SessionEvent, SessionStore
 from agentloop_nb.session import _jsonl_codec as codec
+from agentloop_nb.session import _nodes as nodes_module
 from agentloop_nb.session import _session as session_module
 from agentloop_nb.testing import text, tool_call
 from agentloop_nb.tools import tool
@@ -103,6 +104,8 @@ async def test_a_loaded_session_parses_each_surface_event_once(
         parsed.append(seq)
         return parse(event_type, data, seq)
 
+    # the loader parses through ``_nodes``, the session's derivation through ``_session``
+    monkeypatch.setattr(nodes_module, "parse_node", counting)
     monkeypatch.setattr(session_module, "parse_node", counting)
     session = _load(tmp_path)
     at_load = len(parsed)

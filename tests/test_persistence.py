@@ -10,6 +10,7 @@ import anyio
 import anyio.to_thread
 import pytest
 
+from agentloop_nb.context import Context
 from agentloop_nb.session import (
     JsonlPersistence,
     Persistence,
@@ -30,8 +31,12 @@ class FakeBus:
     def __init__(self) -> None:
         self.listeners: dict[str, list[Callable[[Any], Any]]] = {}
 
-    def on(self, name: str, handler: Callable[[Any], Any]) -> Callable[[], None]:
-        self.listeners.setdefault(name, []).append(handler)
+    def on(
+        self, name: str, handler: Callable[[Any], Any], *, prepend: bool = False
+    ) -> Callable[[], None]:
+        self.listeners.setdefault(name, []).insert(
+            0 if prepend else len(self.listeners[name]), handler
+        )
         return lambda: self.listeners[name].remove(handler)
 
     @property
@@ -328,6 +333,41 @@ async def test_aclose_drains_queued_events_and_a_later_event_restarts_the_writer
     await session.flush()
     assert len(persistence.load("drain")[1]) == 501
     await persistence.aclose()
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("subscriber", ["context", "fake bus"])
+async def test_an_event_after_aclose_restarts_the_writer_without_a_flush(
+    tmp_path: Path, subscriber: str
+) -> None:
+    bus: Any = Context() if subscriber == "context" else FakeBus()
+    persistence = JsonlPersistence(tmp_path)
+    persistence.install(bus)
+    session = SessionStore(bus).create("again")
+    session.append("before")
+    await persistence.aclose()
+    session.append("after/close")  # no flush: the event itself must start a writer
+    await persistence.aclose()  # drains what that writer holds (a no-op without one)
+    assert [e.type for e in persistence.load("again")[1]] == ["before", "after/close"]
+
+
+@pytest.mark.anyio
+async def test_uninstalling_drops_the_writers_event_listener_after_it_was_swapped(
+    tmp_path: Path,
+) -> None:
+    ctx = Context()
+    persistence = JsonlPersistence(tmp_path)
+    undo = persistence.install(ctx)
+    session = SessionStore(ctx).create("swapped")
+    session.append("x")  # the writer runs: its listener is the queue's own put now
+    await persistence.aclose()  # and back to the restarting one
+    session.append("y")
+    await session.flush()
+    undo()
+    assert "session/event" not in ctx.listened
+    session.append("z")  # nobody writes it
+    await persistence.aclose()
+    assert [e.type for e in persistence.load("swapped")[1]] == ["x", "y"]
 
 
 @pytest.mark.anyio

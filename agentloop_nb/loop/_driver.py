@@ -276,6 +276,7 @@ async def _run_steps(agent: Agent, st: TurnState) -> None:
     inbox: Inbox = agent.inbox
     signal = st.controller.signal
     turn = st.turn
+    names = listened(ctx)  # live: asked once a turn, tested once a step
     while True:
         signal.throw_if_aborted()
         claimed = inbox.claim("next-step", None, turn)
@@ -284,7 +285,7 @@ async def _run_steps(agent: Agent, st: TurnState) -> None:
         st.wake = False  # this claim serves every waking send so far: no empty extra turn
         step = st.step + 1
         assembly = await ctx.system_prompt.assemble(agent, signal=signal)
-        if AGENT_PRE_STEP in listened(ctx):
+        if AGENT_PRE_STEP in names:
             entered = await _pre_step(agent, signal, tuple(claimed), turn, step)
         else:  # fast path (benchmarks/bench_ab.py, unobserved hooks): the answer, undispatched
             signal.throw_if_aborted()

@@ -305,7 +305,16 @@ class RequestPath:
         try:
             async for chunk in llm.stream(options, prepared=prepared):
                 feed(chunk)  # first: a tool-call block's end is resolved from the assembler
-                add(_chunk_data(chunk))
+                # fast path (benchmarks/README.md "Step (session 10)"): a flat chunk (every
+                # streamed token) is frozen here, without ``_chunk_data``'s frame
+                if chunk.type in _FLAT_CHUNKS:
+                    try:
+                        data = freeze_fields(chunk.__dict__)
+                    except Fallback:
+                        data = _chunk_data(chunk)
+                else:
+                    data = _chunk_data(chunk)
+                add(data)
         finally:
             seqs = log.close()
         return Reply(asm, getattr(asm.finish, "kind", None), seqs)

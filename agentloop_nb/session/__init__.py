@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from .._lazy import LazyExports
 from ._events import HEADER_VERSION, SURFACE_TYPES, SessionEvent, SessionHeader
 from ._frozen import FrozenDict, freeze_json
+from ._nodes import EventLog, parse_node
 from ._persistence import (
     Persistence,
     PersistenceError,
@@ -23,7 +24,6 @@ from ._persistence import (
     SessionNotFoundError,
 )
 from ._session import (
-    EventLog,
     Session,
     SessionChunkPayload,
     SessionDispatch,
@@ -31,7 +31,6 @@ from ._session import (
     SessionOwner,
     SessionPayload,
     SessionState,
-    parse_node,
 )
 from ._store import SessionStore
 

@@ -240,6 +240,9 @@ _SET_EVENT = tuple(
     SessionEvent.__dict__[name].__set__
     for name in ("type", "seq", "time", "data", "surface_op", "source_event_seqs")
 )
+EVENT_SETTERS = _SET_EVENT
+"""``SessionEvent``'s slot setters in field order (``type`` .. ``source_event_seqs``): what
+:func:`make_event` sets, for a caller that inlines it."""
 _new_object = object.__new__
 
 

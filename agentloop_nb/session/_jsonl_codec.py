@@ -31,8 +31,8 @@ from ._events import (
     normalize_surface_op,
 )
 from ._frozen import EMPTY, SHARED_WINDOW, FrozenDict, Shared, freeze_trusted
+from ._nodes import LoadedEvents, parse_loaded_node
 from ._persistence import SessionCorruptError
-from ._session import LoadedEvents, parse_loaded_node
 
 __all__ = [
     "decode_line",

@@ -1,7 +1,9 @@
 """``WriteBehind``: the write-behind machinery both persistence backends share.
 
-The ``session/event`` listener only puts ``(session, event)`` on a FIFO queue (O(1), never
-blocks); a worker thread owned by the backend (started lazily, stopped by ``aclose``) drains
+The ``session/event`` listener only puts the event's payload on a FIFO queue (O(1), never
+blocks): while a worker runs it is the queue's own ``put`` (no Python frame per event), while
+none runs a listener that also starts one (see ``_EventListener``). A worker thread owned by
+the backend (started lazily, stopped by ``aclose``) drains
 the queue in batches, writes each session's events through the backend's two storage hooks
 (``_store_header``, ``_store_events``) and advances ``session.durable_seq``. Control items
 (open, flush, close, stop) ride the same queue, so each runs after everything queued before
@@ -21,7 +23,9 @@ Who touches what (the rule that keeps the two threads apart):
 - ``_running`` says whether a worker is draining the queue; it is set under ``_start_lock``
   (the loop thread reads it without the lock on the per-event path: a stale ``False`` only
   costs a lock round, a stale ``True`` is caught by the worker re-checking the queue before
-  it exits).
+  it exits). The ``session/event`` registrations are swapped on the loop thread only: to
+  ``put`` when a worker starts, back to the restarting listener once ``aclose``/``close``
+  has stopped it.
 - ``session.durable_seq`` / ``header_durable`` are what the worker publishes to the loop
   (``Session.mark_durable``): a single attribute store each, read without a lock.
 """
@@ -42,6 +46,7 @@ import anyio
 import anyio.to_thread
 
 from .._disposer import Disposer
+from .._hook_names import SESSION_EVENT
 from ._events import SessionEvent, SessionHeader
 from ._persistence import PersistenceError, Subscriber, install_write_behind
 from ._session import Session, SessionEventPayload, SessionPayload
@@ -116,6 +121,41 @@ class _Stop(_Waiter):
         return True
 
 
+class _EventListener:
+    """A backend's ``session/event`` registration on one subscriber, swapped in place of
+    itself: ``handler`` is the queue's ``put`` while a worker runs (the payload goes on the
+    queue from C, no Python frame per logged event), the backend's ``_on_event`` (put, then
+    start a worker) while none does. Loop thread only."""
+
+    __slots__ = ("ctx", "handler", "undo")
+
+    def __init__(self, ctx: Subscriber) -> None:
+        self.ctx = ctx
+        self.handler: Callable[[Any], Any] | None = None
+        self.undo: Callable[[], Any] | None = None
+
+    def listen(self, handler: Callable[[Any], Any]) -> Callable[[], Any]:
+        self.handler = handler
+        # First, as when installed with the App, wherever a swap happens: a listener after it
+        # that appends from its handler queues its event after the one it saw, in seq order.
+        self.undo = self.ctx.on(SESSION_EVENT, handler, prepend=True)
+        return self.dispose
+
+    def swap(self, handler: Callable[[Any], Any]) -> None:
+        undo = self.undo
+        # Not again once disposed, by ``dispose`` or by the subscriber itself (a context's
+        # scope owns the registration and drops it when disposed).
+        if undo is None or self.handler == handler or getattr(undo, "disposed", False):
+            return
+        undo()
+        self.listen(handler)
+
+    def dispose(self) -> None:
+        undo, self.undo = self.undo, None
+        if undo is not None:
+            undo()
+
+
 def _atexit_close(ref: weakref.ref[WriteBehind]) -> None:
     backend = ref()
     if backend is not None:
@@ -148,6 +188,7 @@ class WriteBehind:
         self._errors: dict[Session, PersistenceError] = {}
         self._errors_lock = threading.Lock()
         self._atexit: Callable[[], None] | None = None
+        self._listeners: list[_EventListener] = []
 
     # -- the storage hooks -------------------------------------------------------------------
 
@@ -178,13 +219,29 @@ class WriteBehind:
         """Subscribe the write-behind listeners on ``ctx`` (``ctx.on(name, handler)``:
         ``session/created``, ``event``, ``flush``, ``disposed``); the returned ``Disposer``
         unsubscribes them (queued writes still complete)."""
+        listener = _EventListener(ctx)
+        self._listeners.append(listener)
+
+        def event() -> Callable[[], Any]:
+            listen = listener.listen(self._queue.put if self._running else self._on_event)
+
+            def undo() -> None:
+                self._listeners.remove(listener)
+                listen()
+
+            return undo
+
         return install_write_behind(
             ctx,
             created=self._on_created,
-            event=self._on_event,
+            event=event,
             flush=self._on_flush,
             disposed=self._on_disposed,
         )
+
+    def _listen(self, handler: Callable[[Any], Any]) -> None:
+        for listener in tuple(self._listeners):
+            listener.swap(handler)
 
     def _on_created(self, payload: SessionPayload) -> None:
         raise NotImplementedError
@@ -194,7 +251,8 @@ class WriteBehind:
         self._put(_Open(session))
 
     def _on_event(self, payload: SessionEventPayload) -> None:
-        self._queue.put((payload.session, payload.event))
+        """The ``session/event`` listener while no worker runs (after ``aclose``)."""
+        self._queue.put(payload)
         if not self._running:
             self._ensure_worker()
 
@@ -251,6 +309,7 @@ class WriteBehind:
             self._running = True
             self._thread = threading.Thread(target=self._run, name=self._worker_name, daemon=True)
             self._thread.start()
+            self._listen(self._queue.put)
             if self._atexit is None:
                 ref = weakref.ref(self)
                 self._atexit = lambda: _atexit_close(ref)
@@ -270,7 +329,17 @@ class WriteBehind:
             if self._atexit is not None:
                 atexit.unregister(self._atexit)
                 self._atexit = None
+            self._stopped()
         self._closed()
+
+    def _stopped(self) -> None:
+        """After a stop: events must start a worker again (one queued meanwhile does now)."""
+        with self._start_lock:
+            if self._running:  # the worker went on (items came while it stopped)
+                return
+            self._listen(self._on_event)
+        if not self._queue.empty():
+            self._ensure_worker()
 
     def close(self, timeout: float | None = None) -> None:
         """Synchronous ``aclose`` (used at interpreter exit): drain and stop the worker."""
@@ -279,6 +348,7 @@ class WriteBehind:
             return
         self._queue.put(_Stop(None))
         thread.join(timeout)
+        self._stopped()
 
     # -- the worker thread -------------------------------------------------------------------
 
@@ -319,8 +389,8 @@ class WriteBehind:
     def _process(self, items: list[Any]) -> bool:
         pending: dict[Session, list[SessionEvent]] = {}
         for item in items:
-            if type(item) is tuple:
-                session, event = item
+            if type(item) is SessionEventPayload:
+                session, event = item.session, item.event
                 batch = pending.get(session)
                 if batch is None:
                     pending[session] = [event]
