@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import contextlib
+import queue
 import threading
 from collections.abc import Callable, KeysView, Sequence
 from pathlib import Path
@@ -349,6 +350,55 @@ async def test_an_event_after_aclose_restarts_the_writer_without_a_flush(
     session.append("after/close")  # no flush: the event itself must start a writer
     await persistence.aclose()  # drains what that writer holds (a no-op without one)
     assert [e.type for e in persistence.load("again")[1]] == ["before", "after/close"]
+
+
+class TurnstilePersistence(JsonlPersistence):
+    """A disk the test lets through one append at a time (each waits for a permit); every
+    append announces itself on ``entered`` first."""
+
+    def __init__(self, root: Path) -> None:
+        super().__init__(root)
+        self.entered: queue.SimpleQueue[int] = queue.SimpleQueue()
+        self.permits = threading.Semaphore(0)
+
+    def append(self, id: str, events: Sequence[SessionEvent]) -> None:
+        self.entered.put(len(events))
+        self.permits.acquire()
+        super().append(id, events)
+
+
+@pytest.mark.anyio
+async def test_aclose_writes_what_arrives_while_the_writer_stops_and_returns(
+    tmp_path: Path,
+) -> None:
+    backend = TurnstilePersistence(tmp_path)
+    store, _ = setup(tmp_path, backend)
+    session = store.create("busy")
+    session.append("a")
+    await anyio.to_thread.run_sync(backend.entered.get)  # the writer is on the disk with a
+    flushed = anyio.Event()
+
+    async def flush() -> None:
+        await session.flush()
+        flushed.set()
+
+    with anyio.fail_after(30):  # a bound on a hang, not a measurement
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(backend.aclose)  # the stop is queued behind a ...
+            await anyio.wait_all_tasks_blocked()
+            session.append("b")  # ... then b and a flush behind the stop
+            tg.start_soon(flush)
+            await anyio.wait_all_tasks_blocked()
+            backend.permits.release()  # a is written; the stop, b and the flush come next
+            await anyio.to_thread.run_sync(backend.entered.get)  # the stopping writer is on b
+            session.append("c")  # arrives while the writer stops
+            backend.permits.release(10)
+    assert flushed.is_set()
+    assert [e.type for e in backend.load("busy")[1]] == ["a", "b", "c"]
+    session.append("d")  # the writer starts again
+    await session.flush()
+    assert [e.type for e in backend.load("busy")[1]] == ["a", "b", "c", "d"]
+    await backend.aclose()
 
 
 @pytest.mark.anyio

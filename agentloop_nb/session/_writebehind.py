@@ -335,7 +335,7 @@ class WriteBehind:
     def _stopped(self) -> None:
         """After a stop: events must start a worker again (one queued meanwhile does now)."""
         with self._start_lock:
-            if self._running:  # the worker went on (items came while it stopped)
+            if self._running:  # a producer started a new worker meanwhile (it listens)
                 return
             self._listen(self._on_event)
         if not self._queue.empty():
@@ -355,20 +355,20 @@ class WriteBehind:
     def _run(self) -> None:
         queue = self._queue
         get, get_nowait, size = queue.get, queue.get_nowait, queue.qsize
+        stop = False
+        while not stop:
+            items = [get()]
+            # This thread is the queue's only consumer: what ``qsize`` counts is there to
+            # take (no ``Empty`` raised and caught per round).
+            more = min(size(), _BATCH - 1)
+            if more:
+                items += [get_nowait() for _ in range(more)]
+            try:
+                self._begin_round()
+                stop = self._process(items)
+            except Exception:  # a bug must not silently kill durability
+                _log.exception("agentloop_nb %s writer failed", self._label)
         while True:
-            stop = False
-            while not stop:
-                items = [get()]
-                # This thread is the queue's only consumer: what ``qsize`` counts is there to
-                # take (no ``Empty`` raised and caught per round).
-                more = min(size(), _BATCH - 1)
-                if more:
-                    items += [get_nowait() for _ in range(more)]
-                try:
-                    self._begin_round()
-                    stop = self._process(items)
-                except Exception:  # a bug must not silently kill durability
-                    _log.exception("agentloop_nb %s writer failed", self._label)
             # Before ``_running`` drops: a new worker may start right after, and must not
             # share what this one is giving back.
             try:
@@ -377,17 +377,27 @@ class WriteBehind:
                 _log.exception("agentloop_nb %s writer failed", self._label)
             with self._start_lock:
                 self._running = False
-            # An item put while we were stopping may have seen ``_running`` still true: keep
-            # going unless a producer has already started a new worker.
+            # Items put while we were stopping (the listener is still the queue's ``put``
+            # until ``_stopped`` swaps it on the loop thread) are written now, without
+            # blocking, unless a producer has already started a new worker. A stopping
+            # worker never goes back to waiting on the queue: ``aclose`` joins it, and
+            # nothing would stop it again.
             if queue.empty():
                 return
             with self._start_lock:
                 if self._running:
                     return
                 self._running = True
+            items = [get_nowait() for _ in range(min(size(), _BATCH))]
+            try:
+                self._begin_round()
+                self._process(items)
+            except Exception:
+                _log.exception("agentloop_nb %s writer failed", self._label)
 
     def _process(self, items: list[Any]) -> bool:
         pending: dict[Session, list[SessionEvent]] = {}
+        stop = False
         for item in items:
             if type(item) is SessionEventPayload:
                 session, event = item.session, item.event
@@ -401,15 +411,16 @@ class WriteBehind:
                 self._write(session, events)
             pending.clear()
             try:
-                if item.run(self):
-                    return True
+                # Items after a stop in the same batch are written too (they were taken off
+                # the queue): a stop ends the worker after its batch, it drops nothing.
+                stop = item.run(self) or stop
             except Exception as exc:  # never strand a flush waiter behind a bug
                 _log.exception("agentloop_nb %s writer failed", self._label)
                 if isinstance(item, _Waiter):
                     item.resolve(exc)
         for session, events in pending.items():
             self._write(session, events)
-        return False
+        return stop
 
     def _write(self, session: Session, events: list[SessionEvent]) -> None:
         """Write ``events`` (plus any gap before them; with none, everything logged so far)."""
