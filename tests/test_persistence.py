@@ -124,17 +124,18 @@ async def test_ten_thousand_events_write_and_reload_byte_identically(tmp_path: P
     assert isinstance(persistence, Persistence)
 
 
-class GatedPersistence(JsonlPersistence):
-    """A slow disk: every append waits until the test opens the gate."""
+class TurnstilePersistence(JsonlPersistence):
+    """A disk the test lets through one append at a time (each waits for a permit); every
+    append announces itself on ``entered`` first."""
 
     def __init__(self, root: Path) -> None:
         super().__init__(root)
-        self.entered = threading.Event()
-        self.gate = threading.Event()
+        self.entered: queue.SimpleQueue[int] = queue.SimpleQueue()
+        self.permits = threading.Semaphore(0)
 
     def append(self, id: str, events: Sequence[SessionEvent]) -> None:
-        self.entered.set()
-        self.gate.wait()
+        self.entered.put(len(events))
+        self.permits.acquire()
         super().append(id, events)
 
 
@@ -142,11 +143,11 @@ class GatedPersistence(JsonlPersistence):
 async def test_appends_never_wait_for_a_slow_disk_and_flush_waits_for_the_writer(
     tmp_path: Path,
 ) -> None:
-    backend = GatedPersistence(tmp_path)
+    backend = TurnstilePersistence(tmp_path)
     store, _ = setup(tmp_path, backend)
     session = store.create("slow")
     session.append("first")
-    await anyio.to_thread.run_sync(backend.entered.wait)  # the writer is now stuck on disk
+    await anyio.to_thread.run_sync(backend.entered.get)  # the writer is now stuck on disk
     for i in range(1_000):
         session.append("more", {"i": i})  # returns while the writer is blocked
     assert len(session.events) == 1_001
@@ -162,7 +163,7 @@ async def test_appends_never_wait_for_a_slow_disk_and_flush_waits_for_the_writer
         tg.start_soon(flush)
         await anyio.wait_all_tasks_blocked()
         assert not flushed.is_set()
-        backend.gate.set()
+        backend.permits.release(2_000)  # more than one append per event
         await flushed.wait()
     assert session.durable_seq == 1_000
     _, events = backend.load("slow")
@@ -350,21 +351,6 @@ async def test_an_event_after_aclose_restarts_the_writer_without_a_flush(
     session.append("after/close")  # no flush: the event itself must start a writer
     await persistence.aclose()  # drains what that writer holds (a no-op without one)
     assert [e.type for e in persistence.load("again")[1]] == ["before", "after/close"]
-
-
-class TurnstilePersistence(JsonlPersistence):
-    """A disk the test lets through one append at a time (each waits for a permit); every
-    append announces itself on ``entered`` first."""
-
-    def __init__(self, root: Path) -> None:
-        super().__init__(root)
-        self.entered: queue.SimpleQueue[int] = queue.SimpleQueue()
-        self.permits = threading.Semaphore(0)
-
-    def append(self, id: str, events: Sequence[SessionEvent]) -> None:
-        self.entered.put(len(events))
-        self.permits.acquire()
-        super().append(id, events)
 
 
 @pytest.mark.anyio
