@@ -407,6 +407,29 @@ async def test_uninstalling_drops_the_writers_event_listener_after_it_was_swappe
 
 
 @pytest.mark.anyio
+async def test_an_event_a_listener_appends_from_its_handler_is_written_after_the_one_it_saw(
+    tmp_path: Path,
+) -> None:
+    ctx = Context()
+    persistence = TurnstilePersistence(tmp_path)
+    persistence.install(ctx)
+    session = SessionStore(ctx).create("reply")
+
+    def answer(payload: Any) -> None:
+        if payload.event.type == "ask":
+            session.append("answer")
+
+    ctx.on("session/event", answer)
+    await persistence.aclose()  # the writer's listener is registered again (the restarting one)
+    session.append("start")  # a writer starts: registered again (the queue's put) ...
+    await anyio.to_thread.run_sync(persistence.entered.get)  # ... and waits on the disk
+    session.append("ask")  # "ask" and "answer" queue up behind it, for one batch
+    persistence.permits.release(10)
+    await persistence.aclose()  # no flush: only what the writer's batches wrote
+    assert [e.type for e in persistence.load("reply")[1]] == ["start", "ask", "answer"]
+
+
+@pytest.mark.anyio
 async def test_lone_surrogates_round_trip_as_escaped_valid_utf8(tmp_path: Path) -> None:
     store, persistence = setup(tmp_path)
     session = store.create("sur")
