@@ -39,15 +39,21 @@ def open_from_another_thread(manager: CommManager) -> RecordingComm:
     return comm
 
 
+async def hopped() -> None:
+    """Return once the callbacks other threads handed to this loop before now have run."""
+    loop = asyncio.get_running_loop()
+    done = loop.create_future()
+    loop.call_soon_threadsafe(done.set_result, None)
+    await done
+
+
 @pytest.mark.anyio
 async def test_a_front_end_opening_from_another_thread_is_welcomed_on_the_bridges_loop() -> None:
     manager = CommManager()
     bridge = NotebookBridge(manager)
     comm = open_from_another_thread(manager)
     assert not bridge.connected  # not adopted on the subshell's thread
-    hopped = asyncio.get_running_loop().create_future()
-    asyncio.get_running_loop().call_soon_threadsafe(hopped.set_result, None)
-    await hopped  # callbacks handed over before this one have run
+    await hopped()
     assert bridge.connected
     assert bridge.path == "notebooks/x.ipynb"
     assert [d["type"] for kind, d in comm.published if kind == "comm_msg"] == ["welcome"]
@@ -60,8 +66,6 @@ async def test_a_front_end_whose_open_arrives_as_the_bridge_closes_is_closed_not
     bridge = NotebookBridge(manager)
     comm = open_from_another_thread(manager)  # its welcome waits for the bridge's loop
     bridge.close()
-    hopped = asyncio.get_running_loop().create_future()
-    asyncio.get_running_loop().call_soon_threadsafe(hopped.set_result, None)
-    await hopped
+    await hopped()
     assert not bridge.connected
     assert [kind for kind, _ in comm.published] == ["comm_close"]

@@ -363,11 +363,7 @@ class WriteBehind:
             more = min(size(), _BATCH - 1)
             if more:
                 items += [get_nowait() for _ in range(more)]
-            try:
-                self._begin_round()
-                stop = self._process(items)
-            except Exception:  # a bug must not silently kill durability
-                _log.exception("agentloop_nb %s writer failed", self._label)
+            stop = self._round(items)
         while True:
             # Before ``_running`` drops: a new worker may start right after, and must not
             # share what this one is giving back.
@@ -388,12 +384,16 @@ class WriteBehind:
                 if self._running:
                     return
                 self._running = True
-            items = [get_nowait() for _ in range(min(size(), _BATCH))]
-            try:
-                self._begin_round()
-                self._process(items)
-            except Exception:
-                _log.exception("agentloop_nb %s writer failed", self._label)
+            self._round([get_nowait() for _ in range(min(size(), _BATCH))])
+
+    def _round(self, items: list[Any]) -> bool:
+        """Write one batch; True when it held a stop."""
+        try:
+            self._begin_round()
+            return self._process(items)
+        except Exception:  # a bug must not silently kill durability
+            _log.exception("agentloop_nb %s writer failed", self._label)
+            return False
 
     def _process(self, items: list[Any]) -> bool:
         pending: dict[Session, list[SessionEvent]] = {}
