@@ -43,6 +43,7 @@ from ..tools._decisions import want_admitted
 
 if TYPE_CHECKING:
     from ..signals import AbortSignal
+    from ..tools._dispatch import WorkerScope
     from ._agent import Agent
 
 
@@ -293,6 +294,8 @@ async def _run_pool(st: _StepTools, idxs: list[int], cap: int) -> None:
     A call reclassified as exclusive waits (holding the lock, so nothing else starts) for the
     running bodies, then runs its body still holding the lock: alone.
     ``tools/post-execute`` and the durable commit run in model order in a separate task."""
+    from ..tools._dispatch import WorkerScope  # the pipeline's phases load with a first call
+
     tools = st.tools
     loop = asyncio.get_running_loop()
     slots: dict[int, asyncio.Future[tuple[ToolExecution, ToolResult] | None]] = {
@@ -313,9 +316,9 @@ async def _run_pool(st: _StepTools, idxs: list[int], cap: int) -> None:
             st.failure = exc
             return _failed_result(exc)
 
-    async def body(execution: ToolExecution) -> ToolResult:
+    async def body(execution: ToolExecution, scope: WorkerScope) -> ToolResult:
         try:
-            return await _dispatch(st, execution)
+            return await _dispatch(st, execution, scope)
         except Exception as exc:
             if st.failure is None:
                 st.failure = exc
@@ -325,28 +328,34 @@ async def _run_pool(st: _StepTools, idxs: list[int], cap: int) -> None:
         return st.signal.aborted or st.failure is not None
 
     async def worker() -> None:
-        while True:
-            async with in_order:
-                if not queue or stopped():
-                    return
-                i = queue[0]
-                execution = _execution(st, i)
-                alone = tools.execution_mode(execution) == "exclusive"
-                if alone:
-                    await running.wait_idle()
-                    if stopped():  # left in the queue: it gets its synthetic result
+        # One cancel scope for the bodies this worker runs (not one per body; see WorkerScope)
+        scope = WorkerScope()
+        scope.open()
+        try:
+            while True:
+                async with in_order:
+                    if not queue or stopped():
                         return
-                queue.popleft()
-                _mark_started(st, i)
-                running.enter()
-                result = await admit(execution)
-                if alone and result is None:
-                    result = await body(execution)
-            if result is None:
-                result = await body(execution)
-            _settled(st, i)
-            running.leave()
-            slots[i].set_result((execution, result))
+                    i = queue[0]
+                    execution = _execution(st, i)
+                    alone = tools.execution_mode(execution) == "exclusive"
+                    if alone:
+                        await running.wait_idle()
+                        if stopped():  # left in the queue: it gets its synthetic result
+                            return
+                    queue.popleft()
+                    _mark_started(st, i)
+                    running.enter()
+                    result = await admit(execution)
+                    if alone and result is None:
+                        result = await body(execution, scope)
+                if result is None:
+                    result = await body(execution, scope)
+                _settled(st, i)
+                running.leave()
+                slots[i].set_result((execution, result))
+        finally:
+            scope.close()
 
     async def commit_in_order() -> None:
         for i in idxs:
@@ -372,8 +381,11 @@ async def _run_pool(st: _StepTools, idxs: list[int], cap: int) -> None:
                 slots[i].set_result(None)
 
 
-async def _dispatch(st: _StepTools, execution: ToolExecution) -> ToolResult:
-    """Run the body inside the loop's global tool gate (``max_parallel_tool_calls_total``).
+async def _dispatch(
+    st: _StepTools, execution: ToolExecution, scope: WorkerScope | None = None
+) -> ToolResult:
+    """Run the body inside the loop's global tool gate (``max_parallel_tool_calls_total``),
+    in ``scope`` (a pool worker's: its task's current anyio scope) or a scope of its own.
     A call whose turn aborts while it waits for a slot never starts its body: it ends
     ``ABORTED_BEFORE_DISPATCH``."""
     gate = st.gate
@@ -382,6 +394,7 @@ async def _dispatch(st: _StepTools, execution: ToolExecution) -> ToolResult:
             await gate.acquire(st.signal)
         except AbortError:
             return aborted_before_dispatch(execution.call_id)
+    execution._scope = scope  # dispatch takes it for the body, or drops it
     try:
         return await st.tools.dispatch(execution)
     finally:

@@ -223,6 +223,7 @@ class ToolExecution:
 
     __slots__ = (
         "_admitted",
+        "_scope",
         "agent",
         "args",
         "args_error",
@@ -270,6 +271,9 @@ class ToolExecution:
         # The hand-off of validated arguments from admission to the body (see
         # ``want_admitted``): ``None`` unless the caller asked for it.
         self._admitted: Any = None
+        # The cancel scope its body runs in when a pool worker hands one on (see
+        # ``_dispatch.WorkerScope``); ``None``: the body gets a scope of its own.
+        self._scope: Any = None
 
     def __repr__(self) -> str:
         return (

@@ -257,6 +257,7 @@ class ToolRuntime(OwnedCopy):
         other than a ``ToolResult``; listener exceptions propagate.
         """
         if execution.tool is None:
+            execution._scope = None  # no body runs
             refusal = await self.pre_execute(execution)
             assert refusal is not None
             return refusal
