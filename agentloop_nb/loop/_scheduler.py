@@ -39,7 +39,7 @@ from ..tools import (
     aborted_before_dispatch,
     error_result,
 )
-from ..tools._decisions import want_admitted
+from ..tools._decisions import hand_scope, want_admitted
 
 if TYPE_CHECKING:
     from ..signals import AbortSignal
@@ -309,13 +309,6 @@ async def _run_pool(st: _StepTools, idxs: list[int], cap: int) -> None:
     in_order = asyncio.Lock()
     running = _Running()
 
-    async def admit(execution: ToolExecution) -> ToolResult | None:
-        try:
-            return await tools.pre_execute(execution)
-        except Exception as exc:
-            st.failure = exc
-            return _failed_result(exc)
-
     async def body(execution: ToolExecution, scope: WorkerScope) -> ToolResult:
         try:
             return await _dispatch(st, execution, scope)
@@ -346,11 +339,22 @@ async def _run_pool(st: _StepTools, idxs: list[int], cap: int) -> None:
                     queue.popleft()
                     _mark_started(st, i)
                     running.enter()
-                    result = await admit(execution)
+                    # (admission and the body awaited here, not through wrappers: each
+                    # coroutine frame between the worker and the body costs, once per call)
+                    try:
+                        result = await tools.pre_execute(execution)
+                    except Exception as exc:
+                        st.failure = exc
+                        result = _failed_result(exc)
                     if alone and result is None:
                         result = await body(execution, scope)
                 if result is None:
-                    result = await body(execution, scope)
+                    try:
+                        result = await _dispatch(st, execution, scope)
+                    except Exception as exc:
+                        if st.failure is None:
+                            st.failure = exc
+                        result = _failed_result(exc)
                 _settled(st, i)
                 running.leave()
                 slots[i].set_result((execution, result))
@@ -394,7 +398,7 @@ async def _dispatch(
             await gate.acquire(st.signal)
         except AbortError:
             return aborted_before_dispatch(execution.call_id)
-    execution._scope = scope  # dispatch takes it for the body, or drops it
+    hand_scope(execution, scope)  # dispatch takes it for the body, or drops it
     try:
         return await st.tools.dispatch(execution)
     finally:

@@ -307,6 +307,21 @@ def drop_admitted(execution: ToolExecution) -> None:
     execution._admitted = None
 
 
+def hand_scope(execution: ToolExecution, scope: Any) -> None:
+    """A pool worker hands its body scope (``_dispatch.WorkerScope``, its task's current anyio
+    scope) to the body it dispatches next: the dispatch phase takes it at once, and runs the
+    body in it only on its straight path (no ``tools/execute`` waterfall, whose own scope
+    would sit between the two)."""
+    execution._scope = scope
+
+
+def take_scope(execution: ToolExecution) -> Any:
+    """The scope handed on by :func:`hand_scope` (``None`` if none), taken: a body's, once."""
+    scope = execution._scope
+    execution._scope = None
+    return scope
+
+
 def admitted_model(execution: Any, args: dict[str, Any]) -> Any:
     """The model admission validated ``args`` into, or ``None``. ``execution`` is whatever
     the body was given (``Tool.execute`` may be called directly with anything)."""

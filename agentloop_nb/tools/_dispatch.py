@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import logging
 import sys
-from collections.abc import Callable
 from types import TracebackType
 from typing import Any, Literal
 
@@ -24,14 +23,7 @@ from ..context import listened
 from ..errors import InvalidTypeError
 from ..signals import AbortError, AbortScope
 from ._admit import aborted
-from ._bodies import (
-    DEFAULT_CANCEL_GRACE,
-    DEFAULT_DISPOSAL_GRACE,
-    BodyAbandoned,
-    BodyRaised,
-    TrackerFactory,
-    Tracking,
-)
+from ._bodies import TRACKED, BodyAbandoned, BodyRaised, BodySource
 from ._decisions import (
     CALL_CANCELLED,
     TOOL_ERROR,
@@ -44,23 +36,21 @@ from ._decisions import (
 from ._define import Tool, call_execute
 from ._hooks import EXECUTE
 from ._results import ResultRejected, to_result
+from ._settle import announce_settled
 
 __all__ = ["WorkerScope", "dispatch", "run_body"]
 
 _log = logging.getLogger("agentloop_nb.tools")
 
 
-async def dispatch(
-    execution: ToolExecution,
-    tracker: TrackerFactory,
-    grace: Callable[[], float] = lambda: DEFAULT_DISPOSAL_GRACE,
-    cancel_grace: Callable[[], float] = lambda: DEFAULT_CANCEL_GRACE,
-) -> ToolResult:
-    """Run the ``tools/execute`` waterfall (default: :func:`run_body`) for an admitted call.
+async def dispatch(execution: ToolExecution, source: BodySource) -> ToolResult:
+    """Run the ``tools/execute`` waterfall (default: :func:`run_body`) for an admitted call,
+    then emit ``tools/settled`` with the result.
 
-    ``tracker()`` gives the tracker a sync body registers with when it starts; ``grace()`` the
-    seconds an async body may take to end when its agent is disposed, ``cancel_grace()`` when
-    its call is cancelled or times out (see ``_bodies``). ``tools/execute`` listeners run under the
+    ``source`` (the tool registry) gives the tracker a sync body registers with when it starts
+    (``source.tracker(agent)``) and the seconds an async body may take to end when its agent is
+    disposed (``source.disposal_grace``) or its call is cancelled or times out
+    (``source.cancel_grace``); see ``_bodies``. ``tools/execute`` listeners run under the
     execution's signal: an abort while they run gives ``ABORTED`` (``CANCELLED``, whatever the
     body returned, when the user cancelled this call alone). Raises ``TypeError`` if a
     listener answers something other than a ``ToolResult``; listener exceptions propagate.
@@ -70,52 +60,53 @@ async def dispatch(
     scope = execution._scope
     if scope is not None:  # a pool worker's, for this one body: taken once
         execution._scope = None
+    result: Any
     if EXECUTE not in listened(ctx):
         # fast path (benchmarks/bench_ab.py, unobserved hooks): the body itself, with no
         # waterfall frame between it and the caller (nor a scope: a worker's can serve)
         if execution.signal.aborted:
-            return aborted(execution, "while running")
-        result = await run_body(execution, tracker, grace, cancel_grace, scope)
+            result = aborted(execution, "while running")
+        else:
+            result = await run_body(execution, source, scope)
     else:
         # The body runs inside the waterfall's own scope: it gets a scope of its own.
         drop_admitted(execution)  # a listener may change the arguments: validate again
 
         def body() -> Any:
-            return run_body(execution, tracker, grace, cancel_grace)
+            return run_body(execution, source)
 
         try:
             result = await ctx.waterfall(EXECUTE, execution, body, signal=execution.signal)
         except AbortError:
             if not execution.signal.aborted:  # a listener's own AbortError: a plugin failure
                 raise
-            return aborted(execution, "while running")
-    if not isinstance(result, ToolResult):
-        raise InvalidTypeError(
-            f"a tools/execute listener returned {result!r}; expected a ToolResult"
-        )
+            result = aborted(execution, "while running")
+        if not isinstance(result, ToolResult):
+            raise InvalidTypeError(
+                f"a tools/execute listener returned {result!r}; expected a ToolResult"
+            )
     if execution.signal.reason == CALL_CANCELLED:
         # The user cancelled this call: whatever the body made of it, the model is told so.
-        return aborted(execution, "while running")
-    if result.call_id != execution.call_id:
+        result = aborted(execution, "while running")
+    elif result.call_id != execution.call_id:
         result = result.model_copy(update={"call_id": execution.call_id})
+    announce_settled(execution, result)
     return result
 
 
 async def run_body(
-    execution: ToolExecution,
-    tracker: TrackerFactory,
-    grace: Callable[[], float] = lambda: DEFAULT_DISPOSAL_GRACE,
-    cancel_grace: Callable[[], float] = lambda: DEFAULT_CANCEL_GRACE,
-    scope: WorkerScope | None = None,
+    execution: ToolExecution, source: BodySource | None, scope: WorkerScope | None = None
 ) -> ToolResult:
     """Run the tool body under its ``timeout`` and the execution's abort signal.
 
-    The body runs in an ``AbortScope`` of its own, or in ``scope`` (a pool worker's, whose
-    current anyio scope it must be; see :class:`WorkerScope`), which behaves the same. An abort (before or during the body, or an error the body raises after it) gives
-    ``ABORTED``; exceeding the timeout gives ``TOOL_TIMEOUT``; any other ending of the body
-    (an exception, ``SystemExit``, ``KeyboardInterrupt``, a ``CancelledError`` it raised
-    itself, ...) or a return value that cannot be serialised within the caps gives
-    ``TOOL_ERROR`` naming what happened.
+    ``source`` is where a body that outlives its call finds its tracker and grace periods
+    (see :func:`dispatch`; ``None``: the defaults, untracked). The body runs in an
+    ``AbortScope`` of its own, or in ``scope`` (a pool worker's, whose current anyio scope it
+    must be; see :class:`WorkerScope`), which behaves the same. An abort (before or during the
+    body, or an error the body raises after it) gives ``ABORTED``; exceeding the timeout gives
+    ``TOOL_TIMEOUT``; any other ending of the body (an exception, ``SystemExit``,
+    ``KeyboardInterrupt``, a ``CancelledError`` it raised itself, ...) or a return value that
+    cannot be serialised within the caps gives ``TOOL_ERROR`` naming what happened.
     """
     tool = execution.tool
     assert isinstance(tool, Tool), "run_body needs a resolved tool"
@@ -131,14 +122,19 @@ async def run_body(
     else:
         scope.signal = signal
         body_scope = scope
+    # what ``with Tracking(source, agent, name)`` sets, without its object and frames
+    tracked = TRACKED.set((source, execution.agent, execution.name) if source is not None else None)
     try:
-        with Tracking(tracker, execution.name, grace, cancel_grace), body_scope:
-            if tool.timeout is None:
-                value = await call_execute(tool, args, execution)
-            else:
-                with anyio.move_on_after(tool.timeout) as deadline:
+        try:
+            with body_scope:
+                if tool.timeout is None:
                     value = await call_execute(tool, args, execution)
-                timed_out = deadline.cancelled_caught
+                else:
+                    with anyio.move_on_after(tool.timeout) as deadline:
+                        value = await call_execute(tool, args, execution)
+                    timed_out = deadline.cancelled_caught
+        finally:
+            TRACKED.reset(tracked)
     except AbortError:  # aborted while running (an error raised after the abort included)
         return aborted(execution, "while running")
     except BodyAbandoned:  # it shielded itself past its timeout (an abort is an AbortError)
@@ -219,8 +215,8 @@ class WorkerScope:
 
     def __enter__(self) -> None:
         signal = self.signal
-        if signal._aborted:
-            raise AbortError(signal._reason)
+        if signal.aborted:
+            raise AbortError(signal.reason)
         signal._callbacks.append(self._cancel)
 
     def __exit__(
@@ -246,10 +242,10 @@ class WorkerScope:
             finally:
                 self.open()
             if cancel.cancelled_caught:
-                raise AbortError(signal._reason) from None
+                raise AbortError(signal.reason) from None
         # as AbortScope(strict=False) decides once its anyio scope is left
-        if not signal._aborted or isinstance(exc, AbortError) or exc is None:
+        if not signal.aborted or isinstance(exc, AbortError) or exc is None:
             return False
         if isinstance(exc, Exception):
-            raise AbortError(signal._reason) from exc
+            raise AbortError(signal.reason) from exc
         return False
