@@ -287,6 +287,35 @@ class _Running:
             await idle.wait()
 
 
+class _Slots:
+    """A pool's calls as they settle (``(execution, result)``, or ``None`` for a call that
+    never started), taken in model order by its commit task, which waits only for a call
+    that has not settled yet (no future per call: a settled one is taken at once)."""
+
+    __slots__ = ("settled", "waiter", "wanted")
+
+    def __init__(self) -> None:
+        self.settled: dict[int, tuple[ToolExecution, ToolResult] | None] = {}
+        self.wanted = -1
+        self.waiter: asyncio.Future[None] | None = None
+
+    def put(self, i: int, slot: tuple[ToolExecution, ToolResult] | None) -> None:
+        self.settled[i] = slot
+        if i == self.wanted:
+            self.wanted = -1
+            waiter = self.waiter
+            if waiter is not None and not waiter.done():  # (done: the commit task cancelled)
+                waiter.set_result(None)
+
+    async def take(self, i: int) -> tuple[ToolExecution, ToolResult] | None:
+        settled = self.settled
+        if i not in settled:
+            waiter = self.waiter = asyncio.get_running_loop().create_future()
+            self.wanted = i
+            await waiter
+        return settled.pop(i)
+
+
 async def _run_pool(st: _StepTools, idxs: list[int], cap: int) -> None:
     """Rolling pool of ``cap`` workers: each takes the next call in model order, logs its
     ``tool/call`` and runs ``tools/pre-execute`` under a shared lock (so those stay in model
@@ -297,10 +326,7 @@ async def _run_pool(st: _StepTools, idxs: list[int], cap: int) -> None:
     from ..tools._dispatch import WorkerScope  # the pipeline's phases load with a first call
 
     tools = st.tools
-    loop = asyncio.get_running_loop()
-    slots: dict[int, asyncio.Future[tuple[ToolExecution, ToolResult] | None]] = {
-        i: loop.create_future() for i in idxs
-    }
+    slots = _Slots()
     queue = deque(idxs)
     # asyncio's lock: taking it when free is a flag and a check (anyio's, even with
     # fast_acquire, walks the task's cancel scopes first: ~4x the cost, once per call). Both
@@ -357,13 +383,13 @@ async def _run_pool(st: _StepTools, idxs: list[int], cap: int) -> None:
                         result = _failed_result(exc)
                 _settled(st, i)
                 running.leave()
-                slots[i].set_result((execution, result))
+                slots.put(i, (execution, result))
         finally:
             scope.close()
 
     async def commit_in_order() -> None:
         for i in idxs:
-            slot = await slots[i]
+            slot = await slots.take(i)
             if slot is None:  # never started: the workers stopped before it
                 return
             execution, result = slot
@@ -382,7 +408,7 @@ async def _run_pool(st: _StepTools, idxs: list[int], cap: int) -> None:
                     workers.start_soon(worker)
         finally:
             for i in queue:
-                slots[i].set_result(None)
+                slots.put(i, None)
 
 
 async def _dispatch(
