@@ -50,6 +50,10 @@ ALLOWED: dict[tuple[str, str], str] = {
         "a pool worker's body scope puts its canceller on each body's signal directly, as "
         "AbortScope does (once per pooled call)"
     ),
+    ("agentloop_nb.tools._bodies", "_current_tasks"): (
+        "asyncio.current_task's own lookup, on Python 3.11 only (a Python function there; a "
+        "suspending tool body asks once: every pooled call)"
+    ),
     ("agentloop_nb.llm._guard", "_current_tasks"): (
         "asyncio.current_task's own lookup, on Python 3.11 only (a Python function there; the "
         "guard asks once per chunk; from 3.12 on the builtin is used)"

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -188,7 +189,7 @@ def _execution(st: _StepTools, i: int) -> ToolExecution:
         # have registered (or removed) the tool since the calls were grouped.
         execution.tool = st.tools.lookup(execution.name, st.agent)
         execution.signal = controller.signal
-    execution.on_approval = lambda state, reason: _log_approval(st, i, state, reason)
+    execution.on_approval = partial(_log_approval, st, i)  # (no closure cells per call)
     want_admitted(execution)  # nothing runs between its admission and its body here
     return execution
 

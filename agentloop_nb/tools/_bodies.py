@@ -41,6 +41,7 @@ import contextlib
 import contextvars
 import logging
 import queue
+import sys
 import threading
 from collections.abc import Awaitable, Callable, Coroutine, Generator
 from functools import partial
@@ -358,7 +359,9 @@ class _Driven:
         undo: list[Callable[[], Any]] = []
         self._unwatch = undo
         self._entry = TRACKED.get()  # still in the caller's context here
-        self._task = asyncio.current_task()
+        self._task = (
+            asyncio.current_task() if _TASK_OF is None else _TASK_OF(asyncio.get_running_loop())
+        )
         self._forced = False  # the grace ran out while the task awaited the body's future
         signal = self._signal
         if signal is not None:
@@ -431,6 +434,16 @@ class _Driven:
         request pending), not just a future the body awaited that somebody else cancelled."""
         task = self._task
         return task is None or task.cancelling() > 0
+
+
+# asyncio.current_task's own lookup (loop -> task), on Python 3.11 only, where current_task is
+# a Python function (asked once per body that suspends: every pooled call); from 3.12 on the
+# builtin is used.
+_TASK_OF: Callable[[Any], asyncio.Task[Any] | None] | None = (
+    asyncio.tasks._current_tasks.get  # type: ignore[attr-defined]
+    if sys.version_info < (3, 12)
+    else None
+)
 
 
 class _Expired(AgentloopError):

@@ -32,6 +32,7 @@ from ._decisions import (
     ToolResult,
     drop_admitted,
     error_result,
+    text_result,
 )
 from ._define import Tool, call_execute
 from ._hooks import EXECUTE
@@ -147,8 +148,12 @@ async def run_body(
             f"tool {tool.name!r} timed out after {tool.timeout:g} s",
             call_id=execution.call_id,
         )
+    call_id = execution.call_id
+    if type(value) is str and type(call_id) is str:
+        # fast path (benchmarks/README.md "Pool (session 11)"): what to_result makes of it
+        return text_result(value, call_id)
     try:
-        return to_result(value, execution.call_id)
+        return to_result(value, call_id)
     except ResultRejected as exc:
         return error_result(
             TOOL_ERROR, f"tool {execution.name!r} failed: {exc}", call_id=execution.call_id

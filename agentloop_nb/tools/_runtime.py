@@ -153,7 +153,10 @@ class ToolRuntime(OwnedCopy):
 
     def lookup(self, name: str, agent: Any = None) -> Tool | None:
         """The definition ``agent`` would call for ``name`` (its own first, then global)."""
-        return self._registry.lookup(name, self._agent(agent))
+        # (the registry's scoped table itself: two frames fewer, and the loop asks per call)
+        return self._registry.tools.lookup(
+            name, agent if agent is not None else self._scope_agent()
+        )
 
     def definitions(self, agent: Any = None) -> list[Tool]:
         """Every definition visible to ``agent``, in registration order; a shadowing agent tool
@@ -205,7 +208,7 @@ class ToolRuntime(OwnedCopy):
             arguments=arguments,
             args=args,
             args_error=problem,
-            tool=self._registry.lookup(call.name, agent),
+            tool=self._registry.tools.lookup(call.name, agent),
             agent=agent,
             signal=signal if signal is not None else AbortController().signal,
             turn=turn,
