@@ -288,6 +288,52 @@ class _Running:
             await idle.wait()
 
 
+class _StartLock:
+    """The pool's start lock: held while a worker takes the next call in model order, logs
+    its ``tool/call`` and runs its ``tools/pre-execute`` (and, for a call run alone, its body).
+
+    Waiters are served first come, first served, and a released lock is handed to the first
+    one (it holds it from then on, before it runs); taking a free lock is a flag, with no
+    await (asyncio's lock costs three coroutine frames a call, anyio's also walks the task's
+    cancel scopes). A waiter cancelled while it waits leaves the line; one cancelled after
+    the lock was handed to it passes it on. A worker woken for the lock holds it even if a
+    cancel scope cancels it meanwhile (anyio does not cancel a task whose wait is over), so it
+    stops at its next await, as with asyncio's lock."""
+
+    __slots__ = ("held", "waiters")
+
+    def __init__(self) -> None:
+        self.held = False
+        self.waiters: deque[asyncio.Future[None]] = deque()
+
+    def try_take(self) -> bool:
+        if self.held:
+            return False
+        self.held = True
+        return True
+
+    async def take(self) -> None:
+        waiter = asyncio.get_running_loop().create_future()
+        self.waiters.append(waiter)
+        try:
+            await waiter
+        except BaseException:
+            if waiter.done() and not waiter.cancelled():
+                self.release()  # it was handed the lock: pass it on
+            elif waiter in self.waiters:  # (a release may have dropped it, cancelled)
+                self.waiters.remove(waiter)
+            raise
+
+    def release(self) -> None:
+        waiters = self.waiters
+        while waiters:
+            waiter = waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)  # handed over: the lock stays held
+                return
+        self.held = False
+
+
 class _Slots:
     """A pool's calls as they settle (``(execution, result)``, or ``None`` for a call that
     never started), taken in model order by its commit task, which waits only for a call
@@ -329,11 +375,9 @@ async def _run_pool(st: _StepTools, idxs: list[int], cap: int) -> None:
     tools = st.tools
     slots = _Slots()
     queue = deque(idxs)
-    # asyncio's lock: taking it when free is a flag and a check (anyio's, even with
-    # fast_acquire, walks the task's cancel scopes first: ~4x the cost, once per call). Both
-    # queue waiters first come, first served. A cancelled worker stops at its next await
-    # instead of at the lock; an abort of the turn is seen at the lock (``stopped``).
-    in_order = asyncio.Lock()
+    # The start lock (see _StartLock): a free one is taken without an await or a frame of
+    # asyncio's lock; an abort of the turn is seen once it is taken (``stopped``).
+    in_order = _StartLock()
     running = _Running()
 
     async def body(execution: ToolExecution, scope: WorkerScope) -> ToolResult:
@@ -353,7 +397,9 @@ async def _run_pool(st: _StepTools, idxs: list[int], cap: int) -> None:
         scope.open()
         try:
             while True:
-                async with in_order:
+                if not in_order.try_take():
+                    await in_order.take()
+                try:
                     if not queue or stopped():
                         return
                     i = queue[0]
@@ -375,6 +421,8 @@ async def _run_pool(st: _StepTools, idxs: list[int], cap: int) -> None:
                         result = _failed_result(exc)
                     if alone and result is None:
                         result = await body(execution, scope)
+                finally:
+                    in_order.release()
                 if result is None:
                     try:
                         result = await _dispatch(st, execution, scope)
