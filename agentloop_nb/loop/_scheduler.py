@@ -372,7 +372,7 @@ async def _run_pool(st: _StepTools, idxs: list[int], cap: int) -> None:
     ``tools/post-execute`` and the durable commit run in model order in a separate task."""
     from ..tools._dispatch import WorkerScope  # the pipeline's phases load with a first call
 
-    tools = st.tools
+    tools, gate = st.tools, st.gate
     slots = _Slots()
     queue = deque(idxs)
     # The start lock (see _StartLock): a free one is taken without an await or a frame of
@@ -425,7 +425,16 @@ async def _run_pool(st: _StepTools, idxs: list[int], cap: int) -> None:
                     in_order.release()
                 if result is None:
                     try:
-                        result = await _dispatch(st, execution, scope)
+                        if gate.try_acquire():
+                            # _dispatch's common case inlined: a free slot of the global
+                            # gate, taken without an await (one coroutine frame fewer a call)
+                            hand_scope(execution, scope)
+                            try:
+                                result = await tools.dispatch(execution)
+                            finally:
+                                gate.release()
+                        else:
+                            result = await _dispatch(st, execution, scope)
                     except Exception as exc:
                         if st.failure is None:
                             st.failure = exc
