@@ -19,7 +19,7 @@ from typing import Any, Literal
 
 import anyio
 
-from ..context import listened
+from ..context import Lazy, listened
 from ..errors import InvalidTypeError
 from ..signals import AbortError, AbortScope
 from ._admit import aborted
@@ -30,14 +30,14 @@ from ._decisions import (
     TOOL_TIMEOUT,
     ToolExecution,
     ToolResult,
+    ToolSettledPayload,
     drop_admitted,
     error_result,
     text_result,
 )
 from ._define import Tool, call_execute
-from ._hooks import EXECUTE
+from ._hooks import EXECUTE, SETTLED
 from ._results import ResultRejected, to_result
-from ._settle import announce_settled
 
 __all__ = ["WorkerScope", "dispatch", "run_body"]
 
@@ -62,7 +62,8 @@ async def dispatch(execution: ToolExecution, source: BodySource) -> ToolResult:
     if scope is not None:  # a pool worker's, for this one body: taken once
         execution._scope = None
     result: Any
-    if EXECUTE not in listened(ctx):
+    names = listened(ctx)  # (the live view: a listener added meanwhile still counts below)
+    if EXECUTE not in names:
         # fast path (benchmarks/bench_ab.py, unobserved hooks): the body itself, with no
         # waterfall frame between it and the caller (nor a scope: a worker's can serve)
         if execution.signal.aborted:
@@ -91,7 +92,8 @@ async def dispatch(execution: ToolExecution, source: BodySource) -> ToolResult:
         result = aborted(execution, "while running")
     elif result.call_id != execution.call_id:
         result = result.model_copy(update={"call_id": execution.call_id})
-    announce_settled(execution, result)
+    if SETTLED in names:  # announce_settled, without its frame and second lookup
+        ctx.emit(SETTLED, Lazy(ToolSettledPayload, execution, result))
     return result
 
 
