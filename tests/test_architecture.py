@@ -46,6 +46,14 @@ ALLOWED: dict[tuple[str, str], str] = {
         "a suspended tool body's abort watch is appended to and removed from its signal "
         "directly, as AbortScope does: add_callback's closure and disposer ran once per pooled call"
     ),
+    ("agentloop_nb.tools._dispatch", "_callbacks"): (
+        "a pool worker's body scope puts its canceller on each body's signal directly, as "
+        "AbortScope does (once per pooled call)"
+    ),
+    ("agentloop_nb.tools._bodies", "_current_tasks"): (
+        "asyncio.current_task's own lookup, on Python 3.11 only (a Python function there; a "
+        "suspending tool body asks once: every pooled call)"
+    ),
     ("agentloop_nb.llm._guard", "_current_tasks"): (
         "asyncio.current_task's own lookup, on Python 3.11 only (a Python function there; the "
         "guard asks once per chunk; from 3.12 on the builtin is used)"
@@ -69,7 +77,12 @@ ROOM_REACHES: dict[tuple[str, str], str] = {
     ),
     ("agentloop_nb.loop._scheduler", "agentloop_nb.tools._decisions"): (
         "want_admitted: the loop, which runs nothing between a call's admission and its body, "
-        "asks for the validated arguments to be handed on (off for direct callers)"
+        "asks for the validated arguments to be handed on (off for direct callers); "
+        "hand_scope: a pool worker hands its body scope on to the dispatch phase"
+    ),
+    ("agentloop_nb.loop._scheduler", "agentloop_nb.tools._dispatch"): (
+        "WorkerScope: one cancel scope per pool worker for the bodies it runs, the loop's "
+        'internal fast path (benchmarks/README.md "Pool (session 11)"), not public API'
     ),
 }
 

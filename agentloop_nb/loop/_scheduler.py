@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -39,10 +40,11 @@ from ..tools import (
     aborted_before_dispatch,
     error_result,
 )
-from ..tools._decisions import want_admitted
+from ..tools._decisions import hand_scope, want_admitted
 
 if TYPE_CHECKING:
     from ..signals import AbortSignal
+    from ..tools._dispatch import WorkerScope
     from ._agent import Agent
 
 
@@ -187,7 +189,7 @@ def _execution(st: _StepTools, i: int) -> ToolExecution:
         # have registered (or removed) the tool since the calls were grouped.
         execution.tool = st.tools.lookup(execution.name, st.agent)
         execution.signal = controller.signal
-    execution.on_approval = lambda state, reason: _log_approval(st, i, state, reason)
+    execution.on_approval = partial(_log_approval, st, i)  # (no closure cells per call)
     want_admitted(execution)  # nothing runs between its admission and its body here
     return execution
 
@@ -286,6 +288,81 @@ class _Running:
             await idle.wait()
 
 
+class _StartLock:
+    """The pool's start lock: held while a worker takes the next call in model order, logs
+    its ``tool/call`` and runs its ``tools/pre-execute`` (and, for a call run alone, its body).
+
+    Waiters are served first come, first served, and a released lock is handed to the first
+    one (it holds it from then on, before it runs); taking a free lock is a flag, with no
+    await (asyncio's lock costs three coroutine frames a call, anyio's also walks the task's
+    cancel scopes). A waiter cancelled while it waits leaves the line; one cancelled after
+    the lock was handed to it passes it on. A worker woken for the lock holds it even if a
+    cancel scope cancels it meanwhile (anyio does not cancel a task whose wait is over), so it
+    stops at its next await, as with asyncio's lock."""
+
+    __slots__ = ("held", "waiters")
+
+    def __init__(self) -> None:
+        self.held = False
+        self.waiters: deque[asyncio.Future[None]] = deque()
+
+    def try_take(self) -> bool:
+        if self.held:
+            return False
+        self.held = True
+        return True
+
+    async def take(self) -> None:
+        waiter = asyncio.get_running_loop().create_future()
+        self.waiters.append(waiter)
+        try:
+            await waiter
+        except BaseException:
+            if waiter.done() and not waiter.cancelled():
+                self.release()  # it was handed the lock: pass it on
+            elif waiter in self.waiters:  # (a release may have dropped it, cancelled)
+                self.waiters.remove(waiter)
+            raise
+
+    def release(self) -> None:
+        waiters = self.waiters
+        while waiters:
+            waiter = waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)  # handed over: the lock stays held
+                return
+        self.held = False
+
+
+class _Slots:
+    """A pool's calls as they settle (``(execution, result)``, or ``None`` for a call that
+    never started), taken in model order by its commit task, which waits only for a call
+    that has not settled yet (no future per call: a settled one is taken at once)."""
+
+    __slots__ = ("settled", "waiter", "wanted")
+
+    def __init__(self) -> None:
+        self.settled: dict[int, tuple[ToolExecution, ToolResult] | None] = {}
+        self.wanted = -1
+        self.waiter: asyncio.Future[None] | None = None
+
+    def put(self, i: int, slot: tuple[ToolExecution, ToolResult] | None) -> None:
+        self.settled[i] = slot
+        if i == self.wanted:
+            self.wanted = -1
+            waiter = self.waiter
+            if waiter is not None and not waiter.done():  # (done: the commit task cancelled)
+                waiter.set_result(None)
+
+    async def take(self, i: int) -> tuple[ToolExecution, ToolResult] | None:
+        settled = self.settled
+        if i not in settled:
+            waiter = self.waiter = asyncio.get_running_loop().create_future()
+            self.wanted = i
+            await waiter
+        return settled.pop(i)
+
+
 async def _run_pool(st: _StepTools, idxs: list[int], cap: int) -> None:
     """Rolling pool of ``cap`` workers: each takes the next call in model order, logs its
     ``tool/call`` and runs ``tools/pre-execute`` under a shared lock (so those stay in model
@@ -293,29 +370,19 @@ async def _run_pool(st: _StepTools, idxs: list[int], cap: int) -> None:
     A call reclassified as exclusive waits (holding the lock, so nothing else starts) for the
     running bodies, then runs its body still holding the lock: alone.
     ``tools/post-execute`` and the durable commit run in model order in a separate task."""
-    tools = st.tools
-    loop = asyncio.get_running_loop()
-    slots: dict[int, asyncio.Future[tuple[ToolExecution, ToolResult] | None]] = {
-        i: loop.create_future() for i in idxs
-    }
+    from ..tools._dispatch import WorkerScope  # the pipeline's phases load with a first call
+
+    tools, gate = st.tools, st.gate
+    slots = _Slots()
     queue = deque(idxs)
-    # asyncio's lock: taking it when free is a flag and a check (anyio's, even with
-    # fast_acquire, walks the task's cancel scopes first: ~4x the cost, once per call). Both
-    # queue waiters first come, first served. A cancelled worker stops at its next await
-    # instead of at the lock; an abort of the turn is seen at the lock (``stopped``).
-    in_order = asyncio.Lock()
+    # The start lock (see _StartLock): a free one is taken without an await or a frame of
+    # asyncio's lock; an abort of the turn is seen once it is taken (``stopped``).
+    in_order = _StartLock()
     running = _Running()
 
-    async def admit(execution: ToolExecution) -> ToolResult | None:
+    async def body(execution: ToolExecution, scope: WorkerScope) -> ToolResult:
         try:
-            return await tools.pre_execute(execution)
-        except Exception as exc:
-            st.failure = exc
-            return _failed_result(exc)
-
-    async def body(execution: ToolExecution) -> ToolResult:
-        try:
-            return await _dispatch(st, execution)
+            return await _dispatch(st, execution, scope)
         except Exception as exc:
             if st.failure is None:
                 st.failure = exc
@@ -325,32 +392,62 @@ async def _run_pool(st: _StepTools, idxs: list[int], cap: int) -> None:
         return st.signal.aborted or st.failure is not None
 
     async def worker() -> None:
-        while True:
-            async with in_order:
-                if not queue or stopped():
-                    return
-                i = queue[0]
-                execution = _execution(st, i)
-                alone = tools.execution_mode(execution) == "exclusive"
-                if alone:
-                    await running.wait_idle()
-                    if stopped():  # left in the queue: it gets its synthetic result
+        # One cancel scope for the bodies this worker runs (not one per body; see WorkerScope)
+        scope = WorkerScope()
+        scope.open()
+        try:
+            while True:
+                if not in_order.try_take():
+                    await in_order.take()
+                try:
+                    if not queue or stopped():
                         return
-                queue.popleft()
-                _mark_started(st, i)
-                running.enter()
-                result = await admit(execution)
-                if alone and result is None:
-                    result = await body(execution)
-            if result is None:
-                result = await body(execution)
-            _settled(st, i)
-            running.leave()
-            slots[i].set_result((execution, result))
+                    i = queue[0]
+                    execution = _execution(st, i)
+                    alone = tools.execution_mode(execution) == "exclusive"
+                    if alone:
+                        await running.wait_idle()
+                        if stopped():  # left in the queue: it gets its synthetic result
+                            return
+                    queue.popleft()
+                    _mark_started(st, i)
+                    running.enter()
+                    # (admission and the body awaited here, not through wrappers: each
+                    # coroutine frame between the worker and the body costs, once per call)
+                    try:
+                        result = await tools.pre_execute(execution)
+                    except Exception as exc:
+                        st.failure = exc
+                        result = _failed_result(exc)
+                    if alone and result is None:
+                        result = await body(execution, scope)
+                finally:
+                    in_order.release()
+                if result is None:
+                    try:
+                        if gate.try_acquire():
+                            # _dispatch's common case inlined: a free slot of the global
+                            # gate, taken without an await (one coroutine frame fewer a call)
+                            hand_scope(execution, scope)
+                            try:
+                                result = await tools.dispatch(execution)
+                            finally:
+                                gate.release()
+                        else:
+                            result = await _dispatch(st, execution, scope)
+                    except Exception as exc:
+                        if st.failure is None:
+                            st.failure = exc
+                        result = _failed_result(exc)
+                _settled(st, i)
+                running.leave()
+                slots.put(i, (execution, result))
+        finally:
+            scope.close()
 
     async def commit_in_order() -> None:
         for i in idxs:
-            slot = await slots[i]
+            slot = await slots.take(i)
             if slot is None:  # never started: the workers stopped before it
                 return
             execution, result = slot
@@ -369,11 +466,14 @@ async def _run_pool(st: _StepTools, idxs: list[int], cap: int) -> None:
                     workers.start_soon(worker)
         finally:
             for i in queue:
-                slots[i].set_result(None)
+                slots.put(i, None)
 
 
-async def _dispatch(st: _StepTools, execution: ToolExecution) -> ToolResult:
-    """Run the body inside the loop's global tool gate (``max_parallel_tool_calls_total``).
+async def _dispatch(
+    st: _StepTools, execution: ToolExecution, scope: WorkerScope | None = None
+) -> ToolResult:
+    """Run the body inside the loop's global tool gate (``max_parallel_tool_calls_total``),
+    in ``scope`` (a pool worker's: its task's current anyio scope) or a scope of its own.
     A call whose turn aborts while it waits for a slot never starts its body: it ends
     ``ABORTED_BEFORE_DISPATCH``."""
     gate = st.gate
@@ -382,6 +482,7 @@ async def _dispatch(st: _StepTools, execution: ToolExecution) -> ToolResult:
             await gate.acquire(st.signal)
         except AbortError:
             return aborted_before_dispatch(execution.call_id)
+    hand_scope(execution, scope)  # dispatch takes it for the body, or drops it
     try:
         return await st.tools.dispatch(execution)
     finally:

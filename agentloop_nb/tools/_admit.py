@@ -14,7 +14,6 @@ import inspect
 import json
 import logging
 import re
-from collections.abc import Callable, Iterable
 from typing import Any
 
 import orjson
@@ -38,6 +37,7 @@ from ._decisions import (
 )
 from ._define import Tool, checked_args
 from ._hooks import ALLOW, PRE_EXECUTE, allow
+from ._settle import announce_settled
 from ._verdicts import Allow, ApproveEdited, Ask, Deny
 
 __all__ = ["aborted", "admit", "parse_arguments"]
@@ -76,28 +76,35 @@ def parse_arguments(arguments: str) -> tuple[dict[str, Any] | None, str | None]:
     return value, None
 
 
-async def admit(
-    execution: ToolExecution,
-    *,
-    available: Callable[[], Iterable[str]],
-    guards: Iterable[Any],
-    approval: Callable[[], Any],
-) -> ToolResult | None:
-    """``None`` when the call may run, else the error result that replaces it.
+async def admit(execution: ToolExecution, registry: Any, fallback: Any) -> ToolResult | None:
+    """``None`` when the call may run, else the error result that replaces it (announced on
+    ``tools/settled``).
 
-    ``available()`` names the tools the agent could call (quoted for an unknown one), ``guards``
-    are the agent's guards in order, ``approval()`` gives the approval service (or ``None``);
-    it is only looked up for an ``Ask``.
-    An abort of the execution's signal before or while the ``tools/pre-execute`` listeners
-    decide gives ``ABORTED``. Raises ``TypeError`` if a listener answers something other than
-    a pre-execute decision; listener exceptions propagate (plugin failure).
+    ``registry`` (the tool registry) names the tools the agent could call (quoted for an
+    unknown one) and gives the agent's guards in order; the approval service is
+    ``execution.ctx.approval``, else ``fallback.approval``; it is only looked up for an
+    ``Ask``. An abort of the execution's signal before or while the ``tools/pre-execute``
+    listeners decide gives ``ABORTED``. Raises ``TypeError`` if a listener answers something
+    other than a pre-execute decision; listener exceptions propagate (plugin failure).
     """
-    refusal = _check_call(execution, available)
+    refusal = _check_call(execution, registry)
+    if refusal is None:
+        if PRE_EXECUTE in listened(execution.ctx) or registry.guards:
+            refusal = await _decide(execution, registry, fallback)
+        elif execution.signal.aborted:
+            # fast path (benchmarks/bench_ab.py, unobserved hooks): Allow(), undispatched
+            refusal = aborted(execution, "before the tool ran")
+        else:
+            return None
     if refusal is not None:
-        return refusal
+        announce_settled(execution, refusal)
+    return refusal
+
+
+async def _decide(execution: ToolExecution, registry: Any, fallback: Any) -> ToolResult | None:
+    """The ``tools/pre-execute`` waterfall, the guards and an ``Ask``'s approval."""
     ctx = execution.ctx
     if PRE_EXECUTE not in listened(ctx):
-        # fast path (benchmarks/bench_ab.py, unobserved hooks): the answer, undispatched
         if execution.signal.aborted:
             return aborted(execution, "before the tool ran")
         decision: Any = ALLOW
@@ -116,24 +123,34 @@ async def admit(
             f"a tools/pre-execute listener returned {decision!r}; "
             "expected Allow(), Deny(reason) or Ask(reason)"
         )
-    for fn in guards:
+    for fn in registry.guards_for(execution.agent):
         drop_admitted(execution)  # a guard sees the execution: validate again
         denied = await _guard_verdict(fn, execution)
         if denied is not None:
             return denied
     if isinstance(decision, Ask):
         drop_admitted(execution)  # the approval service sees the execution
-        return await _ask_approval(approval(), execution, decision.reason)
+        return await _ask_approval(_approval(execution.ctx, fallback), execution, decision.reason)
     return None
 
 
-def _check_call(
-    execution: ToolExecution, available: Callable[[], Iterable[str]]
-) -> ToolResult | None:
+def _approval(ctx: Any, fallback: Any) -> Any:
+    """The approval service: ``ctx.approval``, else ``fallback.approval`` (or ``None``)."""
+    for candidate in (ctx, fallback):
+        try:
+            service = getattr(candidate, "approval", None)
+        except Exception:  # a context may raise its own error for a missing service
+            service = None
+        if service is not None:
+            return service
+    return None
+
+
+def _check_call(execution: ToolExecution, registry: Any) -> ToolResult | None:
     """The resolution and argument checks, which need no hook."""
     definition = execution.tool
     if definition is None:
-        names = list(available())
+        names = [d.name for d in registry.definitions(execution.agent)]
         listing = f"available tools: {', '.join(names)}" if names else "no tools are available"
         return error_result(
             UNKNOWN_TOOL,

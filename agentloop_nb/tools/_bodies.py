@@ -41,10 +41,11 @@ import contextlib
 import contextvars
 import logging
 import queue
+import sys
 import threading
 from collections.abc import Awaitable, Callable, Coroutine, Generator
 from functools import partial
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 import anyio
 
@@ -56,10 +57,11 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_CANCEL_GRACE",
     "DEFAULT_DISPOSAL_GRACE",
+    "TRACKED",
     "BodyAbandoned",
     "BodyRaised",
+    "BodySource",
     "BodyTracker",
-    "TrackerFactory",
     "Tracking",
     "run_async",
     "run_sync",
@@ -146,39 +148,44 @@ class BodyTracker:
             )
 
 
-TrackerFactory = Callable[[], "BodyTracker | None"]
-# (tracker factory, tool name, disposal grace, cancel grace)
-_Entry = tuple[TrackerFactory, str, Callable[[], float], Callable[[], float]]
+class BodySource(Protocol):
+    """Where a running body's tracker and grace periods come from (the tool registry): read
+    when they are needed, so a later change applies to bodies already running."""
 
-_current: contextvars.ContextVar[_Entry | None] = contextvars.ContextVar(
+    disposal_grace: float
+    cancel_grace: float
+
+    def tracker(self, agent: Any) -> BodyTracker | None: ...
+
+
+# (source, agent, tool name): one tuple per call, no closures (it is set around every body)
+_Entry = tuple[BodySource, Any, str]
+
+#: The running body's entry (see :class:`Tracking`); the dispatch phase sets it itself.
+TRACKED: contextvars.ContextVar[_Entry | None] = contextvars.ContextVar(
     "agentloop_nb_tool_body", default=None
 )
 
 
 class Tracking:
-    """``with Tracking(tracker, name, grace, cancel_grace):`` makes ``run_sync`` calls in the
-    block record their thread (labelled ``name``) with the tracker ``tracker()`` returns, and
-    ``run_async`` calls wait for a body that ignores its cancellation ``cancel_grace()`` seconds
-    when its call is over (abort, timeout; capped at ``grace()``) and ``grace()`` seconds when
-    its agent is disposed; ``tracker`` is only called when a sync body actually starts. (A
-    class, not a generator: it wraps every call.)"""
+    """``with Tracking(source, agent, name):`` makes ``run_sync`` calls in the block record
+    their thread (labelled ``name``) with the tracker ``source.tracker(agent)`` returns, and
+    ``run_async`` calls wait for a body that ignores its cancellation ``source.cancel_grace``
+    seconds when its call is over (abort, timeout; capped at ``source.disposal_grace``) and
+    ``source.disposal_grace`` seconds when its agent is disposed; the tracker is only asked for
+    when a sync body actually starts. (The dispatch phase sets :data:`TRACKED` to the same
+    entry itself, without this object.)"""
 
     __slots__ = ("_entry", "_token")
 
-    def __init__(
-        self,
-        tracker: TrackerFactory,
-        name: str,
-        grace: Callable[[], float],
-        cancel_grace: Callable[[], float] = lambda: DEFAULT_CANCEL_GRACE,
-    ) -> None:
-        self._entry = (tracker, name, grace, cancel_grace)
+    def __init__(self, source: BodySource, agent: Any, name: str) -> None:
+        self._entry = (source, agent, name)
 
     def __enter__(self) -> None:
-        self._token = _current.set(self._entry)
+        self._token = TRACKED.set(self._entry)
 
     def __exit__(self, *exc: object) -> None:
-        _current.reset(self._token)
+        TRACKED.reset(self._token)
 
 
 async def run_sync(fn: Callable[[], Any]) -> Any:
@@ -192,18 +199,18 @@ async def run_sync(fn: Callable[[], Any]) -> Any:
     """
     loop = asyncio.get_running_loop()
     done: asyncio.Future[_Outcome] = loop.create_future()
-    current = _current.get()
+    current = TRACKED.get()
     if current is not None:
-        tracker = current[0]()
+        tracker = current[0].tracker(current[1])
         if tracker is not None:
-            tracker.add(done, current[1])
+            tracker.add(done, current[2])
     _submit((contextvars.copy_context(), fn, loop, done))
     try:
         # shield: cancelling this await must not resolve ``done``, which tracks the thread itself
         value, exc = await asyncio.shield(done)
     except asyncio.CancelledError:
         if not done.done():  # abandoned: its outcome, when it comes, has nobody to go to
-            name = current[1] if current is not None else getattr(fn, "__name__", "?")
+            name = current[2] if current is not None else getattr(fn, "__name__", "?")
             done.add_done_callback(partial(_drop_late, name, loop.time()))
         raise
     if exc is not None:
@@ -351,8 +358,10 @@ class _Driven:
         passes, even if the body shields itself from the cancellation they cause."""
         undo: list[Callable[[], Any]] = []
         self._unwatch = undo
-        self._entry = _current.get()  # still in the caller's context here
-        self._task = asyncio.current_task()
+        self._entry = TRACKED.get()  # still in the caller's context here
+        self._task = (
+            asyncio.current_task() if _TASK_OF is None else _TASK_OF(asyncio.get_running_loop())
+        )
         self._forced = False  # the grace ran out while the task awaited the body's future
         signal = self._signal
         if signal is not None:
@@ -383,15 +392,15 @@ class _Driven:
         """Start the grace (disposal grace or cancel grace); once started, a shorter one only
         brings its end forward."""
         entry = self._entry
-        disposal_s = entry[2]() if entry is not None else DEFAULT_DISPOSAL_GRACE
+        disposal_s = entry[0].disposal_grace if entry is not None else DEFAULT_DISPOSAL_GRACE
         if disposal:
             seconds, setting = disposal_s, "disposal_grace"
         else:
-            cancel_s = entry[3]() if entry is not None else DEFAULT_CANCEL_GRACE
+            cancel_s = entry[0].cancel_grace if entry is not None else DEFAULT_CANCEL_GRACE
             seconds, setting = min(cancel_s, disposal_s), "cancel_grace"
         grace = self._grace
         if grace is None:
-            name = entry[1] if entry is not None else "?"
+            name = entry[2] if entry is not None else "?"
             grace = self._grace = _Grace(name, seconds, setting, self._expired)
         else:
             grace.limit(seconds, setting)
@@ -425,6 +434,16 @@ class _Driven:
         request pending), not just a future the body awaited that somebody else cancelled."""
         task = self._task
         return task is None or task.cancelling() > 0
+
+
+# asyncio.current_task's own lookup (loop -> task), on Python 3.11 only, where current_task is
+# a Python function (asked once per body that suspends: every pooled call); from 3.12 on the
+# builtin is used.
+_TASK_OF: Callable[[Any], asyncio.Task[Any] | None] | None = (
+    asyncio.tasks._current_tasks.get  # type: ignore[attr-defined]
+    if sys.version_info < (3, 12)
+    else None
+)
 
 
 class _Expired(AgentloopError):

@@ -223,6 +223,7 @@ class ToolExecution:
 
     __slots__ = (
         "_admitted",
+        "_scope",
         "agent",
         "args",
         "args_error",
@@ -270,6 +271,9 @@ class ToolExecution:
         # The hand-off of validated arguments from admission to the body (see
         # ``want_admitted``): ``None`` unless the caller asked for it.
         self._admitted: Any = None
+        # The cancel scope its body runs in when a pool worker hands one on (see
+        # ``_dispatch.WorkerScope``); ``None``: the body gets a scope of its own.
+        self._scope: Any = None
 
     def __repr__(self) -> str:
         return (
@@ -301,6 +305,21 @@ def keep_admitted(execution: ToolExecution, args: dict[str, Any], model: Any) ->
 def drop_admitted(execution: ToolExecution) -> None:
     """Code that may change the arguments runs next: the body validates them again."""
     execution._admitted = None
+
+
+def hand_scope(execution: ToolExecution, scope: Any) -> None:
+    """A pool worker hands its body scope (``_dispatch.WorkerScope``, its task's current anyio
+    scope) to the body it dispatches next: the dispatch phase takes it at once, and runs the
+    body in it only on its straight path (no ``tools/execute`` waterfall, whose own scope
+    would sit between the two)."""
+    execution._scope = scope
+
+
+def take_scope(execution: ToolExecution) -> Any:
+    """The scope handed on by :func:`hand_scope` (``None`` if none), taken: a body's, once."""
+    scope = execution._scope
+    execution._scope = None
+    return scope
 
 
 def admitted_model(execution: Any, args: dict[str, Any]) -> Any:

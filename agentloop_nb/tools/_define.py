@@ -82,6 +82,7 @@ class Tool:
         "_args_model",
         "_async_execute",
         "_fields",
+        "_start",
         "_threaded_execute",
         "concurrency_safe",
         "description",
@@ -145,6 +146,10 @@ class Tool:
         # The ``execute`` @tool built around a sync function: it only awaits ``run_sync``,
         # which already isolates the body in a thread, so it needs no task of its own.
         self._threaded_execute: Any = None
+        # (execute, keywords, function) of the ``execute`` @tool built around an ``async``
+        # function: while ``execute`` is still that one, ``call_execute`` drives the
+        # function's own coroutine (one coroutine per call, not two).
+        self._start: tuple[Any, Callable[..., Any], Callable[..., Any]] | None = None
 
     def schema(self) -> dict[str, Any]:
         """``{"name", "description", "parameters"}`` as sent to providers (do not mutate)."""
@@ -341,7 +346,7 @@ def _build_tool(
             f"the ToolExecution parameter {execution_param!r}"
         )
 
-    async def execute(args: dict[str, Any], execution: ToolExecution) -> Any:
+    def keywords(args: dict[str, Any], execution: ToolExecution) -> dict[str, Any]:
         # The model admission validated these very ``args`` into, when the loop handed it on
         # (nothing that could change them ran in between): one validation per call, not two.
         admitted = admitted_model(execution, args)
@@ -350,10 +355,14 @@ def _build_tool(
         else:
             values = model.model_validate(args).__dict__
         kwargs = {param: values[field] for field, param in fields}
-        if executor == "dask":
-            return await _dask_service(execution, tool_name).submit(f, kwargs, name=tool_name)
         if execution_param is not None:
             kwargs[execution_param] = execution
+        return kwargs
+
+    async def execute(args: dict[str, Any], execution: ToolExecution) -> Any:
+        kwargs = keywords(args, execution)
+        if executor == "dask":  # (never with the execution parameter: refused above)
+            return await _dask_service(execution, tool_name).submit(f, kwargs, name=tool_name)
         if is_async:
             return await f(**kwargs)
         # An abort or timeout returns at once; the daemon thread runs to its end.
@@ -372,6 +381,8 @@ def _build_tool(
     built.fn = f
     if not is_async and executor == "local":
         built._threaded_execute = execute
+    elif executor == "local":
+        built._start = (execute, keywords, f)
     built._args_model = model
     built._fields = fields
     return built
@@ -414,8 +425,16 @@ def call_execute(tool: Tool, args: dict[str, Any], execution: ToolExecution) -> 
     execute = tool.execute
     if execute is tool._threaded_execute:  # a sync @tool body: run_sync isolates it already
         return execute(args, execution)
-    # A known coroutine function is driven directly; anything else is sorted by ``_execute``.
-    body = execute(args, execution) if execute is tool._async_execute else None
+    start = tool._start
+    if start is not None and execute is start[0]:
+        # An async @tool body: its function's coroutine, driven directly (what ``execute``
+        # would await; its keyword arguments are built here, and raise here, as they would
+        # at the coroutine's first step)
+        body = start[2](**start[1](args, execution))
+    else:
+        # A known coroutine function is driven directly; anything else is sorted by
+        # ``_execute``.
+        body = execute(args, execution) if execute is tool._async_execute else None
     return run_async(
         body if body is not None else _execute(tool, args, execution),
         signal=execution.signal,

@@ -29,7 +29,7 @@ from .._disposer import Disposer
 from .._scoped import OwnedCopy
 from ..errors import InvalidValueError
 from ..signals import AbortController, AbortSignal
-from ._decisions import ToolExecution, ToolResult
+from ._decisions import ToolExecution, ToolResult, take_scope
 from ._define import Tool, as_tool
 from ._registry import ExecutionMode, Guard, Registry, classify
 
@@ -153,7 +153,10 @@ class ToolRuntime(OwnedCopy):
 
     def lookup(self, name: str, agent: Any = None) -> Tool | None:
         """The definition ``agent`` would call for ``name`` (its own first, then global)."""
-        return self._registry.lookup(name, self._agent(agent))
+        # (the registry's scoped table itself: two frames fewer, and the loop asks per call)
+        return self._registry.tools.lookup(
+            name, agent if agent is not None else self._scope_agent()
+        )
 
     def definitions(self, agent: Any = None) -> list[Tool]:
         """Every definition visible to ``agent``, in registration order; a shadowing agent tool
@@ -205,7 +208,7 @@ class ToolRuntime(OwnedCopy):
             arguments=arguments,
             args=args,
             args_error=problem,
-            tool=self._registry.lookup(call.name, agent),
+            tool=self._registry.tools.lookup(call.name, agent),
             agent=agent,
             signal=signal if signal is not None else AbortController().signal,
             turn=turn,
@@ -213,9 +216,9 @@ class ToolRuntime(OwnedCopy):
             ctx=agent_ctx if agent_ctx is not None else self._ctx,
         )
 
-    async def pre_execute(self, execution: ToolExecution) -> ToolResult | None:
-        """Admission: ``None`` means go; a result means the call must not run (and
-        ``tools/settled`` has been emitted with it).
+    def pre_execute(self, execution: ToolExecution) -> Coroutine[Any, Any, ToolResult | None]:
+        """Admission (await the result): ``None`` means go; a result means the call must not
+        run (and ``tools/settled`` has been emitted with it).
 
         In order: unknown tool → ``UNKNOWN_TOOL``; arguments that are not a JSON object or fail
         the schema → ``INVALID_ARGS``; the ``tools/pre-execute`` waterfall (default ``Allow()``):
@@ -223,53 +226,30 @@ class ToolRuntime(OwnedCopy):
         service (``ctx.approval``): only a ``True`` answer proceeds.
 
         Raises ``TypeError`` if a listener answers something other than a pre-execute decision;
-        listener exceptions propagate (plugin failure).
+        listener exceptions propagate (plugin failure). (Not itself a coroutine: it runs for
+        every call, and each delegating frame costs.)
         """
-        registry, agent = self._registry, execution.agent
-        phases = _PHASES or _phases()
-        refusal = await phases.admit(
-            execution,
-            available=lambda: [d.name for d in registry.definitions(agent)],
-            guards=registry.guards_for(agent),
-            approval=lambda: self._approval(execution.ctx),
-        )
-        if refusal is not None:
-            phases.announce_settled(execution, refusal)
-        return refusal
+        return (_PHASES or _phases()).admit(execution, self._registry, self._ctx)
 
-    def _approval(self, ctx: Any) -> Any:
-        for candidate in (ctx, self._ctx):
-            try:
-                service = getattr(candidate, "approval", None)
-            except Exception:  # a context may raise its own error for a missing service
-                service = None
-            if service is not None:
-                return service
-        return None
-
-    async def dispatch(self, execution: ToolExecution) -> ToolResult:
-        """Dispatch an admitted call: the ``tools/execute`` waterfall, whose default runs the
-        body (timeout → ``TOOL_TIMEOUT``, abort → ``ABORTED``, exception → ``TOOL_ERROR``);
-        then ``tools/settled`` is emitted with the result.
+    def dispatch(self, execution: ToolExecution) -> Coroutine[Any, Any, ToolResult]:
+        """Dispatch an admitted call (await the result): the ``tools/execute`` waterfall, whose
+        default runs the body (timeout → ``TOOL_TIMEOUT``, abort → ``ABORTED``, exception →
+        ``TOOL_ERROR``); then ``tools/settled`` is emitted with the result.
 
         Call only after :meth:`pre_execute` returned ``None`` (an unresolved call is admitted
         here first, so nothing runs). Raises ``TypeError`` if a listener answers something
-        other than a ``ToolResult``; listener exceptions propagate.
+        other than a ``ToolResult``; listener exceptions propagate. (Not itself a coroutine,
+        as :meth:`pre_execute`.)
         """
         if execution.tool is None:
-            refusal = await self.pre_execute(execution)
-            assert refusal is not None
-            return refusal
-        registry, agent = self._registry, execution.agent
-        phases = _PHASES or _phases()
-        result = await phases.dispatch(
-            execution,
-            lambda: registry.tracker(agent),
-            lambda: registry.disposal_grace,
-            lambda: registry.cancel_grace,
-        )
-        phases.announce_settled(execution, result)
-        return result
+            take_scope(execution)  # no body runs
+            return self._refuse(execution)
+        return (_PHASES or _phases()).dispatch(execution, self._registry)
+
+    async def _refuse(self, execution: ToolExecution) -> ToolResult:
+        refusal = await self.pre_execute(execution)
+        assert refusal is not None
+        return refusal
 
     def post_execute(
         self, execution: ToolExecution, result: ToolResult
