@@ -149,6 +149,10 @@ class Context:
         system_prompt: SystemPromptService
         agents: AgentsService
         agent_loop: AgentLoopService
+
+        @property
+        def service_generation(self) -> int:
+            """Changes whenever a service is provided or withdrawn in this tree (below)."""
     else:
         # The core services are properties: a name that normal lookup misses costs an
         # ``AttributeError`` built and discarded before ``__getattr__`` runs (CPython 3.11),
@@ -159,6 +163,14 @@ class Context:
         system_prompt = _core_service("system_prompt")
         agents = _core_service("agents")
         agent_loop = _core_service("agent_loop")
+        # C-level, like the services above: a hot path compares it once a step.
+        service_generation = property(
+            operator.attrgetter("_tree.gen.value"),
+            doc="A number that changes whenever a service is provided or withdrawn anywhere "
+            "in this context's tree. While it is unchanged, ``ctx.NAME`` answers what it "
+            "answered before: a hot path may keep the services it resolved and resolve them "
+            "again only when this changes.",
+        )
 
     _tree: _Tree
     _bus: Bus

@@ -19,6 +19,7 @@ only while it is parked there.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -190,6 +191,9 @@ class LlmRuntime:
     def __init__(self, ctx: Any) -> None:
         self._ctx = ctx
         self._adapters: dict[str, _Registration] = {}
+        #: Bumped whenever a route is registered or removed: what :meth:`adapter_for` answers
+        #: for any provider is unchanged while this is (a per-step reader keeps its answer).
+        self.adapters_generation = 0
 
     def __bind__(self, ctx: Any) -> BoundLlmRuntime:
         return BoundLlmRuntime(self, ctx)
@@ -235,11 +239,13 @@ class LlmRuntime:
         registration = _Registration(adapter, policy)
         for name in names:
             self._adapters[name] = registration
+        self.adapters_generation += 1
 
         def remove() -> None:
             for name in names:
                 if self._adapters.get(name) is registration:
                     del self._adapters[name]
+                    self.adapters_generation += 1
 
         return Disposer(remove)
 
@@ -349,6 +355,15 @@ class BoundLlmRuntime(BoundView["LlmRuntime"]):
     @property
     def runtime(self) -> LlmRuntime:
         return self.service
+
+    if TYPE_CHECKING:
+
+        @property
+        def adapters_generation(self) -> int:
+            """:attr:`LlmRuntime.adapters_generation`."""
+    else:
+        # C-level (no delegation frame): compaction compares it once a step.
+        adapters_generation = property(operator.attrgetter("service.adapters_generation"))
 
     def register_adapter(
         self,
