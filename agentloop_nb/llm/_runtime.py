@@ -110,8 +110,14 @@ class _Stream:
     def __aiter__(self) -> _Stream:
         return self
 
-    def __anext__(self) -> Awaitable[StreamChunk]:
-        return self._next()
+    if TYPE_CHECKING:
+
+        def __anext__(self) -> Awaitable[StreamChunk]: ...
+    else:
+        # fast path (benchmarks/README.md "Step (session 11)"): ``__anext__`` is the current
+        # ``_next`` itself, read by a C-level getter and called by ``async for`` (the type's
+        # slot calls what the property answers): no Python frame per chunk.
+        __anext__ = property(operator.attrgetter("_next"))
 
     async def _start(self) -> StreamChunk:
         try:

@@ -277,6 +277,8 @@ async def _run_steps(agent: Agent, st: TurnState) -> None:
     signal = st.controller.signal
     turn = st.turn
     names = listened(ctx)  # live: asked once a turn, tested once a step
+    generation: int = -1
+    system_prompt: Any = None
     while True:
         signal.throw_if_aborted()
         claimed = inbox.claim("next-step", None, turn)
@@ -284,7 +286,9 @@ async def _run_steps(agent: Agent, st: TurnState) -> None:
             claimed += inbox.claim("next-turn", 1, turn)
         st.wake = False  # this claim serves every waking send so far: no empty extra turn
         step = st.step + 1
-        assembly = await ctx.system_prompt.assemble(agent, signal=signal)
+        if generation != ctx.service_generation:  # resolved again only once it may differ
+            generation, system_prompt = ctx.service_generation, ctx.system_prompt
+        assembly = await system_prompt.assemble(agent, signal=signal)
         if AGENT_PRE_STEP in names:
             entered = await _pre_step(agent, signal, tuple(claimed), turn, step)
         else:  # fast path (benchmarks/bench_ab.py, unobserved hooks): the answer, undispatched
