@@ -92,8 +92,8 @@ async def _single(chunk: Finish) -> AsyncIterator[StreamChunk]:
 
 class _Stream:
     """The iterator ``LlmRuntime.stream`` returns. The waterfall runs on the first
-    ``__anext__``; afterwards ``__anext__`` hands out the guard's awaitable directly, so the
-    steady state costs one plain call per chunk on top of the guard."""
+    ``__anext__``; afterwards ``__anext__`` is the guard's own, so the steady state costs no
+    Python frame per chunk on top of the guard."""
 
     __slots__ = ("_adapter", "_ctx", "_inner", "_next", "_options", "_runtime")
 
