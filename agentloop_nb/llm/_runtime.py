@@ -121,7 +121,14 @@ class _Stream:
 
     async def _start(self) -> StreamChunk:
         try:
-            inner = await self._open()
+            options = self._options
+            signal = options.signal
+            if (signal is None or not signal.aborted) and LLM_STREAM not in listened(self._ctx):
+                # fast path (benchmarks/README.md "Step (session 11)", unobserved hook): the
+                # default itself, undispatched, without ``_open``'s coroutine
+                inner = self._runtime._dispatch(options, self._adapter)
+            else:
+                inner = await self._open()
         except BaseException:
             self._next = _closed  # a raising listener ends this stream; never re-run the chain
             raise

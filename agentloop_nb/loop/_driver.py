@@ -289,11 +289,19 @@ async def _run_steps(agent: Agent, st: TurnState) -> None:
         if generation != ctx.service_generation:  # resolved again only once it may differ
             generation, system_prompt = ctx.service_generation, ctx.system_prompt
         assembly = await system_prompt.assemble(agent, signal=signal)
+        offered = tuple(claimed)
         if AGENT_PRE_STEP in names:
-            entered = await _pre_step(agent, signal, tuple(claimed), turn, step)
+            entered = _entered(
+                await ctx.waterfall(
+                    AGENT_PRE_STEP,
+                    Lazy(PreStepPayload, agent, offered, turn, step, signal),
+                    partial(_enter_claimed, offered),
+                    signal=signal,
+                )
+            )
         else:  # fast path (benchmarks/bench_ab.py, unobserved hooks): the answer, undispatched
             signal.throw_if_aborted()
-            entered = tuple(claimed)
+            entered = offered
         if isinstance(entered, Reject):
             st.end, st.detail = "rejected", entered.reason
             return
@@ -318,15 +326,9 @@ async def _run_steps(agent: Agent, st: TurnState) -> None:
             return
 
 
-async def _pre_step(
-    agent: Agent, signal: Any, claimed: tuple[UserMessage, ...], turn: int, step: int
-) -> tuple[UserMessage, ...] | Reject:
-    decision = await agent.ctx.waterfall(
-        AGENT_PRE_STEP,
-        Lazy(PreStepPayload, agent, claimed, turn, step, signal),
-        partial(_enter_claimed, claimed),
-        signal=signal,
-    )
+def _entered(decision: Any) -> tuple[UserMessage, ...] | Reject:
+    """The ``agent/pre-step`` waterfall's answer checked: the messages to enter, or the
+    ``Reject``. (Not a coroutine of its own around the dispatch: one fewer per step.)"""
     if isinstance(decision, Reject):
         return decision
     if not isinstance(decision, Enter):
