@@ -323,13 +323,21 @@ class RequestPath:
     ) -> Reply:
         asm = (_ASSEMBLER or _assembler_class())()
         log = self._agent.session.open_chunks(turn, step, partial(_block_json, asm))
-        add, feed = log.add, asm.feed
+        add, feed, hold = log.add, asm.feed, log.add_tool_part
         try:
             async for chunk in llm.stream(options, prepared=prepared):
                 feed(chunk)  # first: a tool-call block's end is resolved from the assembler
-                # fast path (benchmarks/README.md "Step (session 10)"): a flat chunk (every
-                # streamed token) is frozen here, without ``_chunk_data``'s frame
-                if chunk.type in _FLAT_CHUNKS:
+                kind = chunk.type
+                if kind in _FLAT_CHUNKS:
+                    # fast path (benchmarks/README.md "Step (session 11)"): a tool-call
+                    # block's parts are held unfrozen (the block is logged once assembled)
+                    if kind == "tool-call-delta" or (
+                        kind == "block-start" and chunk.block_type == "tool-call"
+                    ):
+                        hold(kind, chunk.index, chunk, _chunk_data)
+                        continue
+                    # fast path (benchmarks/README.md "Step (session 10)"): a flat chunk
+                    # (every streamed token) is frozen here, without ``_chunk_data``'s frame
                     try:
                         data = freeze_fields(chunk.__dict__)
                     except Fallback:
