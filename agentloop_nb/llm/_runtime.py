@@ -374,9 +374,20 @@ class BoundLlmRuntime(BoundView["LlmRuntime"]):
         @property
         def adapters_generation(self) -> int:
             """:attr:`LlmRuntime.adapters_generation`."""
+
+        def adapter_for(self, provider: str) -> Any | None: ...
+
+        def prepare_call(
+            self, config: C, *, signal: AbortSignal | None = None
+        ) -> Coroutine[Any, Any, PreparedCall[C]]: ...
     else:
         # C-level (no delegation frame): compaction compares it once a step.
         adapters_generation = property(operator.attrgetter("service.adapters_generation"))
+        # The service's own methods, read by a C-level getter: a delegating method costs a
+        # frame per call, and every request prepares a call (benchmarks/README.md "Step
+        # (session 11)"); nothing about them depends on this view's context.
+        adapter_for = property(operator.attrgetter("service.adapter_for"))
+        prepare_call = property(operator.attrgetter("service.prepare_call"))
 
     def register_adapter(
         self,
@@ -391,15 +402,6 @@ class BoundLlmRuntime(BoundView["LlmRuntime"]):
 
     def providers(self) -> list[str]:
         return self.service.providers()
-
-    def adapter_for(self, provider: str) -> Any | None:
-        return self.service.adapter_for(provider)
-
-    def prepare_call(
-        self, config: C, *, signal: AbortSignal | None = None
-    ) -> Coroutine[Any, Any, PreparedCall[C]]:
-        # The service's coroutine itself: a delegating ``async def`` costs a frame per request.
-        return self.service.prepare_call(config, signal=signal)
 
     def stream(
         self, options: GenerateOptions, *, prepared: PreparedCall[Any] | None = None
