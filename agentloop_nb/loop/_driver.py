@@ -302,7 +302,7 @@ async def _run_steps(agent: Agent, st: TurnState) -> None:
         else:  # fast path (benchmarks/bench_ab.py, unobserved hooks): the answer, undispatched
             signal.throw_if_aborted()
             entered = offered
-        if isinstance(entered, Reject):
+        if type(entered) is not tuple and isinstance(entered, Reject):
             st.end, st.detail = "rejected", entered.reason
             return
         if step == 1 and not entered:
@@ -329,6 +329,8 @@ async def _run_steps(agent: Agent, st: TurnState) -> None:
 def _entered(decision: Any) -> tuple[UserMessage, ...] | Reject:
     """The ``agent/pre-step`` waterfall's answer checked: the messages to enter, or the
     ``Reject``. (Not a coroutine of its own around the dispatch: one fewer per step.)"""
+    if type(decision) is Enter:  # the usual answer, without two ABC checks on models
+        return decision.messages
     if isinstance(decision, Reject):
         return decision
     if not isinstance(decision, Enter):
