@@ -44,7 +44,7 @@ from __future__ import annotations
 import functools
 import operator
 import warnings
-from collections.abc import Callable, KeysView
+from collections.abc import Callable, Coroutine, KeysView
 from functools import partial
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -149,6 +149,10 @@ class Context:
         system_prompt: SystemPromptService
         agents: AgentsService
         agent_loop: AgentLoopService
+
+        @property
+        def service_generation(self) -> int:
+            """Changes whenever a service is provided or withdrawn in this tree (below)."""
     else:
         # The core services are properties: a name that normal lookup misses costs an
         # ``AttributeError`` built and discarded before ``__getattr__`` runs (CPython 3.11),
@@ -159,6 +163,14 @@ class Context:
         system_prompt = _core_service("system_prompt")
         agents = _core_service("agents")
         agent_loop = _core_service("agent_loop")
+        # C-level, like the services above: a hot path compares it once a step.
+        service_generation = property(
+            operator.attrgetter("_tree.gen.value"),
+            doc="A number that changes whenever a service is provided or withdrawn anywhere "
+            "in this context's tree. While it is unchanged, ``ctx.NAME`` answers what it "
+            "answered before: a hot path may keep the services it resolved and resolve them "
+            "again only when this changes.",
+        )
 
     _tree: _Tree
     _bus: Bus
@@ -383,14 +395,14 @@ class Context:
         raises ``TypeError``."""
         return self._bus.bail(name, payload, self.agent)
 
-    async def waterfall(
+    def waterfall(
         self,
         name: str,
         payload: Any,
         default: Callable[[], Any] | None = None,
         *,
         signal: AbortSignal | None = None,
-    ) -> Any:
+    ) -> Coroutine[Any, Any, Any]:
         """Middleware chain: each listener is called as ``handler(payload, next)`` where
         ``await next()`` runs the rest of the chain; after the last listener ``default()``
         (sync or async, no arguments; ``None`` means result ``None``) runs. The first
@@ -401,22 +413,31 @@ class Context:
         ``signal``: raises :class:`~agentloop_nb.signals.AbortError` when it is aborted
         already; a chain with listeners (``default`` included) runs under an abort scope."""
         # fast path (benchmarks/bench_bus.py "unobserved waterfall"): the default itself,
-        # no chain or scope (call_default inlined below)
+        # no chain or scope; observed, the bus's own coroutine (benchmarks/README.md "Step
+        # (session 11)": a delegating ``async def`` costs a coroutine per dispatch)
         if name not in self.listened:
-            if signal is not None and signal.aborted:
-                raise AbortError(signal.reason)
-            if default is None:
-                return None
-            result = default()
-            if result is not None and is_awaitable(result):
-                result = await result
-            return result
-        return await self._bus.waterfall(name, payload, default, self.agent, signal)
+            return _unobserved_waterfall(default, signal)
+        return self._bus.waterfall(name, payload, default, self.agent, signal)
 
     def __repr__(self) -> str:
         state = "active" if self.fiber.active else "disposed"
         agent = "" if self.agent is None else f" agent={self.agent!r}"
         return f"<Context {self.fiber.path!r}{agent} {state}>"
+
+
+async def _unobserved_waterfall(
+    default: Callable[[], Any] | None, signal: AbortSignal | None
+) -> Any:
+    """A waterfall nobody listens to: ``default()`` (awaited when it returns an awaitable),
+    or ``AbortError`` when ``signal`` is aborted already (call_default inlined)."""
+    if signal is not None and signal.aborted:
+        raise AbortError(signal.reason)
+    if default is None:
+        return None
+    result = default()
+    if result is not None and is_awaitable(result):
+        result = await result
+    return result
 
 
 __all__ = [

@@ -84,8 +84,20 @@ class AssistantMessage(_Frozen):
 
     @property
     def tool_calls(self) -> tuple[ToolCallBlock, ...]:
-        return tuple(b for b in self.content if isinstance(b, ToolCallBlock))
+        # Exact classes first: ``isinstance`` on a pydantic model is an ABC check, and the
+        # loop asks once a step (benchmarks/README.md "Step (session 11)").
+        return tuple(
+            [
+                b
+                for b in self.content
+                if type(b) is ToolCallBlock
+                or (type(b) not in _NOT_CALLS and isinstance(b, ToolCallBlock))
+            ]
+        )
 
+
+# The exact block classes that are not tool calls (a subclass of one is checked as usual).
+_NOT_CALLS = frozenset({TextBlock, ReasoningBlock, ImageBlock})
 
 #: A block of a tool result's content: text or an image.
 ToolResultBlock = Annotated[TextBlock | ImageBlock, Field(discriminator="type")]

@@ -243,3 +243,81 @@ async def test_the_flush_barrier_logs_what_streamed_so_far(app: App) -> None:
     agent.cancel("user")
     with anyio.fail_after(WAIT):
         await agent.when_idle()
+
+
+class _Log:
+    """The slice of a session a ``ChunkLog`` writes to: the appended data, in order."""
+
+    state = "published"
+
+    def __init__(self) -> None:
+        self.appended: list[Any] = []
+
+    def append(self, type: str, data: Any = None) -> Any:
+        self.appended.append((type, data))
+
+        class _Event:
+            seq = len(self.appended) - 1
+
+        return _Event()
+
+    def announce_chunk(self, log: Any, chunk: Any) -> None:
+        raise AssertionError("nobody listens to session/chunk here")
+
+    def close_chunks(self, log: Any) -> None:
+        pass
+
+
+@pytest.mark.parametrize("ending", ["never", "unresolved", "resolved"])
+def test_tool_parts_held_unfrozen_are_logged_and_shown_as_added_ones(ending: str) -> None:
+    # ``add_tool_part`` defers freezing a tool-call block's parts; whatever it then logs or
+    # shows (held(), close(), an end with nothing to resolve) equals what ``add`` of the
+    # frozen parts gives.
+    from agentloop_nb.session import freeze_json
+    from agentloop_nb.session._chunklog import ChunkLog
+
+    def freeze(chunk: Any) -> Any:
+        return freeze_json(chunk.model_dump(mode="json", exclude_none=True), label="chunk")
+
+    parts = [
+        BlockStart(index=0, block_type="text"),
+        TextDelta(index=0, text="hi"),
+        BlockStart(index=1, block_type="tool-call"),
+        ToolCallDelta(index=1, id="c", name="noop", arguments_delta="{"),
+        ToolCallDelta(index=1, id="c", name=None, arguments_delta="}"),
+    ]
+    if ending != "never":
+        parts.append(BlockEnd(index=1))
+    block = {"type": "tool-call", "id": "c", "name": "noop", "arguments": "{}"}
+    resolved = freeze_json(block, label="block") if ending == "resolved" else None
+    seen = []
+    for deferred in (False, True):
+        owner = _Log()
+        log = ChunkLog(owner, 1, 1, lambda index: resolved)
+        for chunk in parts:
+            is_tool_part = chunk.type == "tool-call-delta" or (
+                chunk.type == "block-start" and chunk.block_type == "tool-call"
+            )
+            if deferred and is_tool_part:
+                log.add_tool_part(chunk.type, chunk.index, chunk, freeze)
+            else:
+                log.add(freeze(chunk))
+        held = log.held()
+        log.close()
+        seen.append((held, owner.appended))
+    assert seen[0] == seen[1]
+    assert [type(c).__name__ for c in seen[1][0]] == ["FrozenDict"] * len(seen[1][0])
+    logged = [data["chunk"]["type"] for _, data in seen[1][1]]
+    expected = {
+        "never": ["block-start", "text-delta", "block-start", "tool-call-delta", "tool-call-delta"],
+        "unresolved": [
+            "block-start",
+            "text-delta",
+            "block-start",
+            "tool-call-delta",
+            "tool-call-delta",
+            "block-end",
+        ],
+        "resolved": ["block-start", "text-delta", "block-end"],
+    }[ending]
+    assert logged == expected

@@ -138,6 +138,91 @@ async def test_a_models_table_provided_on_the_agents_own_context_sets_its_window
         await app.aclose()
 
 
+async def test_a_models_table_provided_after_steps_without_a_window_is_used_at_the_next() -> None:
+    # The listener remembers per agent that its steps pass with no window; a table provided
+    # later (the services' generation moves) must still be read before the next step.
+    app = make_app()
+    app.ctx.plugin(CompactionPlugin, {"keep_recent_turns": 0, "trigger_ratio": 0.5})
+    try:
+        agent, _ = new_agent(
+            app, answer("A1", 600), answer("A2", 600), text("gist"), answer("A3", 10)
+        )
+        await run(agent, "one")
+        await run(agent, "two")
+        assert not events(agent, "compaction/summary")
+        agent.ctx.provide("models", ModelTable({"m": {"context_window": 1000}}))
+        await run(agent, "three")
+        [event] = events(agent, "compaction/summary")
+        assert (event.data["start"], event.data["end"]) == (0, 3)
+    finally:
+        await app.aclose()
+
+
+class _Windowed:
+    """An adapter that streams through ``model`` and reports a context window of 1000."""
+
+    def __init__(self, model: ScriptedModel) -> None:
+        self.model = model
+        self.asked: list[str] = []
+
+    def stream(self, options: Any) -> Any:
+        return self.model.stream(options)
+
+    async def context_window(self, model: str) -> int:
+        self.asked.append(model)
+        return 1000
+
+
+async def test_an_adapter_that_reports_a_window_registered_after_steps_is_asked_next_step() -> None:
+    app = make_app()
+    app.ctx.plugin(CompactionPlugin, {"keep_recent_turns": 0, "trigger_ratio": 0.5})
+    try:
+        model = ScriptedModel(
+            [answer("A1", 600), answer("A2", 600), text("gist"), answer("A3", 10)]
+        )
+        first = app.ctx.llm.register_adapter(["scripted"], model)
+        agent = app.ctx.agent_loop.create("a", OPTIONS)
+        await run(agent, "one")
+        await run(agent, "two")
+        assert not events(agent, "compaction/summary")
+        first()
+        windowed = _Windowed(model)
+        app.ctx.llm.register_adapter(["scripted"], windowed)
+        await run(agent, "three")
+        assert windowed.asked == ["m"]
+        [event] = events(agent, "compaction/summary")
+        assert (event.data["start"], event.data["end"]) == (0, 3)
+    finally:
+        await app.aclose()
+
+
+async def test_a_route_changed_by_a_request_listener_is_seen_by_the_next_steps_check() -> None:
+    # The route is the last request header's: once a listener sends the step to a model the
+    # table knows, the next step's check uses that model's window.
+    app = make_app(models={"big": {"context_window": 1000}})
+    app.ctx.plugin(CompactionPlugin, {"keep_recent_turns": 0, "trigger_ratio": 0.5})
+    try:
+        agent, model = new_agent(
+            app, answer("A1", 600), answer("A2", 600), text("gist"), answer("A3", 10)
+        )
+        await run(agent, "one")
+        assert not events(agent, "compaction/summary")
+
+        async def reroute(payload: Any, next: Any) -> Any:
+            config = await next()
+            return config.model_copy(update={"model": "big"})
+
+        app.ctx.on("agent/request", reroute)
+        await run(agent, "two")  # checked against "m" (no window), sent to "big"
+        assert not events(agent, "compaction/summary")
+        await run(agent, "three")
+        [event] = events(agent, "compaction/summary")
+        assert (event.data["start"], event.data["end"]) == (0, 3)
+        assert model.requests[-1].model == "big"
+    finally:
+        await app.aclose()
+
+
 async def test_a_compaction_between_steps_keeps_the_running_turn_and_the_invariants() -> None:
     app = make_app()
     app.ctx.plugin(CompactionPlugin, {"context_window": 1000, "keep_recent_turns": 0})

@@ -411,3 +411,36 @@ async def test_a_plugins_own_model_variable_is_not_overridden_by_the_request() -
     (sent,) = model.requests
     assert sent.model == "m2" and "Model: my-label." in sent.system
     await app.aclose()
+
+
+async def test_services_provided_mid_turn_and_between_turns_serve_the_next_request() -> None:
+    # The loop keeps the services it resolved while none is provided or withdrawn: a system
+    # prompt provided by a tool (mid-turn) serves the turn's next step, and an ``llm``
+    # provided on the agent's context between turns serves the next turn.
+    from agentloop_nb.llm import LlmRuntime
+    from agentloop_nb.prompt import SystemPrompt
+
+    app = make_app()
+    model = ScriptedModel([tool_call("c1", "shadow", {}), text("one")])
+    app.ctx.llm.register_adapter(["scripted"], model)
+    agent = app.ctx.agent_loop.create("a", OPTIONS)
+
+    @tool
+    def shadow() -> str:
+        """Shadow the system prompt."""
+        agent.ctx.provide("system_prompt", SystemPrompt(agent.ctx, persona="Shadowed."))
+        return "done"
+
+    register(app, shadow)
+    try:
+        await run(agent, "first")
+        assert [r.system == "Shadowed." for r in model.requests] == [False, True]
+        other = ScriptedModel([text("two")])
+        runtime = LlmRuntime(agent.ctx)
+        runtime.register_adapter(["scripted"], other)
+        agent.ctx.provide("llm", runtime)
+        await run(agent, "second")
+        assert len(model.requests) == 2 and len(other.requests) == 1
+        assert reasons(agent) == ["completed", "completed"]
+    finally:
+        await app.aclose()

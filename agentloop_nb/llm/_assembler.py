@@ -31,20 +31,26 @@ from ..messages import (
     ToolCallBlock,
 )
 from ._chunks import (
+    Aborted,
     BlockEnd,
     BlockStart,
+    ErrorFinish,
     Finish,
     FinishReason,
     MaxTokens,
     ReasoningDelta,
+    Stop,
     StreamChunk,
     TextDelta,
     ToolCallDelta,
+    ToolCalls,
     Usage,
     UsageChunk,
 )
 
 _TEXT_KINDS = frozenset({"text", "reasoning"})
+# The exact finish reasons that are not ``MaxTokens`` (a subclass of one is checked as usual).
+_NOT_MAX_TOKENS = frozenset({Stop, ToolCalls, Aborted, ErrorFinish})
 
 _new = object.__new__
 _set = object.__setattr__
@@ -222,7 +228,9 @@ class BlockAssembler:
 
     def message(self, *, interrupted: bool = False) -> AssistantMessage:
         """The assembled message (see the module docstring for what is dropped)."""
-        drop_calls = isinstance(self._finish, MaxTokens)
+        finish = self._finish
+        # Exact classes first: ``isinstance`` on a pydantic model is an ABC check.
+        drop_calls = type(finish) not in _NOT_MAX_TOKENS and isinstance(finish, MaxTokens)
         content: list[ContentBlock] = []
         blocks = self._blocks
         for index in sorted(blocks):

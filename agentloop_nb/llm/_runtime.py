@@ -19,6 +19,7 @@ only while it is parked there.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -91,8 +92,8 @@ async def _single(chunk: Finish) -> AsyncIterator[StreamChunk]:
 
 class _Stream:
     """The iterator ``LlmRuntime.stream`` returns. The waterfall runs on the first
-    ``__anext__``; afterwards ``__anext__`` hands out the guard's awaitable directly, so the
-    steady state costs one plain call per chunk on top of the guard."""
+    ``__anext__``; afterwards ``__anext__`` is the guard's own, so the steady state costs no
+    Python frame per chunk on top of the guard."""
 
     __slots__ = ("_adapter", "_ctx", "_inner", "_next", "_options", "_runtime")
 
@@ -109,12 +110,25 @@ class _Stream:
     def __aiter__(self) -> _Stream:
         return self
 
-    def __anext__(self) -> Awaitable[StreamChunk]:
-        return self._next()
+    if TYPE_CHECKING:
+
+        def __anext__(self) -> Awaitable[StreamChunk]: ...
+    else:
+        # fast path (benchmarks/README.md "Step (session 11)"): ``__anext__`` is the current
+        # ``_next`` itself, read by a C-level getter and called by ``async for`` (the type's
+        # slot calls what the property answers): no Python frame per chunk.
+        __anext__ = property(operator.attrgetter("_next"))
 
     async def _start(self) -> StreamChunk:
         try:
-            inner = await self._open()
+            options = self._options
+            signal = options.signal
+            if (signal is None or not signal.aborted) and LLM_STREAM not in listened(self._ctx):
+                # fast path (benchmarks/README.md "Step (session 11)", unobserved hook): the
+                # default itself, undispatched, without ``_open``'s coroutine
+                inner = self._runtime._dispatch(options, self._adapter)
+            else:
+                inner = await self._open()
         except BaseException:
             self._next = _closed  # a raising listener ends this stream; never re-run the chain
             raise
@@ -190,6 +204,9 @@ class LlmRuntime:
     def __init__(self, ctx: Any) -> None:
         self._ctx = ctx
         self._adapters: dict[str, _Registration] = {}
+        #: Bumped whenever a route is registered or removed: what :meth:`adapter_for` answers
+        #: for any provider is unchanged while this is (a per-step reader keeps its answer).
+        self.adapters_generation = 0
 
     def __bind__(self, ctx: Any) -> BoundLlmRuntime:
         return BoundLlmRuntime(self, ctx)
@@ -235,11 +252,13 @@ class LlmRuntime:
         registration = _Registration(adapter, policy)
         for name in names:
             self._adapters[name] = registration
+        self.adapters_generation += 1
 
         def remove() -> None:
             for name in names:
                 if self._adapters.get(name) is registration:
                     del self._adapters[name]
+                    self.adapters_generation += 1
 
         return Disposer(remove)
 
@@ -350,6 +369,26 @@ class BoundLlmRuntime(BoundView["LlmRuntime"]):
     def runtime(self) -> LlmRuntime:
         return self.service
 
+    if TYPE_CHECKING:
+
+        @property
+        def adapters_generation(self) -> int:
+            """:attr:`LlmRuntime.adapters_generation`."""
+
+        def adapter_for(self, provider: str) -> Any | None: ...
+
+        def prepare_call(
+            self, config: C, *, signal: AbortSignal | None = None
+        ) -> Coroutine[Any, Any, PreparedCall[C]]: ...
+    else:
+        # C-level (no delegation frame): compaction compares it once a step.
+        adapters_generation = property(operator.attrgetter("service.adapters_generation"))
+        # The service's own methods, read by a C-level getter: a delegating method costs a
+        # frame per call, and every request prepares a call (benchmarks/README.md "Step
+        # (session 11)"); nothing about them depends on this view's context.
+        adapter_for = property(operator.attrgetter("service.adapter_for"))
+        prepare_call = property(operator.attrgetter("service.prepare_call"))
+
     def register_adapter(
         self,
         providers: Iterable[str],
@@ -363,15 +402,6 @@ class BoundLlmRuntime(BoundView["LlmRuntime"]):
 
     def providers(self) -> list[str]:
         return self.service.providers()
-
-    def adapter_for(self, provider: str) -> Any | None:
-        return self.service.adapter_for(provider)
-
-    def prepare_call(
-        self, config: C, *, signal: AbortSignal | None = None
-    ) -> Coroutine[Any, Any, PreparedCall[C]]:
-        # The service's coroutine itself: a delegating ``async def`` costs a frame per request.
-        return self.service.prepare_call(config, signal=signal)
 
     def stream(
         self, options: GenerateOptions, *, prepared: PreparedCall[Any] | None = None

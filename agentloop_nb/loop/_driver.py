@@ -277,6 +277,8 @@ async def _run_steps(agent: Agent, st: TurnState) -> None:
     signal = st.controller.signal
     turn = st.turn
     names = listened(ctx)  # live: asked once a turn, tested once a step
+    generation: int = -1
+    system_prompt: Any = None
     while True:
         signal.throw_if_aborted()
         claimed = inbox.claim("next-step", None, turn)
@@ -284,13 +286,23 @@ async def _run_steps(agent: Agent, st: TurnState) -> None:
             claimed += inbox.claim("next-turn", 1, turn)
         st.wake = False  # this claim serves every waking send so far: no empty extra turn
         step = st.step + 1
-        assembly = await ctx.system_prompt.assemble(agent, signal=signal)
+        if generation != ctx.service_generation:  # resolved again only once it may differ
+            generation, system_prompt = ctx.service_generation, ctx.system_prompt
+        assembly = await system_prompt.assemble(agent, signal=signal)
+        offered = tuple(claimed)
         if AGENT_PRE_STEP in names:
-            entered = await _pre_step(agent, signal, tuple(claimed), turn, step)
+            entered = _entered(
+                await ctx.waterfall(
+                    AGENT_PRE_STEP,
+                    Lazy(PreStepPayload, agent, offered, turn, step, signal),
+                    partial(_enter_claimed, offered),
+                    signal=signal,
+                )
+            )
         else:  # fast path (benchmarks/bench_ab.py, unobserved hooks): the answer, undispatched
             signal.throw_if_aborted()
-            entered = tuple(claimed)
-        if isinstance(entered, Reject):
+            entered = offered
+        if type(entered) is not tuple and isinstance(entered, Reject):
             st.end, st.detail = "rejected", entered.reason
             return
         if step == 1 and not entered:
@@ -314,15 +326,11 @@ async def _run_steps(agent: Agent, st: TurnState) -> None:
             return
 
 
-async def _pre_step(
-    agent: Agent, signal: Any, claimed: tuple[UserMessage, ...], turn: int, step: int
-) -> tuple[UserMessage, ...] | Reject:
-    decision = await agent.ctx.waterfall(
-        AGENT_PRE_STEP,
-        Lazy(PreStepPayload, agent, claimed, turn, step, signal),
-        partial(_enter_claimed, claimed),
-        signal=signal,
-    )
+def _entered(decision: Any) -> tuple[UserMessage, ...] | Reject:
+    """The ``agent/pre-step`` waterfall's answer checked: the messages to enter, or the
+    ``Reject``. (Not a coroutine of its own around the dispatch: one fewer per step.)"""
+    if type(decision) is Enter:  # the usual answer, without two ABC checks on models
+        return decision.messages
     if isinstance(decision, Reject):
         return decision
     if not isinstance(decision, Enter):

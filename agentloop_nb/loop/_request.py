@@ -174,7 +174,15 @@ class RequestPath:
     under the turn's signal; the stream ends ``aborted`` on its own when the signal fires.
     """
 
-    __slots__ = ("_agent", "_header_inputs", "_last_header", "_options", "_proposal", "_resumed")
+    __slots__ = (
+        "_agent",
+        "_header_inputs",
+        "_last_header",
+        "_options",
+        "_proposal",
+        "_resumed",
+        "_services",
+    )
 
     def __init__(self, agent: _Agent, *, resumed: bool = False) -> None:
         self._agent = agent
@@ -183,7 +191,9 @@ class RequestPath:
         self._proposal: RequestConfig | None = None
         self._last_header: dict[str, Any] | None = None
         # The inputs that built ``_last_header``: (config, adapter_defaults, system, tools).
-        self._header_inputs: tuple[RequestConfig, frozenset[str], str, list[Any]] | None = None
+        self._header_inputs: tuple[RequestConfig, frozenset[str], str, Any] | None = None
+        # (service generation, ctx.llm, ctx.system_prompt, ctx.agent_loop) as last resolved.
+        self._services: tuple[int, Any, Any, Any] = (-1, None, None, None)
 
     async def request(self, turn: int, step: int, assembly: Any, signal: AbortSignal) -> Reply:
         """Run step ``step`` of turn ``turn``'s model request until a reply settles that is not
@@ -195,19 +205,31 @@ class RequestPath:
         while True:
             attempt += 1
             config = await self._config(turn, step, signal)
+            # fast path (benchmarks/README.md "Step (session 11)"): the services as last
+            # resolved while none was provided or withdrawn since (a frame per read saved)
+            services = self._services
+            if services[0] != ctx.service_generation:
+                services = self._services = (
+                    ctx.service_generation,
+                    ctx.llm,
+                    ctx.system_prompt,
+                    ctx.agent_loop,
+                )
+            _, llm, system_prompt, agent_loop = services
             # Bounded by the signal inside (AbortError); a sync adapter never suspends here.
-            llm = ctx.llm
             prepared: PreparedCall[RequestConfig] = await llm.prepare_call(config, signal=signal)
-            system = ctx.system_prompt.render(effective_assembly(assembly, agent, prepared.config))
-            tools = list(assembly.tools)
+            system = system_prompt.render(effective_assembly(assembly, agent, prepared.config))
+            tools = assembly.tools
+            if type(tools) is not tuple:
+                tools = tuple(tools)
             self._log_header(prepared, system, tools)
             effective = prepared.config
             options = (_OPTIONS or _options_class())(
                 provider=effective.provider or "",
                 model=effective.model or "",
-                messages=tuple(session.derive_messages()),
+                messages=session.derive_messages_tuple(),
                 system=system,
-                tools=tuple(tools),
+                tools=tools,
                 max_tokens=effective.max_tokens,
                 temperature=effective.temperature,
                 reasoning_effort=effective.reasoning_effort,
@@ -216,7 +238,7 @@ class RequestPath:
             )
             # The loop-wide model gate (``max_concurrent_model_calls``): waiting for a slot
             # is bounded by the signal (AbortError), like the preparation above.
-            gate = ctx.agent_loop.limits.model_calls
+            gate = agent_loop.limits.model_calls
             if not gate.try_acquire():
                 await gate.acquire(signal)
             try:
@@ -261,7 +283,7 @@ class RequestPath:
         return config
 
     def _log_header(
-        self, prepared: PreparedCall[RequestConfig], system: str, tools: list[Any]
+        self, prepared: PreparedCall[RequestConfig], system: str, tools: tuple[Any, ...]
     ) -> None:
         config, marks = prepared.config, prepared.adapter_defaults
         last = self._header_inputs
@@ -278,7 +300,7 @@ class RequestPath:
         header: dict[str, Any] = {
             "config": config.model_dump(exclude_none=True),
             "system": system,
-            "tools": tools,
+            "tools": list(tools),
         }
         if marks:  # absent when the adapter supplied nothing: such headers stay as they were
             header["adapter_defaults"] = sorted(marks)
@@ -301,13 +323,21 @@ class RequestPath:
     ) -> Reply:
         asm = (_ASSEMBLER or _assembler_class())()
         log = self._agent.session.open_chunks(turn, step, partial(_block_json, asm))
-        add, feed = log.add, asm.feed
+        add, feed, hold = log.add, asm.feed, log.add_tool_part
         try:
             async for chunk in llm.stream(options, prepared=prepared):
                 feed(chunk)  # first: a tool-call block's end is resolved from the assembler
-                # fast path (benchmarks/README.md "Step (session 10)"): a flat chunk (every
-                # streamed token) is frozen here, without ``_chunk_data``'s frame
-                if chunk.type in _FLAT_CHUNKS:
+                kind = chunk.type
+                if kind in _FLAT_CHUNKS:
+                    # fast path (benchmarks/README.md "Step (session 11)"): a tool-call
+                    # block's parts are held unfrozen (the block is logged once assembled)
+                    if kind == "tool-call-delta" or (
+                        kind == "block-start" and chunk.block_type == "tool-call"
+                    ):
+                        hold(kind, chunk.index, chunk, _chunk_data)
+                        continue
+                    # fast path (benchmarks/README.md "Step (session 10)"): a flat chunk
+                    # (every streamed token) is frozen here, without ``_chunk_data``'s frame
                     try:
                         data = freeze_fields(chunk.__dict__)
                     except Fallback:

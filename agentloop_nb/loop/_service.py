@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
+import operator
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Never, Protocol
 from uuid import uuid4
@@ -466,11 +467,15 @@ class _OwnedAgentLoop(BoundView["AgentLoop"]):
 
     __slots__ = ()
 
-    @property
-    def limits(self) -> GlobalLimits:
-        """:attr:`AgentLoop.limits` (read by every step: a property spares the delegation
-        through ``__getattr__``, which first builds and drops an ``AttributeError``)."""
-        return self.service.limits
+    if TYPE_CHECKING:
+
+        @property
+        def limits(self) -> GlobalLimits:
+            """:attr:`AgentLoop.limits`."""
+    else:
+        # Read by every step: a property spares the delegation through ``__getattr__`` (which
+        # first builds and drops an ``AttributeError``), and a C-level getter its frame.
+        limits = property(operator.attrgetter("service.limits"), doc=":attr:`AgentLoop.limits`.")
 
     def create(
         self,

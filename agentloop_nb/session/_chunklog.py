@@ -190,6 +190,32 @@ class ChunkLog:
         elif held >= MAX_HELD:
             self.flush()
 
+    def add_tool_part(
+        self, ctype: str, index: int, raw: Any, freeze: Callable[[Any], FrozenDict]
+    ) -> None:
+        """``add(freeze(raw))`` for a tool-call block's part: its ``block-start`` (``ctype``)
+        or a ``tool-call-delta`` of block ``index``. While ``session/chunk`` has no listener
+        the part is held as it came and frozen only if it is ever needed as streamed (its
+        block has no assembled form or never ends, or :meth:`held` is asked): a block that
+        ends is logged as its assembled block, so its parts are never frozen (benchmarks/
+        README.md "Step (session 11)"). ``raw`` must not change afterwards."""
+        if SESSION_CHUNK in self._listened:
+            self.add(freeze(raw))
+            return
+        if self._run_key is not None:
+            self._end_run()
+        tools = self._open_tools
+        part = (freeze, raw)
+        if ctype == "block-start":
+            tools[index] = [part]
+        else:
+            tools.setdefault(index, []).append(part)
+        held = self._held = self._held + 1
+        if held == 1:
+            self._wait()
+        elif held >= MAX_HELD:
+            self.flush()
+
     def _hold(self, ctype: str, chunk: FrozenDict) -> None:
         index: int = chunk.get("index", -1)
         tools = self._open_tools
@@ -204,7 +230,7 @@ class ChunkLog:
                 return
             block = self.resolve(index)
             if block is None:  # nothing to fold them into: keep the stream as it came
-                self._pending.extend(raw)
+                self._pending.extend(_frozen(raw))
                 self._pending.append(chunk)
             else:
                 self._pending.append(wrap_frozen({"type": ctype, "index": index, "block": block}))
@@ -240,7 +266,7 @@ class ChunkLog:
         if key is not None:
             out.append(wrap_frozen({"type": key[0], "index": key[1], "text": "".join(self._run)}))
         for raw in self._open_tools.values():
-            out.extend(raw)
+            out.extend(_frozen(raw))
         return out
 
     def flush(self) -> None:
@@ -276,7 +302,7 @@ class ChunkLog:
             self.closed = True
             for raw in self._open_tools.values():
                 self._end_run()
-                self._pending.extend(raw)
+                self._pending.extend(_frozen(raw))
             self._open_tools.clear()
             try:
                 if self.writable():
@@ -289,3 +315,12 @@ class ChunkLog:
 
     def __repr__(self) -> str:
         return f"<ChunkLog turn={self.turn} step={self.step} logged={len(self.seqs)}>"
+
+
+def _frozen(parts: list[Any]) -> list[FrozenDict]:
+    """A held tool-call block's parts as logged: each ``(freeze, raw)`` part of
+    :meth:`ChunkLog.add_tool_part` frozen now, in place (once), the rest as added."""
+    for i, part in enumerate(parts):
+        if type(part) is tuple:
+            parts[i] = part[0](part[1])
+    return parts

@@ -254,6 +254,13 @@ class Session:
             self._catch_up()
         return list(self._surface)
 
+    def derive_messages_tuple(self) -> tuple[Message, ...]:
+        """:meth:`derive_messages` as a tuple, what a request carries (one copy of the
+        history, not a list and then a tuple of it)."""
+        if self._derived != len(self._events):
+            self._catch_up()
+        return tuple(self._surface)
+
     def _catch_up(self) -> None:
         events, surface, nodes = self._events, self._surface, self._nodes
         index = start = self._derived
