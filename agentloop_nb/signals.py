@@ -237,14 +237,8 @@ class AbortScope:
         cancel.__exit__(exc_type, exc, tb)
         if cancel.cancelled_caught:
             raise AbortError(signal._reason) from None
-        if not signal._aborted or isinstance(exc, AbortError):
-            return False
-        if exc is None:
-            if not self.strict:
-                return False  # a normal finish after the abort keeps its outcome
-            raise AbortError(signal._reason)  # a late normal finish: the abort wins
-        if isinstance(exc, Exception):
-            raise AbortError(signal._reason) from exc
+        if signal._aborted:
+            return abort_outcome(signal, exc, self.strict)
         return False
 
     @property
@@ -254,6 +248,23 @@ class AbortScope:
 
     def __repr__(self) -> str:
         return f"<AbortScope {self.signal!r}>"
+
+
+def abort_outcome(signal: AbortSignal, exc: BaseException | None, strict: bool) -> Literal[False]:
+    """How a block that ran under ``signal`` ends once its cancel scope is left without having
+    caught its own cancellation, ``signal`` being aborted (:class:`AbortScope`'s rule, shared
+    by the tool pool's per-worker scope): an ``AbortError`` passes as it is; a normal finish
+    keeps its outcome unless ``strict`` (then the abort wins); an ``Exception`` raised after
+    the abort becomes ``AbortError`` (chained); anything else (``BaseException``) passes."""
+    if isinstance(exc, AbortError):
+        return False
+    if exc is None:
+        if not strict:
+            return False  # a normal finish after the abort keeps its outcome
+        raise AbortError(signal._reason)  # a late normal finish: the abort wins
+    if isinstance(exc, Exception):
+        raise AbortError(signal._reason) from exc
+    return False
 
 
 def _cancel_scope() -> anyio.CancelScope:

@@ -21,7 +21,7 @@ import anyio
 
 from ..context import Lazy, listened
 from ..errors import InvalidTypeError
-from ..signals import AbortError, AbortScope
+from ..signals import AbortError, AbortScope, abort_outcome
 from ._admit import aborted
 from ._bodies import TRACKED, BodyAbandoned, BodyRaised, BodySource
 from ._decisions import (
@@ -250,9 +250,6 @@ class WorkerScope:
                 self.open()
             if cancel.cancelled_caught:
                 raise AbortError(signal.reason) from None
-        # as AbortScope(strict=False) decides once its anyio scope is left
-        if not signal.aborted or isinstance(exc, AbortError) or exc is None:
-            return False
-        if isinstance(exc, Exception):
-            raise AbortError(signal.reason) from exc
+        if signal.aborted:  # as AbortScope(strict=False) decides once its scope is left
+            return abort_outcome(signal, exc, strict=False)
         return False
