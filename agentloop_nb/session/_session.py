@@ -125,16 +125,7 @@ _set_payload_session = SessionEventPayload.__dict__["session"].__set__
 _set_payload_event = SessionEventPayload.__dict__["event"].__set__
 
 
-def _chunk_fields(
-    payload: SessionChunkPayload, session: Session, turn: int, step: int, chunk: FrozenDict
-) -> None:
-    """Fill a ``SessionChunkPayload`` built with ``object.__new__`` (once per streamed chunk
-    while a view listens: no frozen ``__init__``)."""
-    osa = object.__setattr__
-    osa(payload, "session", session)
-    osa(payload, "turn", turn)
-    osa(payload, "step", step)
-    osa(payload, "chunk", chunk)
+_set_field = object.__setattr__  # fills a frozen payload built with ``object.__new__``
 
 
 _UNSET: Any = object()
@@ -386,8 +377,12 @@ class Session:
         ``session/chunk`` has a listener)."""
         emit = self._emit
         if emit is not None:
-            payload: SessionChunkPayload = object.__new__(SessionChunkPayload)
-            _chunk_fields(payload, self, log.turn, log.step, chunk)
+            # Once per streamed chunk while a view listens: no frozen ``__init__``, no frame.
+            payload: SessionChunkPayload = _new_object(SessionChunkPayload)
+            _set_field(payload, "session", self)
+            _set_field(payload, "turn", log.turn)
+            _set_field(payload, "step", log.step)
+            _set_field(payload, "chunk", chunk)
             emit(SESSION_CHUNK, payload)
 
     def _check_span(self, event_type: str, op: FrozenDict) -> None:

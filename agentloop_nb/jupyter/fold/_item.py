@@ -62,6 +62,7 @@ class Item:
         "index",
         "kind",
         "parts",
+        "told",
         "turn",
     )
 
@@ -83,6 +84,11 @@ class Item:
         self._pending: list[str] = []  # delta texts not handed to the assembler yet
         self._pending_type = ("", 0)  # (chunk type, block index) of those deltas
         self.html: str | None = None  # render cache, cleared on change
+        # Set by the transcript when it marks this item changed for its readers (a feed tells
+        # its views); cleared by every read of the text (``fold``, ``text_from``). While set,
+        # whoever was told has not read the item yet and will read all of it, so a further
+        # delta needs no marking (see ``Transcript.feed_chunk``).
+        self.told = False
 
     @property
     def text(self) -> str:
@@ -126,6 +132,7 @@ class Item:
         """Return ``text``. A streamed block's text is built from its assembler (cached until
         another chunk is fed), and a streamed tool call's ``data["call_id"]`` /
         ``data["name"]`` are filled in from it once known."""
+        self.told = False
         assembler = self.assembler
         if assembler is None:
             parts = self.parts
@@ -157,6 +164,7 @@ class Item:
         """``(len(text), text[start:])``. For a text being streamed only what lies past
         ``start`` is joined (see :meth:`BlockAssembler.streamed_tail`): a view showing a long
         answer in segments reads its last segment each render, not the whole answer."""
+        self.told = False
         assembler = self.assembler
         if assembler is not None:
             self._flush(assembler)

@@ -46,7 +46,10 @@ class Router:
     def route(self, payload: Any) -> None:
         callbacks = self.waiting.get(self.key_of(payload))
         if callbacks:
-            for callback in tuple(callbacks):
+            if len(callbacks) == 1:  # the common case (one feed per session): no copy
+                callbacks[0](payload)
+                return
+            for callback in tuple(callbacks):  # a copy: a callback may remove itself
                 callback(payload)
 
     def add(self, key: Hashable, callback: Callable[[Any], None]) -> Disposer:

@@ -148,17 +148,26 @@ class Transcript:
         item.html = None
         self.dirty.add(item.index)
 
-    def feed_chunk(self, turn: int, step: int, chunk: Mapping[str, Any]) -> None:
+    def feed_chunk(self, turn: int, step: int, chunk: Mapping[str, Any]) -> bool:
         """Fold one chunk of step ``step`` of turn ``turn`` as it streams (``session/chunk``;
-        the batch that logs it later is fed with ``announced=True``)."""
+        the batch that logs it later is fed with ``announced=True``).
+
+        Returns ``False`` when nothing new needs telling: the chunk is a text or reasoning
+        delta of an item marked changed (``dirty``) since its text was last read. Whoever took
+        that mark has not read the item yet and will read all of it, so the mark is not set
+        again (``dirty`` may lack the item: a streaming item is marked once per read)."""
         if chunk["type"] in _DELTAS:  # most of a stream: a delta of an open block
             item = self._blocks.get(chunk["index"])
             if item is not None:  # what ``_chunk`` does for it, without its other cases
                 item.feed(chunk)
+                if item.told:  # marked, not read since: nothing to tell
+                    return False
+                item.told = True
                 item.html = None
                 self.dirty.add(item.index)
-                return
+                return True
         self._chunk({"turn": turn, "step": step}, chunk)
+        return True
 
     def _chunk(self, data: Mapping[str, Any], chunk: Mapping[str, Any]) -> None:
         """Fold ``chunk``; ``data`` holds its ``turn`` and ``step``."""
@@ -178,6 +187,7 @@ class Transcript:
             item.data["streaming"] = False
         if item.html is not None:
             item.html = None
+        item.told = True
         self.dirty.add(item.index)
 
     def _open_block(self, data: Mapping[str, Any], index: int, block_type: str) -> Item:
