@@ -61,7 +61,9 @@ _DELTA_KINDS = MappingProxyType(
 class Transcript:
     """Fold a session's events (``feed``) into ``items``.
 
-    ``dirty`` holds the indices of items changed since the last ``take_dirty()``; ``pool`` is
+    ``dirty`` holds the indices of items changed since the last ``take_dirty()`` (a streaming
+    item that was marked and has not been read since is not marked again by a delta: see
+    :meth:`feed_chunk`); ``pool`` is
     the tool-call items of the latest step that asked for tools (what ``ToolPoolView`` shows);
     ``pools`` every such step's calls by ``(turn, step)``; ``usage`` the token totals (a turn's own usage is one ``usage`` item at its end);
     ``turn`` / ``last_end`` the latest turn and end reason (its ``turn-end`` item's ``shown``
