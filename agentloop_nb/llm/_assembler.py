@@ -22,6 +22,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any, ClassVar
 
+from pydantic import BaseModel
+
 from ..messages import (
     AssistantMessage,
     ContentBlock,
@@ -53,7 +55,17 @@ _TEXT_KINDS = frozenset({"text", "reasoning"})
 _NOT_MAX_TOKENS = frozenset({Stop, ToolCalls, Aborted, ErrorFinish})
 
 _new = object.__new__
-_set = object.__setattr__
+# ``BaseModel``'s own slot setters (a C call each; ``object.__setattr__`` first looks the
+# name up on the type): four per model built here, a few models a step
+_set_dict, _set_fields_set, _set_extra, _set_private = (
+    BaseModel.__dict__[name].__set__
+    for name in (
+        "__dict__",
+        "__pydantic_fields_set__",
+        "__pydantic_extra__",
+        "__pydantic_private__",
+    )
+)
 # One field-name set per class, shared by every block or message built below: pydantic copies
 # a model's set before changing it (``model_copy``) and the models are frozen.
 _CALL_SET = {"id", "name", "arguments"}
@@ -72,10 +84,10 @@ def _built(cls: type, fields: dict[str, Any], fields_set: set[str]) -> Any:
     (validation passes those through unchanged): ``fields`` holds every field in declaration
     order, defaults included; ``fields_set`` the names passed."""
     obj: Any = _new(cls)
-    _set(obj, "__dict__", fields)
-    _set(obj, "__pydantic_fields_set__", fields_set)
-    _set(obj, "__pydantic_extra__", None)
-    _set(obj, "__pydantic_private__", None)
+    _set_dict(obj, fields)
+    _set_fields_set(obj, fields_set)
+    _set_extra(obj, None)
+    _set_private(obj, None)
     return obj
 
 
