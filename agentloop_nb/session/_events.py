@@ -85,7 +85,8 @@ def normalize_source_seqs(seqs: object, seq: int, event_type: str) -> tuple[int,
         return ()
     # Lists and tuples (every caller in the package) skip the two ABC checks below: each
     # runs a Python-level ``__instancecheck__``, and the loop logs source seqs every step.
-    if isinstance(seqs, list | tuple):
+    kind = type(seqs)
+    if kind is list or kind is tuple or isinstance(seqs, list | tuple):  # exact: no union check
         out = tuple(seqs)
     elif isinstance(seqs, str | bytes | Mapping) or not isinstance(seqs, Iterable):
         raise InvalidValueError(
