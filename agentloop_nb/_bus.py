@@ -272,7 +272,8 @@ class Bus:
         if first < 0:
             # fast path (benchmarks/bench_bus.py "unobserved waterfall"): the default itself
             return await call_default(default)
-        chain = _Chain(listeners, payload() if type(payload) is Lazy else payload, default, agent)
+        built = payload() if type(payload) is Lazy else payload  # ``_built`` inlined
+        chain = _Chain(listeners, built, default, agent)  # type: ignore[arg-type]
         if signal is None:
             return await chain.run(first)
         # fast path (benchmarks/README.md "Step and pool (session 8)"): the chain's synchronous

@@ -9,7 +9,7 @@ resolve here).
 """
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .._record import Record, set_field
@@ -58,25 +58,10 @@ class LlmStreamPayload(Record):
 GenerateOptions.__module__ = "agentloop_nb"
 
 
-# The slots' own setters, in field order (a C call each; ``object.__setattr__``, which the
-# frozen dataclass's ``__init__`` calls per field, first looks the name up on the type).
-_FIELDS = tuple(f.name for f in fields(GenerateOptions))
-if _FIELDS != (
-    "provider",
-    "model",
-    "messages",
-    "system",
-    "tools",
-    "max_tokens",
-    "reasoning_effort",
-    "temperature",
-    "stop",
-    "session_id",
-    "signal",
-):  # pragma: no cover - a changed dataclass must change ``request_options`` with it
-    raise ImportError(
-        f"GenerateOptions fields changed: {_FIELDS}; update GenerateOptions._for_request"
-    )
+# The slots' own setters (a C call each; ``object.__setattr__``, which the frozen dataclass's
+# ``__init__`` calls per field, first looks the name up on the type). A field added to the
+# dataclass must be set in ``request_options`` too: tests/test_loop_request.py compares every
+# field with the constructor's.
 (
     _provider,
     _model,
@@ -89,7 +74,22 @@ if _FIELDS != (
     _stop,
     _session_id,
     _signal,
-) = (GenerateOptions.__dict__[name].__set__ for name in _FIELDS)
+) = (
+    GenerateOptions.__dict__[name].__set__
+    for name in (
+        "provider",
+        "model",
+        "messages",
+        "system",
+        "tools",
+        "max_tokens",
+        "reasoning_effort",
+        "temperature",
+        "stop",
+        "session_id",
+        "signal",
+    )
+)
 _new = object.__new__
 
 
