@@ -31,27 +31,17 @@ _MESSAGE_FIELDS = tuple(AssistantMessage.model_fields)
 _NULLABLE = "signature"  # the one field a block may hold as None (ReasoningBlock's)
 
 _new = object.__new__
-# ``BaseModel``'s own slot setters (a C call each; ``object.__setattr__`` first looks the
-# name up on the type): four per model built here, a few models a step
-_set_dict, _set_fields_set, _set_extra, _set_private = (
-    BaseModel.__dict__[name].__set__
-    for name in (
-        "__dict__",
-        "__pydantic_fields_set__",
-        "__pydantic_extra__",
-        "__pydantic_private__",
-    )
-)
+_set = object.__setattr__
 
 
 def _validated(cls: type, fields: dict[str, Any]) -> Any:
     """The instance ``cls.model_validate`` makes of a dump holding exactly ``fields``: those
     values, every field set, no extra and no private values."""
     obj: Any = _new(cls)
-    _set_dict(obj, fields)
-    _set_fields_set(obj, set(fields))
-    _set_extra(obj, None)
-    _set_private(obj, None)
+    _set(obj, "__dict__", fields)
+    _set(obj, "__pydantic_fields_set__", set(fields))
+    _set(obj, "__pydantic_extra__", None)
+    _set(obj, "__pydantic_private__", None)
     return obj
 
 
