@@ -17,6 +17,7 @@ cache depends on it).
 from __future__ import annotations
 
 import re
+import weakref
 from collections.abc import Coroutine, Mapping
 from functools import lru_cache, partial
 from operator import itemgetter
@@ -52,11 +53,14 @@ class UndefinedVariableError(KeyError, AgentloopError):
 
 
 class _SectionSpec:
-    __slots__ = ("order", "source")
+    __slots__ = ("order", "section", "source")
 
     def __init__(self, source: SectionSource, order: int) -> None:
         self.source = source
         self.order = order
+        # The last ``Section`` resolved from this registration (its name and order never
+        # change): reused while the text is equal, so an unchanged prompt keeps its objects.
+        self.section: Section | None = None
 
 
 class SystemPrompt:
@@ -75,6 +79,12 @@ class SystemPrompt:
         self._ctx = ctx
         self._sections: ScopedRegistry[_SectionSpec] = ScopedRegistry("system-prompt section")
         self._variables: ScopedRegistry[VariableSource] = ScopedRegistry("system-prompt variable")
+        # Each agent's last collected assembly: handed out again while every part is the same
+        # (the sections, the variables' values, the tool schemas), so the rendered text and the
+        # request header's comparison are kept too (benchmarks/README.md "Step (session 12)").
+        self._collected: weakref.WeakKeyDictionary[Any, Assembly] = weakref.WeakKeyDictionary()
+        # (service generation, ``ctx.tools`` or None) as last resolved (``_tool_schemas``)
+        self._tools: tuple[int | None, Any] = (None, None)
         if persona is not None:
             self.section(PERSONA_SECTION, persona)
 
@@ -119,7 +129,10 @@ class SystemPrompt:
     # -- assembly --------------------------------------------------------------------------
 
     def collect(self, agent: Any) -> Assembly:
-        """The assembly for ``agent`` before the ``system-prompt/assemble`` waterfall."""
+        """The assembly for ``agent`` before the ``system-prompt/assemble`` waterfall. Every
+        section and variable function is called; while their answers, the visible sections
+        and the tool schemas are what they were at the agent's last collection, that same
+        ``Assembly`` object is returned (it is immutable)."""
         registry = self._sections
         resolved: list[tuple[int, int, Section]] = []
         for name, spec in registry.visible(agent):
@@ -132,7 +145,10 @@ class SystemPrompt:
                     f"system-prompt section {name!r} returned {type(text).__name__}; "
                     "a section function must return str or None"
                 )
-            resolved.append((spec.order, registry.position(name), Section(name, text, spec.order)))
+            section = spec.section
+            if section is None or section.text != text:
+                section = spec.section = Section(name, text, spec.order)
+            resolved.append((spec.order, registry.position(name), section))
         if len(resolved) > 1:
             resolved.sort(key=_RANK)
         variables: dict[str, str | None] = {}
@@ -144,16 +160,45 @@ class SystemPrompt:
                     "a variable function must return str or None"
                 )
             variables[name] = value
-        return (_ASSEMBLY or _load_assembly())(
-            sections=tuple([r[2] for r in resolved]),
-            tools=self._tool_schemas(agent),
-            variables=MappingProxyType(variables),
+        sections = tuple([r[2] for r in resolved])
+        tools = self._tool_schemas(agent)
+        keep = True
+        try:
+            last = self._collected.get(agent)
+        except TypeError:  # an agent that takes no weak reference (e.g. None): nothing kept
+            last, keep = None, False
+        # fast path (benchmarks/README.md "Step (session 12)"): the same parts, the same
+        # assembly (tuples compare their items by identity first: the sections are reused
+        # above and an unchanged tool's schema is the same dict)
+        if (
+            last is not None
+            and last.sections == sections
+            and last.variables == variables
+            and last.tools == tools
+        ):
+            return last
+        assembly = (_ASSEMBLY or _load_assembly())(
+            sections=sections, tools=tools, variables=MappingProxyType(variables)
         )
+        if keep:
+            self._collected[agent] = assembly
+        _own(assembly)
+        return assembly
 
     def _tool_schemas(self, agent: Any) -> tuple[Mapping[str, Any], ...]:
-        try:
-            tools = self._ctx.tools
-        except AttributeError:  # no tools service: nothing to offer
+        ctx = self._ctx
+        # fast path (benchmarks/README.md "Step (session 12)"): ``ctx.tools`` as last resolved
+        # while no service was provided or withdrawn since (a frame per step saved)
+        generation = getattr(ctx, "service_generation", None)
+        held = self._tools
+        if generation is None or held[0] != generation:
+            try:
+                tools = ctx.tools
+            except AttributeError:  # no tools service: nothing to offer
+                tools = None
+            held = self._tools = (generation, tools)
+        tools = held[1]
+        if tools is None:
             return ()
         return tuple(tools.schemas(agent))
 
@@ -194,6 +239,12 @@ class SystemPrompt:
         """Join the sections (stable-sorted by ``order``) with blank lines and interpolate
         ``{{name}}``. Raises :class:`UndefinedVariableError` for an unknown variable and
         ``ValueError`` for one whose value is ``None``, naming the variable and the section."""
+        # fast path (benchmarks/README.md "Step (session 12)"): an assembly ``collect`` built
+        # (its variables are a mapping nobody else holds) renders to the text it rendered to
+        mine = _OWN.get(id(assembly))
+        if mine is not None and mine[0] is assembly and mine[1] is not None:
+            text: str = mine[1]
+            return text
         variables = assembly.variables
         parts: list[str] = []
         sections = assembly.sections
@@ -211,11 +262,29 @@ class SystemPrompt:
                         )
                     text = "".join(filled)
             parts.append(text)
-        return "\n\n".join(parts)
+        rendered = "\n\n".join(parts)
+        if mine is not None and mine[0] is assembly:
+            mine[1] = rendered
+        return rendered
 
 
 def _same(assembly: Assembly) -> Assembly:
     return assembly
+
+
+# The assemblies ``collect`` built, by ``id``: ``[assembly, its rendered text or None]``. Only
+# those are rendered once: their sections are frozen and their variables a mapping no one
+# else holds, so their text cannot change; an assembly built elsewhere (a listener's
+# ``replace``, a caller's own) may wrap a dict its maker still changes. Bounded: cleared when
+# full (an entry only spares a render).
+_OWN: dict[int, list[Any]] = {}
+_OWN_MAX = 256
+
+
+def _own(assembly: Assembly) -> None:
+    if len(_OWN) >= _OWN_MAX:
+        _OWN.clear()
+    _OWN[id(assembly)] = [assembly, None]
 
 
 # ``Assembly`` and ``AssemblePayload`` load with the first assembly (``collect``) or the first

@@ -321,3 +321,27 @@ def test_tool_parts_held_unfrozen_are_logged_and_shown_as_added_ones(ending: str
         "resolved": ["block-start", "text-delta", "block-end"],
     }[ending]
     assert logged == expected
+
+
+def test_a_held_response_is_bounded_by_the_timer_of_the_loop_it_streams_in() -> None:
+    # The chunk log keeps the last flusher it found (one lookup fewer per response); a response
+    # held in another event loop must still be timed by that loop's own flusher.
+    import asyncio
+
+    from agentloop_nb.session import freeze_json
+    from agentloop_nb.session._chunklog import ChunkLog
+
+    seen: list[Any] = []
+
+    async def hold() -> None:
+        log = ChunkLog(_Log(), 1, 1, lambda index: None)
+        log.add(freeze_json({"type": "text-delta", "index": 0, "text": "x"}, label="chunk"))
+        flusher = log._flusher
+        assert flusher is not None and flusher.loop is asyncio.get_running_loop()
+        assert log in flusher.waiting and flusher.timer is not None
+        seen.append(flusher)
+        log.close()
+
+    asyncio.run(hold())
+    asyncio.run(hold())
+    assert seen[0] is not seen[1]

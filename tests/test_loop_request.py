@@ -444,3 +444,35 @@ async def test_services_provided_mid_turn_and_between_turns_serve_the_next_reque
         assert reasons(agent) == ["completed", "completed"]
     finally:
         await app.aclose()
+
+
+def test_the_request_options_the_loop_builds_are_what_the_constructor_builds() -> None:
+    """The loop sets the frozen dataclass's slots itself (benchmarks/README.md "Step (session
+    12)"); the result must be the constructor's, field by field, and still frozen."""
+    import dataclasses
+
+    from agentloop_nb.llm._options import request_options
+    from agentloop_nb.signals import AbortController
+
+    signal = AbortController().signal
+    values: dict[str, Any] = {
+        "provider": "p",
+        "model": "m",
+        "messages": (),
+        "system": "s",
+        "tools": ({"name": "t"},),
+        "max_tokens": 7,
+        "reasoning_effort": "low",
+        "temperature": 0.5,
+        "session_id": "id",
+        "signal": signal,
+    }
+    built = request_options(**values)
+    expected = GenerateOptions(**values)
+    assert type(built) is GenerateOptions
+    for field in dataclasses.fields(GenerateOptions):
+        assert getattr(built, field.name) is getattr(expected, field.name), field.name
+    assert built == expected
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        built.model = "other"  # type: ignore[misc]
+    assert dataclasses.replace(built, model="other").model == "other"

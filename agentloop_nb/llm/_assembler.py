@@ -19,8 +19,10 @@ validated per chunk, this is on the streaming hot path.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
-from typing import Any, ClassVar
+from collections.abc import Iterable
+from typing import Any
+
+from pydantic import BaseModel
 
 from ..messages import (
     AssistantMessage,
@@ -53,7 +55,17 @@ _TEXT_KINDS = frozenset({"text", "reasoning"})
 _NOT_MAX_TOKENS = frozenset({Stop, ToolCalls, Aborted, ErrorFinish})
 
 _new = object.__new__
-_set = object.__setattr__
+# ``BaseModel``'s own slot setters (a C call each; ``object.__setattr__`` first looks the
+# name up on the type): four per model built here, a few models a step
+_set_dict, _set_fields_set, _set_extra, _set_private = (
+    BaseModel.__dict__[name].__set__
+    for name in (
+        "__dict__",
+        "__pydantic_fields_set__",
+        "__pydantic_extra__",
+        "__pydantic_private__",
+    )
+)
 # One field-name set per class, shared by every block or message built below: pydantic copies
 # a model's set before changing it (``model_copy``) and the models are frozen.
 _CALL_SET = {"id", "name", "arguments"}
@@ -72,10 +84,10 @@ def _built(cls: type, fields: dict[str, Any], fields_set: set[str]) -> Any:
     (validation passes those through unchanged): ``fields`` holds every field in declaration
     order, defaults included; ``fields_set`` the names passed."""
     obj: Any = _new(cls)
-    _set(obj, "__dict__", fields)
-    _set(obj, "__pydantic_fields_set__", fields_set)
-    _set(obj, "__pydantic_extra__", None)
-    _set(obj, "__pydantic_private__", None)
+    _set_dict(obj, fields)
+    _set_fields_set(obj, fields_set)
+    _set_extra(obj, None)
+    _set_private(obj, None)
     return obj
 
 
@@ -131,10 +143,6 @@ class BlockAssembler:
 
     __slots__ = ("_blocks", "_chunks_seen", "_finish", "_usage")
 
-    # Dispatch on the exact chunk class: one dict lookup instead of an isinstance chain. The
-    # table holds plain functions (filled in below the class), so no instance builds its own.
-    _HANDLERS: ClassVar[dict[type, Callable[[BlockAssembler, Any], None]]] = {}
-
     def __init__(self) -> None:
         self._blocks: dict[int, _Partial] = {}
         self._usage: Usage | None = None
@@ -156,10 +164,50 @@ class BlockAssembler:
         return self._chunks_seen
 
     def feed(self, chunk: StreamChunk) -> None:
+        """Fold one chunk in. Dispatch is on the exact chunk class (a subclass of a chunk
+        model, or anything else, is counted and otherwise ignored), every kind handled here
+        in one frame (benchmarks/README.md "Step (session 12)": a handler method per chunk
+        was a second frame for every streamed token)."""
         self._chunks_seen += 1
-        handler = self._HANDLERS.get(type(chunk))
-        if handler is not None:
-            handler(self, chunk)
+        c: Any = chunk
+        cls = type(c)
+        blocks = self._blocks
+        if cls is TextDelta or cls is ReasoningDelta:
+            partial = blocks.get(c.index)
+            if partial is None:
+                partial = self._partial(c.index, "text" if cls is TextDelta else "reasoning")
+            partial.parts.append(c.text)
+        elif cls is ToolCallDelta:
+            partial = blocks.get(c.index)
+            if partial is None:
+                partial = self._partial(c.index, "tool-call")
+            if not partial.id and c.id:
+                partial.id = c.id
+            if not partial.name and c.name:
+                partial.name = c.name
+            if c.arguments_delta:
+                partial.parts.append(c.arguments_delta)
+        elif cls is BlockStart:
+            partial = blocks.get(c.index)
+            if partial is None:
+                blocks[c.index] = _Partial(c.block_type)
+            else:
+                partial.kind = c.block_type
+        elif cls is BlockEnd:
+            block = c.block
+            partial = blocks.get(c.index)
+            if partial is None:
+                if block is None:
+                    return  # an end for a block that never started and carries nothing
+                partial = self._partial(c.index, block.type)
+            partial.ended = True
+            if block is not None:
+                partial.kind = block.type
+                partial.block = block
+        elif cls is UsageChunk:
+            self._usage = c.usage  # the last one wins (adapters send cumulative usage)
+        elif cls is Finish:
+            self._finish = c.reason
 
     def block(self, index: int) -> ContentBlock | None:
         """Block ``index`` as assembled so far (the carried block of a ``block-end`` that had
@@ -250,61 +298,13 @@ class BlockAssembler:
         fields = {"role": "assistant", "content": tuple(content)}
         return _built(AssistantMessage, fields, _MESSAGE_SET)
 
-    # -- handlers -------------------------------------------------------------------------
+    # -- helpers --------------------------------------------------------------------------
 
     def _partial(self, index: int, kind: str) -> _Partial:
         partial = self._blocks.get(index)
         if partial is None:
             partial = self._blocks[index] = _Partial(kind)
         return partial
-
-    def _start(self, chunk: BlockStart) -> None:
-        partial = self._blocks.get(chunk.index)
-        if partial is None:
-            self._blocks[chunk.index] = _Partial(chunk.block_type)
-        else:
-            partial.kind = chunk.block_type
-
-    def _text(self, chunk: TextDelta) -> None:
-        partial = self._blocks.get(chunk.index)
-        if partial is None:
-            partial = self._partial(chunk.index, "text")
-        partial.parts.append(chunk.text)
-
-    def _reasoning(self, chunk: ReasoningDelta) -> None:
-        partial = self._blocks.get(chunk.index)
-        if partial is None:
-            partial = self._partial(chunk.index, "reasoning")
-        partial.parts.append(chunk.text)
-
-    def _tool_call(self, chunk: ToolCallDelta) -> None:
-        partial = self._blocks.get(chunk.index)
-        if partial is None:
-            partial = self._partial(chunk.index, "tool-call")
-        if not partial.id and chunk.id:
-            partial.id = chunk.id
-        if not partial.name and chunk.name:
-            partial.name = chunk.name
-        if chunk.arguments_delta:
-            partial.parts.append(chunk.arguments_delta)
-
-    def _end(self, chunk: BlockEnd) -> None:
-        block = chunk.block
-        partial = self._blocks.get(chunk.index)
-        if partial is None:
-            if block is None:
-                return  # an end for a block that never started and carries nothing
-            partial = self._partial(chunk.index, block.type)
-        partial.ended = True
-        if block is not None:
-            partial.kind = block.type
-            partial.block = block
-
-    def _on_usage(self, chunk: UsageChunk) -> None:
-        self._usage = chunk.usage
-
-    def _on_finish(self, chunk: Finish) -> None:
-        self._finish = chunk.reason
 
 
 def assemble(
@@ -316,16 +316,3 @@ def assemble(
     for chunk in chunks:
         feed(chunk)
     return assembler.message(interrupted=interrupted), assembler.usage, assembler.finish
-
-
-BlockAssembler._HANDLERS.update(
-    {
-        TextDelta: BlockAssembler._text,
-        ReasoningDelta: BlockAssembler._reasoning,
-        ToolCallDelta: BlockAssembler._tool_call,
-        BlockStart: BlockAssembler._start,
-        BlockEnd: BlockAssembler._end,
-        UsageChunk: BlockAssembler._on_usage,
-        Finish: BlockAssembler._on_finish,
-    }
-)

@@ -329,11 +329,6 @@ class LlmRuntime:
         """
         return _Stream(self, self._ctx, options, _pinned(prepared))
 
-    def _stream_via(
-        self, ctx: Any, options: GenerateOptions, prepared: PreparedCall[Any] | None
-    ) -> AsyncIterator[StreamChunk]:
-        return _Stream(self, ctx, options, _pinned(prepared))
-
     def _dispatch(
         self, options: GenerateOptions, adapter: Any = None
     ) -> AsyncIterator[StreamChunk]:
@@ -406,7 +401,10 @@ class BoundLlmRuntime(BoundView["LlmRuntime"]):
     def stream(
         self, options: GenerateOptions, *, prepared: PreparedCall[Any] | None = None
     ) -> AsyncIterator[StreamChunk]:
-        return self.service._stream_via(self.ctx, options, prepared)
+        # (the stream itself, no delegation frames: the loop opens one per request)
+        return _Stream(
+            self.service, self.ctx, options, None if prepared is None else prepared.adapter
+        )
 
     def __repr__(self) -> str:
         return f"<LlmRuntime providers={self.service.providers()}>"

@@ -291,14 +291,15 @@ async def _run_steps(agent: Agent, st: TurnState) -> None:
         assembly = await system_prompt.assemble(agent, signal=signal)
         offered = tuple(claimed)
         if AGENT_PRE_STEP in names:
-            entered = _entered(
-                await ctx.waterfall(
-                    AGENT_PRE_STEP,
-                    Lazy(PreStepPayload, agent, offered, turn, step, signal),
-                    partial(_enter_claimed, offered),
-                    signal=signal,
-                )
+            decision = await ctx.waterfall(
+                AGENT_PRE_STEP,
+                Lazy(PreStepPayload, agent, offered, turn, step, signal),
+                partial(_enter_claimed, offered) if offered else _enter_nothing,
+                signal=signal,
             )
+            # fast path (benchmarks/README.md "Step (session 12)"): the usual answer read
+            # here, the rest checked by ``_entered``
+            entered = decision.messages if type(decision) is Enter else _entered(decision)
         else:  # fast path (benchmarks/bench_ab.py, unobserved hooks): the answer, undispatched
             signal.throw_if_aborted()
             entered = offered
@@ -399,6 +400,11 @@ def _log_message(
 # Decisions are frozen: one instance serves every empty claim (model_construct: no validator
 # is built at import for this literal, valid instance).
 _ENTER_NOTHING = Enter.model_construct()
+
+
+def _enter_nothing() -> Enter:
+    """The ``agent/pre-step`` default when nothing was claimed (most steps after the first)."""
+    return _ENTER_NOTHING
 
 
 def _enter_claimed(claimed: tuple[UserMessage, ...]) -> Enter:

@@ -20,6 +20,7 @@ new ``agent.options`` object restarts the proposal from the options.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import partial
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Protocol
@@ -204,7 +205,11 @@ class RequestPath:
         attempt = 0
         while True:
             attempt += 1
-            config = await self._config(turn, step, signal)
+            # fast path (benchmarks/README.md "Step (session 12)"): unobserved, the proposal
+            # without the waterfall's coroutine
+            config = self._config_now(signal)
+            if config is None:
+                config = await self._config(turn, step, signal)
             # fast path (benchmarks/README.md "Step (session 11)"): the services as last
             # resolved while none was provided or withdrawn since (a frame per read saved)
             services = self._services
@@ -224,17 +229,19 @@ class RequestPath:
                 tools = tuple(tools)
             self._log_header(prepared, system, tools)
             effective = prepared.config
-            options = (_OPTIONS or _options_class())(
-                provider=effective.provider or "",
-                model=effective.model or "",
-                messages=session.derive_messages_tuple(),
-                system=system,
-                tools=tools,
-                max_tokens=effective.max_tokens,
-                temperature=effective.temperature,
-                reasoning_effort=effective.reasoning_effort,
-                session_id=session.id,
-                signal=signal,
+            # fast path (benchmarks/README.md "Step (session 12)"): the frozen dataclass's
+            # slots set directly, what its ``__init__`` does
+            options = (_OPTIONS or _options_maker())(
+                effective.provider or "",
+                effective.model or "",
+                session.derive_messages_tuple(),
+                system,
+                tools,
+                effective.max_tokens,
+                effective.reasoning_effort,
+                effective.temperature,
+                session.id,
+                signal,
             )
             # The loop-wide model gate (``max_concurrent_model_calls``): waiting for a slot
             # is bounded by the signal (AbortError), like the preparation above.
@@ -249,35 +256,41 @@ class RequestPath:
                 return reply
             await self._recover(reply, prepared, options, turn, step, attempt, signal)
 
-    async def _config(self, turn: int, step: int, signal: AbortSignal) -> RequestConfig:
+    def _config_now(self, signal: AbortSignal) -> RequestConfig | None:
+        """The step's config when no ``agent/request`` listener can change it (the usual
+        case): the proposal, checked as :meth:`_config` checks its answer. ``None`` when the
+        waterfall must run (then :meth:`_config`, which finds the proposal up to date)."""
         agent = self._agent
         options = agent.options
         if self._proposal is None or self._options is not options:
             self._options, self._proposal = options, seed_config(options)
-        proposal = self._proposal
-        ctx = agent.ctx
-        # fast path (benchmarks/bench_ab.py, unobserved hooks): else the proposal as is
-        if AGENT_REQUEST in listened(ctx):
-            config = await ctx.waterfall(
-                AGENT_REQUEST,
-                Lazy(RequestPayload, _facade(agent), turn, step, proposal, signal),
-                partial(_same, proposal),
-                signal=signal,
-            )
-            if not isinstance(config, RequestConfig):
-                raise InvalidTypeError(
-                    f"an agent/request listener returned {config!r}; return a RequestConfig "
-                    "(e.g. payload.config.model_copy(update={...}))"
-                )
-        else:  # unobserved (the usual case): the waterfall's answer, without dispatching
-            signal.throw_if_aborted()
-            config = proposal
+        if AGENT_REQUEST in listened(agent.ctx):
+            return None
+        signal.throw_if_aborted()  # the waterfall's answer, without dispatching
+        config = self._proposal
         if not config.provider or not config.model:
-            raise LlmError(
-                "BAD_REQUEST",
-                f"agent {agent.id!r} has no provider/model: pass AgentOptions(provider=..., "
-                "model=...) or supply them from an agent/request listener",
+            raise _no_route(agent.id)
+        return config
+
+    async def _config(self, turn: int, step: int, signal: AbortSignal) -> RequestConfig:
+        """The ``agent/request`` waterfall's answer to the proposal (see :meth:`_config_now`),
+        checked; it is the next step's proposal."""
+        agent = self._agent
+        proposal = self._proposal
+        assert proposal is not None, "_config_now set the proposal"
+        config = await agent.ctx.waterfall(
+            AGENT_REQUEST,
+            Lazy(RequestPayload, _facade(agent), turn, step, proposal, signal),
+            partial(_same, proposal),
+            signal=signal,
+        )
+        if not isinstance(config, RequestConfig):
+            raise InvalidTypeError(
+                f"an agent/request listener returned {config!r}; return a RequestConfig "
+                "(e.g. payload.config.model_copy(update={...}))"
             )
+        if not config.provider or not config.model:
+            raise _no_route(agent.id)
         # The waterfall's answer, before any adapter default: the next step's proposal.
         self._proposal = config
         return config
@@ -396,17 +409,26 @@ def _same(value: Any) -> Any:
     return value
 
 
-# ``GenerateOptions``, once the first request has loaded it (``import agentloop_nb`` does not:
-# a dataclass compiles its methods when the class is made); a global read per request after.
-_OPTIONS: type[GenerateOptions] | None = None
+def _no_route(agent_id: str) -> LlmError:
+    return LlmError(
+        "BAD_REQUEST",
+        f"agent {agent_id!r} has no provider/model: pass AgentOptions(provider=..., "
+        "model=...) or supply them from an agent/request listener",
+    )
 
 
-def _options_class() -> type[GenerateOptions]:
+# ``request_options`` (a ``GenerateOptions``), once the first request has loaded it (``import
+# agentloop_nb`` does not: a dataclass compiles its methods when the class is made); a global
+# read per request after.
+_OPTIONS: Callable[..., GenerateOptions] | None = None
+
+
+def _options_maker() -> Callable[..., GenerateOptions]:
     global _OPTIONS
-    from ..llm import GenerateOptions
+    from ..llm._options import request_options
 
-    _OPTIONS = GenerateOptions
-    return GenerateOptions
+    _OPTIONS = request_options
+    return request_options
 
 
 # ``BlockAssembler``, once the first stream has loaded it with the chunk models (a dozen pydantic

@@ -99,16 +99,27 @@ _FLUSHERS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Flusher] = (
 )
 
 
+# The flusher asked for last: a response asks once, so consecutive responses of one loop find
+# theirs without the weak dictionary's Python-level ``get`` (benchmarks/README.md "Step
+# (session 12)"). It keeps no loop alive that ``_FLUSHERS`` does not (a flusher holds its loop).
+_last: _Flusher | None = None
+
+
 def _flusher() -> _Flusher | None:
     """The running loop's flusher (``None`` without a running loop: a synchronous caller,
     bounded by close, the barrier and ``MAX_HELD``)."""
+    global _last
     try:
         loop = asyncio.get_running_loop()
     except RuntimeError:
         return None
+    flusher = _last
+    if flusher is not None and flusher.loop is loop:
+        return flusher
     flusher = _FLUSHERS.get(loop)
     if flusher is None:
         flusher = _FLUSHERS[loop] = _Flusher(loop)
+    _last = flusher
     return flusher
 
 
@@ -305,7 +316,7 @@ class ChunkLog:
                 self._pending.extend(_frozen(raw))
             self._open_tools.clear()
             try:
-                if self.writable():
+                if self._session.state != "detached":  # ``writable()``, without its frame
                     self.flush()
             finally:
                 if self._flusher is not None:

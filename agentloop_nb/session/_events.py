@@ -83,9 +83,9 @@ def normalize_source_seqs(seqs: object, seq: int, event_type: str) -> tuple[int,
     """Validate ``source_event_seqs``: integers naming earlier events (``0 <= s < seq``)."""
     if not seqs:
         return ()
-    # Lists and tuples (every caller in the package) skip the two ABC checks below: each
-    # runs a Python-level ``__instancecheck__``, and the loop logs source seqs every step.
-    if isinstance(seqs, list | tuple):
+    # Exact lists and tuples (every caller in the package) skip the two ABC checks below:
+    # each runs a Python-level ``__instancecheck__``, and the loop logs source seqs every step.
+    if type(seqs) is list or type(seqs) is tuple:
         out = tuple(seqs)
     elif isinstance(seqs, str | bytes | Mapping) or not isinstance(seqs, Iterable):
         raise InvalidValueError(

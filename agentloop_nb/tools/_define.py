@@ -82,6 +82,7 @@ class Tool:
         "_args_model",
         "_async_execute",
         "_fields",
+        "_schema",
         "_start",
         "_threaded_execute",
         "concurrency_safe",
@@ -138,6 +139,7 @@ class Tool:
         #: The decorated function, for ``@tool`` definitions (``None`` otherwise).
         self.fn: Callable[..., Any] | None = None
         self._args_model: type[BaseModel] | None = None
+        self._schema: dict[str, Any] | None = None  # ``schema()``'s last answer
         # (model field name, function parameter name) pairs, for @tool definitions.
         self._fields: tuple[tuple[str, str], ...] = ()
         # The ``execute`` last seen to be a coroutine function (``execute`` may be reassigned):
@@ -152,8 +154,24 @@ class Tool:
         self._start: tuple[Any, Callable[..., Any], Callable[..., Any]] | None = None
 
     def schema(self) -> dict[str, Any]:
-        """``{"name", "description", "parameters"}`` as sent to providers (do not mutate)."""
-        return {"name": self.name, "description": self.description, "parameters": self.parameters}
+        """``{"name", "description", "parameters"}`` as sent to providers (do not mutate): the
+        same dict while the three attributes are the objects it holds (assigning one makes a
+        new dict), so an unchanged tool offers the same schema at every request."""
+        # fast path (benchmarks/README.md "Step (session 12)"): the prompt's collection asks
+        # every step; the same dict lets it hand out the same assembly
+        cached = self._schema
+        if (
+            cached is None
+            or cached["name"] is not self.name
+            or cached["description"] is not self.description
+            or cached["parameters"] is not self.parameters
+        ):
+            cached = self._schema = {
+                "name": self.name,
+                "description": self.description,
+                "parameters": self.parameters,
+            }
+        return cached
 
     def validate_args(self, args: dict[str, Any]) -> None:
         """Check ``args`` against the definition; raise ``ValueError`` naming each problem."""

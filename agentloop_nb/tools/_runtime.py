@@ -165,7 +165,9 @@ class ToolRuntime(OwnedCopy):
 
     def schemas(self, agent: Any = None) -> list[dict[str, Any]]:
         """``[{"name", "description", "parameters"}, ...]`` for ``definitions(agent)``."""
-        return [definition.schema() for definition in self.definitions(agent)]
+        # (the registry's scoped table itself, as ``lookup``: the prompt asks every step)
+        visible = self._registry.tools.visible(agent if agent is not None else self._scope_agent())
+        return [definition.schema() for _, definition in visible]
 
     def execution_mode(self, call: Any, agent: Any = None) -> ExecutionMode:
         """``"parallel"`` only when the tool's ``concurrency_safe`` is (or returns) exactly
