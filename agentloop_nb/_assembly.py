@@ -16,7 +16,10 @@ from typing import Any
 from ._prompt_types import Section
 from ._record import Record, set_field
 
-__all__ = ["AssemblePayload", "Assembly"]
+__all__ = ["AssemblePayload", "Assembly", "keep_text", "kept_text", "own"]
+
+_UNRENDERED: Any = object()  # ``_text`` of an owned assembly not rendered yet
+_set = object.__setattr__  # ``Assembly`` is frozen
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,9 +32,33 @@ class Assembly:
     sections: tuple[Section, ...] = ()
     tools: tuple[Mapping[str, Any], ...] = ()
     variables: Mapping[str, str | None] = field(default_factory=lambda: MappingProxyType({}))
+    # The rendered text, kept only for an assembly ``SystemPrompt.collect`` built (its
+    # variables are a mapping nobody else holds, so its text cannot change): ``None`` for any
+    # other (a copy from ``replace`` or a caller's own, which may wrap a dict its maker still
+    # changes), ``_UNRENDERED`` until the first render. Written only through :func:`own` and
+    # :func:`keep_text`; not part of equality, hashing or the repr.
+    _text: Any = field(default=None, init=False, repr=False, compare=False)
 
     def replace(self, **changes: Any) -> Assembly:
         return replace(self, **changes)
+
+
+def own(assembly: Assembly) -> None:
+    """Mark ``assembly`` as one whose text cannot change (``SystemPrompt.collect`` built it,
+    with a variables mapping nobody else holds): its first render is kept."""
+    _set(assembly, "_text", _UNRENDERED)
+
+
+def kept_text(assembly: Assembly) -> str | None:
+    """The text kept for an owned ``assembly`` (``None``: render it)."""
+    kept = assembly._text
+    return None if kept is _UNRENDERED else kept
+
+
+def keep_text(assembly: Assembly, text: str) -> None:
+    """Keep ``text`` as the render of ``assembly`` if it is owned (else nothing)."""
+    if assembly._text is not None:
+        _set(assembly, "_text", text)
 
 
 class AssemblePayload(Record):

@@ -182,7 +182,7 @@ class SystemPrompt:
         )
         if keep:
             self._collected[agent] = assembly
-        _own(assembly)
+        _ASSEMBLY_MODULE.own(assembly)  # its text is kept once rendered
         return assembly
 
     def _tool_schemas(self, agent: Any) -> tuple[Mapping[str, Any], ...]:
@@ -241,10 +241,10 @@ class SystemPrompt:
         ``ValueError`` for one whose value is ``None``, naming the variable and the section."""
         # fast path (benchmarks/README.md "Step (session 12)"): an assembly ``collect`` built
         # (its variables are a mapping nobody else holds) renders to the text it rendered to
-        mine = _OWN.get(id(assembly))
-        if mine is not None and mine[0] is assembly and mine[1] is not None:
-            text: str = mine[1]
-            return text
+        module = _ASSEMBLY_MODULE or _load_assembly_module()
+        kept = module.kept_text(assembly)
+        if kept is not None:
+            return kept
         variables = assembly.variables
         parts: list[str] = []
         sections = assembly.sections
@@ -263,8 +263,7 @@ class SystemPrompt:
                     text = "".join(filled)
             parts.append(text)
         rendered = "\n\n".join(parts)
-        if mine is not None and mine[0] is assembly:
-            mine[1] = rendered
+        module.keep_text(assembly, rendered)  # (only if ``collect`` built it)
         return rendered
 
 
@@ -272,37 +271,29 @@ def _same(assembly: Assembly) -> Assembly:
     return assembly
 
 
-# The assemblies ``collect`` built, by ``id``: ``[assembly, its rendered text or None]``. Only
-# those are rendered once: their sections are frozen and their variables a mapping no one
-# else holds, so their text cannot change; an assembly built elsewhere (a listener's
-# ``replace``, a caller's own) may wrap a dict its maker still changes. Bounded: cleared when
-# full (an entry only spares a render).
-_OWN: dict[int, list[Any]] = {}
-_OWN_MAX = 256
-
-
-def _own(assembly: Assembly) -> None:
-    if len(_OWN) >= _OWN_MAX:
-        _OWN.clear()
-    _OWN[id(assembly)] = [assembly, None]
-
-
 # ``Assembly`` and ``AssemblePayload`` load with the first assembly (``collect``) or the first
 # access to either name here: ``Assembly`` is a dataclass, whose methods are compiled when the
 # class is made (start-up cost). A global read per assembly after.
 _ASSEMBLY: type[Assembly] | None = None
+_ASSEMBLY_MODULE: Any = None  # ``_assembly`` itself, bound with ``_ASSEMBLY``
 _LAZY_NAMES = ("AssemblePayload", "Assembly")
 
 
 def _load_assembly() -> type[Assembly]:
-    global _ASSEMBLY
+    global _ASSEMBLY, _ASSEMBLY_MODULE
     from . import _assembly
 
     # Both names bound here: the payload's and the assembly's type hints resolve in this
     # module (their public home), and ``assemble`` names them as globals.
     globals().update(Assembly=_assembly.Assembly, AssemblePayload=_assembly.AssemblePayload)
+    _ASSEMBLY_MODULE = _assembly
     _ASSEMBLY = _assembly.Assembly
     return _ASSEMBLY
+
+
+def _load_assembly_module() -> Any:
+    _load_assembly()
+    return _ASSEMBLY_MODULE
 
 
 def __getattr__(name: str) -> Any:
