@@ -179,7 +179,10 @@ def _execution(st: _StepTools, i: int) -> ToolExecution:
     if controller is None:
         controller = st.links[i] = AbortController()
         controller.follow(st.signal)
-    execution = st.prepared.get(i)
+    # Taken out, not read: the step keeps no execution it no longer needs (an execution's
+    # ``on_approval`` refers to the step, so one kept here would hold the call's whole graph
+    # in a reference cycle, freed only by the cyclic GC at the step's end).
+    execution = st.prepared.pop(i, None)
     if execution is None:
         execution = st.tools.new_execution(
             st.calls[i], agent=st.agent, signal=controller.signal, turn=st.turn, step=st.step
