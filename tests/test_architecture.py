@@ -84,6 +84,10 @@ ROOM_REACHES: dict[tuple[str, str], str] = {
         "WorkerScope: one cancel scope per pool worker for the bodies it runs, the loop's "
         'internal fast path (benchmarks/README.md "Pool (session 11)"), not public API'
     ),
+    ("agentloop_nb.loop._scheduler", "agentloop_nb.tools._settle"): (
+        "settle_now: the pool settles a call without a coroutine when nothing is to be "
+        'awaited, the loop\'s internal fast path (benchmarks/README.md "Pool (session 12)")'
+    ),
 }
 
 # Private modules a bundled plugin may import (module, imported module): reason.

@@ -88,7 +88,9 @@ class _StepTools:
         # executions made when the calls were grouped, so a call's arguments are parsed once;
         # its tool and signal are set again when it starts (see ``_execution``)
         self.prepared: dict[int, ToolExecution] = {}
-        self.results: dict[int, ToolResult] = {}
+        # each committed call's ``additional_contexts`` (all the step needs of its result:
+        # keeping a thousand results alive to the step's end made the cyclic GC walk them)
+        self.results: dict[int, tuple[str, ...]] = {}
         self.started: set[int] = set()
         self.links: dict[int, AbortController] = {}
         self.failure: BaseException | None = None
@@ -101,8 +103,9 @@ async def run_tool_calls(
     step: int,
     signal: AbortSignal,
     running: dict[str, AbortController] | None = None,
-) -> list[ToolResult]:
-    """Run the step's tool calls; return their final results in model order.
+) -> list[tuple[str, ...]]:
+    """Run the step's tool calls; return, in model order, the ``additional_contexts`` of
+    their final results (the results themselves are logged: ``tool/result``).
 
     ``running`` (the agent's registry of cancellable calls) holds each started call's
     controller until its body settles. Raises the first plugin failure (a raising ``tools/*``
@@ -133,7 +136,7 @@ async def run_tool_calls(
             _settled(st, i)
 
 
-async def _run_groups(st: _StepTools) -> list[ToolResult]:
+async def _run_groups(st: _StepTools) -> list[tuple[str, ...]]:
     agent, calls, signal = st.agent, st.calls, st.signal
     for mode, idxs in _groups(st):
         if signal.aborted or st.failure is not None:
@@ -267,16 +270,14 @@ async def _run_one(st: _StepTools, i: int) -> None:
 
 
 class _Running:
-    """How many pooled calls are between their start and their settled body."""
+    """How many pooled calls are between their start and their settled body (a worker adds
+    one to ``count`` itself when a call starts, and calls :meth:`leave` when it settles)."""
 
     __slots__ = ("count", "idle")
 
     def __init__(self) -> None:
         self.count = 0
         self.idle: anyio.Event | None = None
-
-    def enter(self) -> None:
-        self.count += 1
 
     def leave(self) -> None:
         self.count -= 1
@@ -373,13 +374,15 @@ async def _run_pool(st: _StepTools, idxs: list[int], cap: int) -> None:
     A call reclassified as exclusive waits (holding the lock, so nothing else starts) for the
     running bodies, then runs its body still holding the lock: alone.
     ``tools/post-execute`` and the durable commit run in model order in a separate task."""
-    from ..tools._dispatch import WorkerScope  # the pipeline's phases load with a first call
+    # (the pipeline's phases load with a first call)
+    from ..tools._dispatch import WorkerScope
+    from ..tools._settle import settle_now
 
-    tools, gate = st.tools, st.gate
+    tools, gate, signal = st.tools, st.gate, st.signal
     slots = _Slots()
     queue = deque(idxs)
     # The start lock (see _StartLock): a free one is taken without an await or a frame of
-    # asyncio's lock; an abort of the turn is seen once it is taken (``stopped``).
+    # asyncio's lock; an abort of the turn is seen once it is taken.
     in_order = _StartLock()
     running = _Running()
 
@@ -391,9 +394,6 @@ async def _run_pool(st: _StepTools, idxs: list[int], cap: int) -> None:
                 st.failure = exc
             return _failed_result(exc)
 
-    def stopped() -> bool:
-        return st.signal.aborted or st.failure is not None
-
     async def worker() -> None:
         # One cancel scope for the bodies this worker runs (not one per body; see WorkerScope)
         scope = WorkerScope()
@@ -403,18 +403,26 @@ async def _run_pool(st: _StepTools, idxs: list[int], cap: int) -> None:
                 if not in_order.try_take():
                     await in_order.take()
                 try:
-                    if not queue or stopped():
+                    # stop when the turn aborted or a plugin failed (tested inline, as below:
+                    # a frame here runs once per call)
+                    if not queue or signal.aborted or st.failure is not None:
                         return
                     i = queue[0]
                     execution = _execution(st, i)
-                    alone = tools.execution_mode(execution) == "exclusive"
+                    tool = execution.tool
+                    # an exact ``True`` is classify's "parallel" without its two frames; a
+                    # callable is asked again right before its call starts, as is any other
+                    alone = (
+                        tool is None or execution.args is None or tool.concurrency_safe is not True
+                    ) and tools.execution_mode(execution) == "exclusive"
                     if alone:
                         await running.wait_idle()
-                        if stopped():  # left in the queue: it gets its synthetic result
+                        # left in the queue if stopped: it gets its synthetic result
+                        if signal.aborted or st.failure is not None:
                             return
                     queue.popleft()
                     _mark_started(st, i)
-                    running.enter()
+                    running.count += 1  # (see _Running)
                     # (admission and the body awaited here, not through wrappers: each
                     # coroutine frame between the worker and the body costs, once per call)
                     try:
@@ -449,14 +457,22 @@ async def _run_pool(st: _StepTools, idxs: list[int], cap: int) -> None:
             scope.close()
 
     async def commit_in_order() -> None:
+        settled = slots.settled
         for i in idxs:
-            slot = await slots.take(i)
+            # a call settled already is taken at once, without the wait's coroutine
+            slot = settled.pop(i) if i in settled else await slots.take(i)
             if slot is None:  # never started: the workers stopped before it
                 return
             execution, result = slot
             if st.failure is None:
                 try:
-                    result = await tools.post_execute(execution, result)
+                    # without a coroutine when nothing is to be awaited (no post-execute
+                    # listener, no finalize_content to run)
+                    settled_now = settle_now(execution, result)
+                    if settled_now is None:
+                        result = await tools.post_execute(execution, result)
+                    else:
+                        result = settled_now
                 except Exception as exc:
                     st.failure = exc
             _commit(st, i, result)
@@ -494,7 +510,7 @@ async def _dispatch(
 
 def _commit(st: _StepTools, i: int, result: ToolResult) -> None:
     call = st.calls[i]
-    st.results[i] = result
+    st.results[i] = result.additional_contexts
     data: dict[str, Any] = {
         "turn": st.turn,
         "step": st.step,

@@ -43,7 +43,7 @@ import logging
 import queue
 import sys
 import threading
-from collections.abc import Awaitable, Callable, Coroutine, Generator
+from collections.abc import Awaitable, Callable, Coroutine, Generator, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
@@ -280,7 +280,8 @@ class _Driven:
         self._signal = signal
         self._timeout = timeout
         self._grace: _Grace | None = None
-        self._unwatch: list[Callable[[], Any]] | None = None  # set at the first suspension
+        # set at the first suspension
+        self._unwatch: Sequence[Callable[[], Any]] | None = None
         self._listening: Callable[[Any], None] | None = None  # our callback on the signal
 
     def __await__(self) -> Generator[Any, Any, Any]:
@@ -342,8 +343,7 @@ class _Driven:
     def _watch(self) -> None:
         """At the first suspension: start the grace when the signal aborts or the timeout
         passes, even if the body shields itself from the cancellation they cause."""
-        undo: list[Callable[[], Any]] = []
-        self._unwatch = undo
+        self._unwatch = ()  # (a list only when there is something to undo: the timer)
         self._entry = TRACKED.get()  # still in the caller's context here
         self._task = (
             asyncio.current_task() if _TASK_OF is None else _TASK_OF(asyncio.get_running_loop())
@@ -361,7 +361,7 @@ class _Driven:
                 signal._callbacks.append(listening)
         if self._timeout is not None:
             loop = asyncio.get_running_loop()
-            undo.append(loop.call_later(self._timeout, self._begin_grace, False).cancel)
+            self._unwatch = [loop.call_later(self._timeout, self._begin_grace, False).cancel]
 
     def _on_abort(self, reason: Any) -> None:
         self._begin_grace(_is_disposal(reason))

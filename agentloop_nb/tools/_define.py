@@ -178,7 +178,9 @@ def checked_args(definition: Tool, args: dict[str, Any]) -> BaseModel | None:
     model = definition._args_model
     if model is not None:
         try:
-            return model.model_validate(args)
+            # (the validator itself: ``model_validate`` is a Python frame around it that
+            # passes seven defaults, once per call)
+            return model.__pydantic_validator__.validate_python(args)
         except ValidationError as exc:
             raise InvalidValueError(format_validation_error(exc)) from None
     required = definition.parameters.get("required") or ()
