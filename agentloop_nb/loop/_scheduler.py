@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -195,7 +194,7 @@ def _execution(st: _StepTools, i: int) -> ToolExecution:
         # have registered (or removed) the tool since the calls were grouped.
         execution.tool = st.tools.lookup(execution.name, st.agent)
         execution.signal = controller.signal
-    execution.on_approval = partial(_log_approval, st, i)  # (no closure cells per call)
+    execution.on_approval = _ApprovalNote(st, i)
     want_admitted(execution)  # nothing runs between its admission and its body here
     return execution
 
@@ -226,17 +225,28 @@ def _log_call(st: _StepTools, i: int) -> None:
     st.agent.session.append(TOOL_CALL, wrap_frozen(data) if plain else data)
 
 
-def _log_approval(st: _StepTools, i: int, state: str, reason: str | None) -> None:
-    """Log an ``Ask``'s question and answer: views time the wait for a person from these."""
-    data: dict[str, Any] = {
-        "turn": st.turn,
-        "step": st.step,
-        "call_id": st.calls[i].id,
-        "state": state,
-    }
-    if reason:
-        data["reason"] = reason
-    st.agent.session.append(TOOL_APPROVAL, data)
+class _ApprovalNote:
+    """A call's ``on_approval``: logs an ``Ask``'s question and answer (views time the wait
+    for a person from these). One object per call: a ``partial`` was three (its arguments
+    tuple and keyword dict), each a container the cyclic GC tracks."""
+
+    __slots__ = ("i", "st")
+
+    def __init__(self, st: _StepTools, i: int) -> None:
+        self.st = st
+        self.i = i
+
+    def __call__(self, state: str, reason: str | None) -> None:
+        st = self.st
+        data: dict[str, Any] = {
+            "turn": st.turn,
+            "step": st.step,
+            "call_id": st.calls[self.i].id,
+            "state": state,
+        }
+        if reason:
+            data["reason"] = reason
+        st.agent.session.append(TOOL_APPROVAL, data)
 
 
 def _start(st: _StepTools, i: int) -> ToolExecution:

@@ -356,7 +356,10 @@ def _build_tool(
             values = admitted.__dict__
         else:
             values = model.model_validate(args).__dict__
-        kwargs = {param: values[field] for field, param in fields}
+        # (a loop, not a comprehension: on 3.11 that is a function object and a frame a call)
+        kwargs: dict[str, Any] = {}
+        for field, param in fields:
+            kwargs[param] = values[field]
         if execution_param is not None:
             kwargs[execution_param] = execution
         return kwargs
