@@ -84,6 +84,14 @@ ROOM_REACHES: dict[tuple[str, str], str] = {
         "WorkerScope: one cancel scope per pool worker for the bodies it runs, the loop's "
         'internal fast path (benchmarks/README.md "Pool (session 11)"), not public API'
     ),
+    ("agentloop_nb.loop._scheduler", "agentloop_nb.tools._admit"): (
+        "admit_now: the pool admits a call without a coroutine when nothing is to be "
+        'awaited, the loop\'s internal fast path (benchmarks/README.md "Pool (session 12)")'
+    ),
+    ("agentloop_nb.loop._scheduler", "agentloop_nb.tools._runtime"): (
+        "registry_of: the registry the pool hands to admit_now (the facade's own "
+        "pre_execute passes it the same way); not public API"
+    ),
     ("agentloop_nb.loop._scheduler", "agentloop_nb.tools._settle"): (
         "settle_now: the pool settles a call without a coroutine when nothing is to be "
         'awaited, the loop\'s internal fast path (benchmarks/README.md "Pool (session 12)")'

@@ -213,6 +213,41 @@ async def test_settle_now_settles_only_what_needs_no_await(root: Context) -> Non
     assert (await root.tools.post_execute(final, ok)).content == "abcde..."
 
 
+def test_admit_now_admits_only_what_needs_no_await(root: Context) -> None:
+    from agentloop_nb.signals import AbortController
+    from agentloop_nb.tools._admit import PENDING, admit_now
+    from agentloop_nb.tools._runtime import registry_of
+
+    @tool
+    def add(a: int) -> str:
+        """Add."""
+        return str(a)
+
+    root.tools.register(add)
+    registry = registry_of(root.tools)
+    settled: list[str | None] = []
+    root.on("tools/settled", lambda p: settled.append(code(p.result)))
+    assert admit_now(root.tools.new_execution(call("add", {"a": 1})), registry) is None
+    unknown = admit_now(root.tools.new_execution(call("nope")), registry)
+    invalid = admit_now(root.tools.new_execution(call("add", {"a": "x"})), registry)
+    stopped = AbortController()
+    stopped.abort("stop")
+    late = root.tools.new_execution(call("add", {"a": 1}), signal=stopped.signal)
+    assert [code(r) for r in (unknown, invalid, admit_now(late, registry))] == [
+        "UNKNOWN_TOOL",
+        "INVALID_ARGS",
+        "ABORTED",
+    ]
+    assert settled == ["UNKNOWN_TOOL", "INVALID_ARGS", "ABORTED"]  # refusals are announced
+    # a guard or a pre-execute listener to await: nothing done, admit() decides
+    dispose = root.tools.guard(lambda execution: None)
+    assert admit_now(root.tools.new_execution(call("nope")), registry) is PENDING
+    dispose()
+    root.on("tools/pre-execute", lambda e, next: next())
+    assert admit_now(root.tools.new_execution(call("nope")), registry) is PENDING
+    assert len(settled) == 3
+
+
 def test_finalize_content_must_be_callable() -> None:
     with pytest.raises(ValueError, match="finalize_content must be callable"):
         Tool("t", "", {"type": "object"}, lambda a, e: "x", finalize_content="nope")  # type: ignore[arg-type]

@@ -167,7 +167,12 @@ def _groups(st: _StepTools) -> list[tuple[str, list[int]]]:
         execution = prepared[i] = tools.new_execution(
             call, agent=st.agent, signal=st.signal, turn=st.turn, step=st.step
         )
-        mode = tools.execution_mode(execution)
+        tool = execution.tool
+        # an exact ``True`` is classify's "parallel" without its two frames (as in the pool)
+        if tool is not None and execution.args is not None and tool.concurrency_safe is True:
+            mode = "parallel"
+        else:
+            mode = tools.execution_mode(execution)
         if mode == "parallel" and groups and groups[-1][0] == "parallel":
             groups[-1][1].append(i)
         else:
@@ -385,10 +390,13 @@ async def _run_pool(st: _StepTools, idxs: list[int], cap: int) -> None:
     running bodies, then runs its body still holding the lock: alone.
     ``tools/post-execute`` and the durable commit run in model order in a separate task."""
     # (the pipeline's phases load with a first call)
+    from ..tools._admit import PENDING, admit_now
     from ..tools._dispatch import WorkerScope
+    from ..tools._runtime import registry_of
     from ..tools._settle import settle_now
 
     tools, gate, signal = st.tools, st.gate, st.signal
+    registry = registry_of(tools)
     slots = _Slots()
     queue = deque(idxs)
     # The start lock (see _StartLock): a free one is taken without an await or a frame of
@@ -436,7 +444,11 @@ async def _run_pool(st: _StepTools, idxs: list[int], cap: int) -> None:
                     # (admission and the body awaited here, not through wrappers: each
                     # coroutine frame between the worker and the body costs, once per call)
                     try:
-                        result = await tools.pre_execute(execution)
+                        # without a coroutine when nothing is to be awaited (no pre-execute
+                        # listener, no guard)
+                        result = admit_now(execution, registry)
+                        if result is PENDING:
+                            result = await tools.pre_execute(execution)
                     except Exception as exc:
                         st.failure = exc
                         result = _failed_result(exc)

@@ -36,7 +36,7 @@ from ._registry import ExecutionMode, Guard, Registry, classify
 if TYPE_CHECKING:
     from types import ModuleType
 
-__all__ = ["ExecutionMode", "Guard", "ToolRuntime"]
+__all__ = ["ExecutionMode", "Guard", "ToolRuntime", "registry_of"]
 
 
 class _Phases:
@@ -270,3 +270,9 @@ class ToolRuntime(OwnedCopy):
     def __repr__(self) -> str:
         scope = "" if self._owner is None else f" bound agent={self._scope_agent()!r}"
         return f"<ToolRuntime tools={self._registry.count()}{scope}>"
+
+
+def registry_of(tools: ToolRuntime) -> Registry:
+    """The registry ``tools`` (or any view of it) shares: what the tool pool hands to the
+    phases it runs without the facade's frames (``_admit.admit_now``); not public API."""
+    return tools._registry
