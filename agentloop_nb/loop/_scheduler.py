@@ -29,7 +29,8 @@ import anyio
 
 from .._event_names import TOOL_APPROVAL, TOOL_CALL, TOOL_RESULT
 from ..messages import ToolCallBlock
-from ..session._frozen import wrap_frozen
+from ..session._frozen import FrozenDict
+from ..session._nodes import tool_result_node
 from ..signals import AbortController, AbortError
 from ..tools import (
     ABORTED,
@@ -199,7 +200,10 @@ def _execution(st: _StepTools, i: int) -> ToolExecution:
         # have registered (or removed) the tool since the calls were grouped.
         execution.tool = st.tools.lookup(execution.name, st.agent)
         execution.signal = controller.signal
-    execution.on_approval = _ApprovalNote(st, i)
+    note = _new_note(_ApprovalNote)  # (its two fields set here: no __init__ frame a call)
+    note.st = st
+    note.i = i
+    execution.on_approval = note
     want_admitted(execution)  # nothing runs between its admission and its body here
     return execution
 
@@ -225,9 +229,14 @@ def _log_call(st: _StepTools, i: int) -> None:
         "arguments": call.arguments,
     }
     # fast path (benchmarks/bench_loop.py pool): exact strs and ints are frozen as they are
-    # (no walk); a str subclass (an enum) takes the walk, which normalises it
-    plain = type(call.id) is str and type(call.name) is str and type(call.arguments) is str
-    st.agent.session.append(TOOL_CALL, wrap_frozen(data) if plain else data)
+    # (no walk; ``wrap_frozen`` inlined); a str subclass (an enum) takes the walk, which
+    # normalises it
+    if type(call.id) is str and type(call.name) is str and type(call.arguments) is str:
+        frozen: FrozenDict = _new_dict(FrozenDict)
+        _init_dict(frozen, data)
+        st.agent.session.append(TOOL_CALL, frozen)
+    else:
+        st.agent.session.append(TOOL_CALL, data)
 
 
 class _ApprovalNote:
@@ -237,9 +246,8 @@ class _ApprovalNote:
 
     __slots__ = ("i", "st")
 
-    def __init__(self, st: _StepTools, i: int) -> None:
-        self.st = st
-        self.i = i
+    st: _StepTools
+    i: int  # (both set by ``_execution``, which makes it without an ``__init__`` frame)
 
     def __call__(self, state: str, reason: str | None) -> None:
         st = self.st
@@ -252,6 +260,9 @@ class _ApprovalNote:
         if reason:
             data["reason"] = reason
         st.agent.session.append(TOOL_APPROVAL, data)
+
+
+_new_note = object.__new__
 
 
 def _start(st: _StepTools, i: int) -> ToolExecution:
@@ -391,7 +402,7 @@ async def _run_pool(st: _StepTools, idxs: list[int], cap: int) -> None:
     ``tools/post-execute`` and the durable commit run in model order in a separate task."""
     # (the pipeline's phases load with a first call)
     from ..tools._admit import PENDING, admit_now
-    from ..tools._dispatch import WorkerScope
+    from ..tools._dispatch import WorkerScope, dispatch
     from ..tools._runtime import registry_of
     from ..tools._settle import settle_now
 
@@ -463,7 +474,12 @@ async def _run_pool(st: _StepTools, idxs: list[int], cap: int) -> None:
                             # gate, taken without an await (one coroutine frame fewer a call)
                             hand_scope(execution, scope)
                             try:
-                                result = await tools.dispatch(execution)
+                                # the phase itself for a resolved tool (the facade's
+                                # ``dispatch`` is a frame around it; it refuses the rest)
+                                if execution.tool is not None:
+                                    result = await dispatch(execution, registry)
+                                else:
+                                    result = await tools.dispatch(execution)
                             finally:
                                 gate.release()
                         else:
@@ -550,16 +566,26 @@ def _commit(st: _StepTools, i: int, result: ToolResult) -> None:
         type(call.id) is str
         and type(call.name) is str
         and type(result.content) is str
+        and type(result.is_error) is bool
         and (error is None or (type(error.code) is str and type(error.message) is str))
     ):
         # fast path (benchmarks/bench_loop.py pool): every value is an exact str/int/bool, so
-        # the data is frozen as it is; blocks, meta and str subclasses take the walk
+        # the data is frozen as it is (``wrap_frozen`` inlined) and its message built from
+        # the same values; blocks, meta and str subclasses take the walk and the parse
         if error is not None:
-            data["error"] = wrap_frozen(data["error"])
-        st.agent.session.append(TOOL_RESULT, wrap_frozen(data))
+            nested: FrozenDict = _new_dict(FrozenDict)
+            _init_dict(nested, data["error"])
+            data["error"] = nested
+        frozen: FrozenDict = _new_dict(FrozenDict)
+        _init_dict(frozen, data)
+        node = tool_result_node(call.id, call.name, result.content, result.is_error)
+        st.agent.session.append(TOOL_RESULT, frozen, _node=node)
         return
     st.agent.session.append(TOOL_RESULT, data)
 
+
+_new_dict = dict.__new__
+_init_dict = dict.__init__
 
 _CANCELLED_RUNNING = (
     "tool call aborted: its agent's task was cancelled before the result was logged "
