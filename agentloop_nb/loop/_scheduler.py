@@ -41,6 +41,7 @@ from ..tools import (
     error_result,
 )
 from ..tools._decisions import hand_scope, want_admitted
+from ..tools._runtime import registry_of
 
 if TYPE_CHECKING:
     from ..signals import AbortSignal
@@ -62,6 +63,7 @@ class _StepTools:
         "signal",
         "started",
         "step",
+        "table",
         "tools",
         "turn",
     )
@@ -79,6 +81,7 @@ class _StepTools:
     ) -> None:
         self.agent = agent
         self.tools = tools  # ``agent.ctx.tools``, resolved once per step
+        self.table = registry_of(tools).tools  # the tool table it looks names up in
         self.turn = turn
         self.step = step
         self.signal = signal
@@ -197,8 +200,9 @@ def _execution(st: _StepTools, i: int) -> ToolExecution:
         )
     else:
         # Resolved again at the start, as an unprepared call is: an earlier call's body may
-        # have registered (or removed) the tool since the calls were grouped.
-        execution.tool = st.tools.lookup(execution.name, st.agent)
+        # have registered (or removed) the tool since the calls were grouped. (The shared
+        # registry's table, as ``ctx.tools.lookup`` reads it for an agent: a frame fewer.)
+        execution.tool = st.table.lookup(execution.name, st.agent)
         execution.signal = controller.signal
     note = _new_note(_ApprovalNote)  # (its two fields set here: no __init__ frame a call)
     note.st = st
@@ -403,7 +407,6 @@ async def _run_pool(st: _StepTools, idxs: list[int], cap: int) -> None:
     # (the pipeline's phases load with a first call)
     from ..tools._admit import PENDING, admit_now
     from ..tools._dispatch import WorkerScope, dispatch
-    from ..tools._runtime import registry_of
     from ..tools._settle import settle_now
 
     tools, gate, signal = st.tools, st.gate, st.signal

@@ -198,7 +198,8 @@ class ToolRuntime(OwnedCopy):
         Resolves the tool for ``agent`` and parses the arguments (problems are reported later
         by :meth:`pre_execute`). Without ``signal`` the execution gets one that never aborts.
         """
-        agent = self._agent(agent)
+        if agent is None:  # (``_agent`` inlined: the loop makes one execution per call)
+            agent = self._scope_agent()
         arguments = call.arguments or ""
         args, problem = (_PHASES or _phases()).parse_arguments(arguments)
         agent_ctx = getattr(agent, "ctx", None) if agent is not None else None
