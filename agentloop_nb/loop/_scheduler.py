@@ -21,7 +21,6 @@ controller) until its body has settled.
 
 from __future__ import annotations
 
-import asyncio
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
@@ -42,6 +41,7 @@ from ..tools import (
 )
 from ..tools._decisions import hand_scope, want_admitted
 from ..tools._runtime import registry_of
+from ._pool import Running, Slots, StartLock
 
 if TYPE_CHECKING:
     from ..signals import AbortSignal
@@ -299,104 +299,6 @@ async def _run_one(st: _StepTools, i: int) -> None:
     _commit(st, i, result)
 
 
-class _Running:
-    """How many pooled calls are between their start and their settled body (a worker adds
-    one to ``count`` itself when a call starts, and calls :meth:`leave` when it settles)."""
-
-    __slots__ = ("count", "idle")
-
-    def __init__(self) -> None:
-        self.count = 0
-        self.idle: anyio.Event | None = None
-
-    def leave(self) -> None:
-        self.count -= 1
-        if self.count == 0 and self.idle is not None:
-            self.idle.set()
-            self.idle = None
-
-    async def wait_idle(self) -> None:
-        """Return once no call is running (at once when none is)."""
-        if self.count:
-            idle = self.idle = self.idle or anyio.Event()
-            await idle.wait()
-
-
-class _StartLock:
-    """The pool's start lock: held while a worker takes the next call in model order, logs
-    its ``tool/call`` and runs its ``tools/pre-execute`` (and, for a call run alone, its body).
-
-    Waiters are served first come, first served, and a released lock is handed to the first
-    one (it holds it from then on, before it runs); taking a free lock is a flag, with no
-    await (asyncio's lock costs three coroutine frames a call, anyio's also walks the task's
-    cancel scopes). A waiter cancelled while it waits leaves the line; one cancelled after
-    the lock was handed to it passes it on. A worker woken for the lock holds it even if a
-    cancel scope cancels it meanwhile (anyio does not cancel a task whose wait is over), so it
-    stops at its next await, as with asyncio's lock."""
-
-    __slots__ = ("held", "waiters")
-
-    def __init__(self) -> None:
-        self.held = False
-        self.waiters: deque[asyncio.Future[None]] = deque()
-
-    def try_take(self) -> bool:
-        if self.held:
-            return False
-        self.held = True
-        return True
-
-    async def take(self) -> None:
-        waiter = asyncio.get_running_loop().create_future()
-        self.waiters.append(waiter)
-        try:
-            await waiter
-        except BaseException:
-            if waiter.done() and not waiter.cancelled():
-                self.release()  # it was handed the lock: pass it on
-            elif waiter in self.waiters:  # (a release may have dropped it, cancelled)
-                self.waiters.remove(waiter)
-            raise
-
-    def release(self) -> None:
-        waiters = self.waiters
-        while waiters:
-            waiter = waiters.popleft()
-            if not waiter.done():
-                waiter.set_result(None)  # handed over: the lock stays held
-                return
-        self.held = False
-
-
-class _Slots:
-    """A pool's calls as they settle (``(execution, result)``, or ``None`` for a call that
-    never started), taken in model order by its commit task, which waits only for a call
-    that has not settled yet (no future per call: a settled one is taken at once)."""
-
-    __slots__ = ("settled", "waiter", "wanted")
-
-    def __init__(self) -> None:
-        self.settled: dict[int, tuple[ToolExecution, ToolResult] | None] = {}
-        self.wanted = -1
-        self.waiter: asyncio.Future[None] | None = None
-
-    def put(self, i: int, slot: tuple[ToolExecution, ToolResult] | None) -> None:
-        self.settled[i] = slot
-        if i == self.wanted:
-            self.wanted = -1
-            waiter = self.waiter
-            if waiter is not None and not waiter.done():  # (done: the commit task cancelled)
-                waiter.set_result(None)
-
-    async def take(self, i: int) -> tuple[ToolExecution, ToolResult] | None:
-        settled = self.settled
-        if i not in settled:
-            waiter = self.waiter = asyncio.get_running_loop().create_future()
-            self.wanted = i
-            await waiter
-        return settled.pop(i)
-
-
 async def _run_pool(st: _StepTools, idxs: list[int], cap: int) -> None:
     """Rolling pool of ``cap`` workers: each takes the next call in model order, logs its
     ``tool/call`` and runs ``tools/pre-execute`` under a shared lock (so those stay in model
@@ -411,12 +313,12 @@ async def _run_pool(st: _StepTools, idxs: list[int], cap: int) -> None:
 
     tools, gate, signal = st.tools, st.gate, st.signal
     registry = registry_of(tools)
-    slots = _Slots()
+    slots = Slots()
     queue = deque(idxs)
-    # The start lock (see _StartLock): a free one is taken without an await or a frame of
+    # The start lock (see StartLock): a free one is taken without an await or a frame of
     # asyncio's lock; an abort of the turn is seen once it is taken.
-    in_order = _StartLock()
-    running = _Running()
+    in_order = StartLock()
+    running = Running()
 
     async def body(execution: ToolExecution, scope: WorkerScope) -> ToolResult:
         try:
@@ -454,7 +356,7 @@ async def _run_pool(st: _StepTools, idxs: list[int], cap: int) -> None:
                             return
                     queue.popleft()
                     _mark_started(st, i)
-                    running.count += 1  # (see _Running)
+                    running.count += 1  # (see Running)
                     # (admission and the body awaited here, not through wrappers: each
                     # coroutine frame between the worker and the body costs, once per call)
                     try:
