@@ -97,7 +97,16 @@ class ScopedRegistry(Generic[T]):
 
     def lookup(self, name: str, agent: object = None) -> T | None:
         """The value ``agent`` sees for ``name`` (its own latest, else the latest global)."""
-        found = self._winner(self._stacks.get(name), agent)
+        stack = self._stacks.get(name)
+        if stack is not None and len(stack) == 1:
+            # fast path (the loop looks a tool up twice per call): a lone entry wins when it
+            # is global or this agent's, as _winner decides, without its frame
+            entry = stack[0]
+            owner = entry.agent
+            if owner is None or (agent is not None and owner is agent):
+                return entry.value
+            return None
+        found = self._winner(stack, agent)
         return None if found is None else found.value
 
     def visible(self, agent: object = None) -> tuple[tuple[str, T], ...]:

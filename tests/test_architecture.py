@@ -77,7 +77,12 @@ ROOM_REACHES: dict[tuple[str, str], str] = {
         "internal fast path, not public API"
     ),
     ("agentloop_nb.loop._scheduler", "agentloop_nb.session._frozen"): (
-        "tool/call and tool/result data of exact strs and ints wrapped as-is (the same wrapper)"
+        "tool/call and tool/result data of exact strs and ints wrapped as-is (FrozenDict built "
+        "as the unchecked wrapper builds it)"
+    ),
+    ("agentloop_nb.loop._scheduler", "agentloop_nb.session._nodes"): (
+        "tool_result_node: a committed plain result's message handed to append with its data "
+        "(as the driver's assistant message), not parsed back; the loop's internal fast path"
     ),
     ("agentloop_nb.loop._scheduler", "agentloop_nb.tools._decisions"): (
         "want_admitted: the loop, which runs nothing between a call's admission and its body, "
@@ -86,7 +91,20 @@ ROOM_REACHES: dict[tuple[str, str], str] = {
     ),
     ("agentloop_nb.loop._scheduler", "agentloop_nb.tools._dispatch"): (
         "WorkerScope: one cancel scope per pool worker for the bodies it runs, the loop's "
-        'internal fast path (benchmarks/README.md "Pool (session 11)"), not public API'
+        'internal fast path (benchmarks/README.md "Pool (session 11)"), not public API; '
+        "dispatch: the phase itself, without the facade's frame (session 12)"
+    ),
+    ("agentloop_nb.loop._scheduler", "agentloop_nb.tools._admit"): (
+        "admit_now: the pool admits a call without a coroutine when nothing is to be "
+        'awaited, the loop\'s internal fast path (benchmarks/README.md "Pool (session 12)")'
+    ),
+    ("agentloop_nb.loop._scheduler", "agentloop_nb.tools._runtime"): (
+        "registry_of: the registry the pool hands to admit_now and dispatch (as the facade's "
+        "pre_execute and dispatch pass it); not public API"
+    ),
+    ("agentloop_nb.loop._scheduler", "agentloop_nb.tools._settle"): (
+        "settle_now: the pool settles a call without a coroutine when nothing is to be "
+        'awaited, the loop\'s internal fast path (benchmarks/README.md "Pool (session 12)")'
     ),
 }
 

@@ -483,6 +483,32 @@ async def test_finalize_content_runs_after_post_execute_in_model_order(app: App)
     assert [d["content"] for d in data(agent, "tool/result")] == ["<FIRST>", "<SECOND>"]
 
 
+async def test_pooled_calls_are_finalized_and_observed_without_a_post_execute_listener(
+    app: App,
+) -> None:
+    # The pool settles a call without a coroutine when nothing is to be awaited; a finalizer
+    # still runs (in model order) and tools/result still hears every final result.
+    @tool(concurrency_safe=True, finalize_content=lambda result: result.content.upper())
+    async def word(key: str) -> str:
+        """Return the key after a checkpoint."""
+        await anyio.lowlevel.checkpoint()
+        return key
+
+    @tool(concurrency_safe=True)
+    async def plain(key: str) -> str:
+        """Return the key."""
+        return key
+
+    register(app, word, plain)
+    heard: list[str] = []
+    app.ctx.on("tools/result", lambda p: heard.append(p.result.content))
+    script = calls(("c1", "word", "a"), ("c2", "plain", "b"), ("c3", "word", "c"))
+    agent, _ = new_agent(app, script, text("ok"))
+    await run(agent, "go")
+    assert [d["content"] for d in data(agent, "tool/result")] == ["A", "b", "C"]
+    assert heard == ["A", "b", "C"]
+
+
 async def test_a_failing_finalize_content_is_a_tool_error_result(app: App) -> None:
     def finalize(result: ToolResult) -> str:
         raise ValueError("cannot shorten")

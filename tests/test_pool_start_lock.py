@@ -8,7 +8,7 @@ import asyncio
 import anyio
 import pytest
 
-from agentloop_nb.loop._scheduler import _StartLock
+from agentloop_nb.loop._pool import StartLock
 
 pytestmark = pytest.mark.anyio
 
@@ -18,7 +18,7 @@ async def _settle() -> None:
 
 
 async def test_waiters_are_served_in_arrival_order_and_a_release_hands_the_lock_on() -> None:
-    lock = _StartLock()
+    lock = StartLock()
     order: list[str] = []
 
     async def worker(name: str) -> None:
@@ -40,7 +40,7 @@ async def test_waiters_are_served_in_arrival_order_and_a_release_hands_the_lock_
 
 
 async def test_a_waiter_cancelled_in_line_leaves_it() -> None:
-    lock = _StartLock()
+    lock = StartLock()
     assert lock.try_take()
     first = asyncio.ensure_future(lock.take())
     second = asyncio.ensure_future(lock.take())
@@ -56,7 +56,7 @@ async def test_a_waiter_cancelled_in_line_leaves_it() -> None:
 
 
 async def test_a_waiter_cancelled_after_the_hand_off_passes_the_lock_on() -> None:
-    lock = _StartLock()
+    lock = StartLock()
     assert lock.try_take()
     first = asyncio.ensure_future(lock.take())
     second = asyncio.ensure_future(lock.take())

@@ -27,6 +27,15 @@ def test_an_agent_sees_its_own_entry_first_and_other_agents_see_the_global_one()
     assert registry.lookup("missing", a) is None
 
 
+def test_a_lone_entry_is_seen_by_all_when_global_and_by_its_agent_alone_when_scoped() -> None:
+    registry: ScopedRegistry[str] = ScopedRegistry("thing")
+    a, b = Agent("a"), Agent("b")
+    registry.add("g", "global")
+    registry.add("s", "a's", a)
+    assert [registry.lookup("g", who) for who in (a, b, None)] == ["global"] * 3
+    assert [registry.lookup("s", who) for who in (a, b, None)] == ["a's", None, None]
+
+
 def test_visible_keeps_a_shadowed_name_in_place_and_lists_agent_only_names_last() -> None:
     registry: ScopedRegistry[str] = ScopedRegistry("thing")
     a = Agent("a")

@@ -226,6 +226,24 @@ def test_a_committed_plain_result_derives_the_message_validation_would(
     assert node.model_dump(mode="json") == validated.model_dump(mode="json")
 
 
+@pytest.mark.parametrize("is_error", [False, True])
+def test_the_node_the_loop_logs_with_a_result_is_the_message_its_data_parses_into(
+    is_error: bool,
+) -> None:
+    # the loop hands its committed plain result's message to append (no parse of the data)
+    from agentloop_nb.session import FrozenDict
+    from agentloop_nb.session._nodes import parse_node, tool_result_node
+
+    fields = {"call_id": "c1", "name": "count", "content": "n=1", "is_error": is_error}
+    node = tool_result_node("c1", "count", "n=1", is_error)
+    parsed = parse_node("tool/result", FrozenDict(fields), 0)
+    assert type(node) is type(parsed)
+    assert node.__dict__ == parsed.__dict__
+    assert node.model_fields_set == parsed.model_fields_set
+    assert node == parsed and hash(node) == hash(parsed)
+    assert node.model_dump(mode="json") == parsed.model_dump(mode="json")
+
+
 def test_a_result_that_is_not_plain_is_still_validated_into_its_message() -> None:
     from agentloop_nb.errors import InvalidValueError
     from agentloop_nb.session import FrozenDict

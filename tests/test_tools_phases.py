@@ -190,6 +190,64 @@ async def test_error_results_are_not_finalized(root: Context) -> None:
     assert calls == []
 
 
+async def test_settle_now_settles_only_what_needs_no_await(root: Context) -> None:
+    from agentloop_nb.tools._settle import settle_now
+
+    root.tools.register(tool(name="plain")(lambda: "x"))
+    root.tools.register(tool(name="final", finalize_content=shorten)(lambda: "x"))
+    heard: list[str] = []
+    root.on("tools/result", lambda p: heard.append(p.execution.name))
+    ok = ToolResult(content="abcdefgh", call_id="c1")
+    failed = ToolResult(content="Error: no", is_error=True, call_id="c1")
+    plain = root.tools.new_execution(call("plain"))
+    final = root.tools.new_execution(call("final"))
+    # nothing to await: tools/result emitted, the very result returned
+    assert settle_now(plain, ok) is ok
+    assert settle_now(final, failed) is failed  # error results are not finalized
+    assert heard == ["plain", "final"]
+    # a finalizer to run, or a post-execute listener: nothing done, settle() decides
+    assert settle_now(final, ok) is None
+    root.on("tools/post-execute", lambda p, next: next())
+    assert settle_now(plain, ok) is None
+    assert heard == ["plain", "final"]
+    assert (await root.tools.post_execute(final, ok)).content == "abcde..."
+
+
+def test_admit_now_admits_only_what_needs_no_await(root: Context) -> None:
+    from agentloop_nb.signals import AbortController
+    from agentloop_nb.tools._admit import PENDING, admit_now
+    from agentloop_nb.tools._runtime import registry_of
+
+    @tool
+    def add(a: int) -> str:
+        """Add."""
+        return str(a)
+
+    root.tools.register(add)
+    registry = registry_of(root.tools)
+    settled: list[str | None] = []
+    root.on("tools/settled", lambda p: settled.append(code(p.result)))
+    assert admit_now(root.tools.new_execution(call("add", {"a": 1})), registry) is None
+    unknown = admit_now(root.tools.new_execution(call("nope")), registry)
+    invalid = admit_now(root.tools.new_execution(call("add", {"a": "x"})), registry)
+    stopped = AbortController()
+    stopped.abort("stop")
+    late = root.tools.new_execution(call("add", {"a": 1}), signal=stopped.signal)
+    assert [code(r) for r in (unknown, invalid, admit_now(late, registry))] == [
+        "UNKNOWN_TOOL",
+        "INVALID_ARGS",
+        "ABORTED",
+    ]
+    assert settled == ["UNKNOWN_TOOL", "INVALID_ARGS", "ABORTED"]  # refusals are announced
+    # a guard or a pre-execute listener to await: nothing done, admit() decides
+    dispose = root.tools.guard(lambda execution: None)
+    assert admit_now(root.tools.new_execution(call("nope")), registry) is PENDING
+    dispose()
+    root.on("tools/pre-execute", lambda e, next: next())
+    assert admit_now(root.tools.new_execution(call("nope")), registry) is PENDING
+    assert len(settled) == 3
+
+
 def test_finalize_content_must_be_callable() -> None:
     with pytest.raises(ValueError, match="finalize_content must be callable"):
         Tool("t", "", {"type": "object"}, lambda a, e: "x", finalize_content="nope")  # type: ignore[arg-type]

@@ -358,9 +358,9 @@ async def _run_step(agent: Agent, st: TurnState, assembly: Any) -> bool:
         st.max_tokens = True
     calls = message.tool_calls
     if calls:
-        results = await run_tool_calls(agent, calls, turn, step, signal, st.calls)
-        for call, result in zip(calls, results, strict=True):
-            for extra in result.additional_contexts:
+        contexts = await run_tool_calls(agent, calls, turn, step, signal, st.calls)
+        for call, extras in zip(calls, contexts, strict=True):
+            for extra in extras:
                 agent.inbox.insert("next-step", _context_message(extra, call.id, call.name))
     if interrupted or signal.aborted:
         raise AbortError(signal.reason)

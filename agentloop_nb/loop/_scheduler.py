@@ -21,16 +21,15 @@ controller) until its body has settled.
 
 from __future__ import annotations
 
-import asyncio
 from collections import deque
-from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import anyio
 
 from .._event_names import TOOL_APPROVAL, TOOL_CALL, TOOL_RESULT
 from ..messages import ToolCallBlock
-from ..session._frozen import wrap_frozen
+from ..session._frozen import FrozenDict
+from ..session._nodes import tool_result_node
 from ..signals import AbortController, AbortError
 from ..tools import (
     ABORTED,
@@ -41,6 +40,8 @@ from ..tools import (
     error_result,
 )
 from ..tools._decisions import hand_scope, want_admitted
+from ..tools._runtime import registry_of
+from ._pool import Running, Slots, StartLock
 
 if TYPE_CHECKING:
     from ..signals import AbortSignal
@@ -62,6 +63,7 @@ class _StepTools:
         "signal",
         "started",
         "step",
+        "table",
         "tools",
         "turn",
     )
@@ -79,6 +81,7 @@ class _StepTools:
     ) -> None:
         self.agent = agent
         self.tools = tools  # ``agent.ctx.tools``, resolved once per step
+        self.table = registry_of(tools).tools  # the tool table it looks names up in
         self.turn = turn
         self.step = step
         self.signal = signal
@@ -88,7 +91,9 @@ class _StepTools:
         # executions made when the calls were grouped, so a call's arguments are parsed once;
         # its tool and signal are set again when it starts (see ``_execution``)
         self.prepared: dict[int, ToolExecution] = {}
-        self.results: dict[int, ToolResult] = {}
+        # each committed call's ``additional_contexts`` (all the step needs of its result:
+        # keeping a thousand results alive to the step's end made the cyclic GC walk them)
+        self.results: dict[int, tuple[str, ...]] = {}
         self.started: set[int] = set()
         self.links: dict[int, AbortController] = {}
         self.failure: BaseException | None = None
@@ -101,8 +106,9 @@ async def run_tool_calls(
     step: int,
     signal: AbortSignal,
     running: dict[str, AbortController] | None = None,
-) -> list[ToolResult]:
-    """Run the step's tool calls; return their final results in model order.
+) -> list[tuple[str, ...]]:
+    """Run the step's tool calls; return, in model order, the ``additional_contexts`` of
+    their final results (the results themselves are logged: ``tool/result``).
 
     ``running`` (the agent's registry of cancellable calls) holds each started call's
     controller until its body settles. Raises the first plugin failure (a raising ``tools/*``
@@ -133,7 +139,7 @@ async def run_tool_calls(
             _settled(st, i)
 
 
-async def _run_groups(st: _StepTools) -> list[ToolResult]:
+async def _run_groups(st: _StepTools) -> list[tuple[str, ...]]:
     agent, calls, signal = st.agent, st.calls, st.signal
     for mode, idxs in _groups(st):
         if signal.aborted or st.failure is not None:
@@ -165,7 +171,12 @@ def _groups(st: _StepTools) -> list[tuple[str, list[int]]]:
         execution = prepared[i] = tools.new_execution(
             call, agent=st.agent, signal=st.signal, turn=st.turn, step=st.step
         )
-        mode = tools.execution_mode(execution)
+        tool = execution.tool
+        # an exact ``True`` is classify's "parallel" without its two frames (as in the pool)
+        if tool is not None and execution.args is not None and tool.concurrency_safe is True:
+            mode = "parallel"
+        else:
+            mode = tools.execution_mode(execution)
         if mode == "parallel" and groups and groups[-1][0] == "parallel":
             groups[-1][1].append(i)
         else:
@@ -179,17 +190,24 @@ def _execution(st: _StepTools, i: int) -> ToolExecution:
     if controller is None:
         controller = st.links[i] = AbortController()
         controller.follow(st.signal)
-    execution = st.prepared.get(i)
+    # Taken out, not read: the step keeps no execution it no longer needs (an execution's
+    # ``on_approval`` refers to the step, so one kept here would hold the call's whole graph
+    # in a reference cycle, freed only by the cyclic GC at the step's end).
+    execution = st.prepared.pop(i, None)
     if execution is None:
         execution = st.tools.new_execution(
             st.calls[i], agent=st.agent, signal=controller.signal, turn=st.turn, step=st.step
         )
     else:
         # Resolved again at the start, as an unprepared call is: an earlier call's body may
-        # have registered (or removed) the tool since the calls were grouped.
-        execution.tool = st.tools.lookup(execution.name, st.agent)
+        # have registered (or removed) the tool since the calls were grouped. (The shared
+        # registry's table, as ``ctx.tools.lookup`` reads it for an agent: a frame fewer.)
+        execution.tool = st.table.lookup(execution.name, st.agent)
         execution.signal = controller.signal
-    execution.on_approval = partial(_log_approval, st, i)  # (no closure cells per call)
+    note = _new_note(_ApprovalNote)  # (its two fields set here: no __init__ frame a call)
+    note.st = st
+    note.i = i
+    execution.on_approval = note
     want_admitted(execution)  # nothing runs between its admission and its body here
     return execution
 
@@ -215,22 +233,40 @@ def _log_call(st: _StepTools, i: int) -> None:
         "arguments": call.arguments,
     }
     # fast path (benchmarks/bench_loop.py pool): exact strs and ints are frozen as they are
-    # (no walk); a str subclass (an enum) takes the walk, which normalises it
-    plain = type(call.id) is str and type(call.name) is str and type(call.arguments) is str
-    st.agent.session.append(TOOL_CALL, wrap_frozen(data) if plain else data)
+    # (no walk; ``wrap_frozen`` inlined); a str subclass (an enum) takes the walk, which
+    # normalises it
+    if type(call.id) is str and type(call.name) is str and type(call.arguments) is str:
+        frozen: FrozenDict = _new_dict(FrozenDict)
+        _init_dict(frozen, data)
+        st.agent.session.append(TOOL_CALL, frozen)
+    else:
+        st.agent.session.append(TOOL_CALL, data)
 
 
-def _log_approval(st: _StepTools, i: int, state: str, reason: str | None) -> None:
-    """Log an ``Ask``'s question and answer: views time the wait for a person from these."""
-    data: dict[str, Any] = {
-        "turn": st.turn,
-        "step": st.step,
-        "call_id": st.calls[i].id,
-        "state": state,
-    }
-    if reason:
-        data["reason"] = reason
-    st.agent.session.append(TOOL_APPROVAL, data)
+class _ApprovalNote:
+    """A call's ``on_approval``: logs an ``Ask``'s question and answer (views time the wait
+    for a person from these). One object per call: a ``partial`` was three (its arguments
+    tuple and keyword dict), each a container the cyclic GC tracks."""
+
+    __slots__ = ("i", "st")
+
+    st: _StepTools
+    i: int  # (both set by ``_execution``, which makes it without an ``__init__`` frame)
+
+    def __call__(self, state: str, reason: str | None) -> None:
+        st = self.st
+        data: dict[str, Any] = {
+            "turn": st.turn,
+            "step": st.step,
+            "call_id": st.calls[self.i].id,
+            "state": state,
+        }
+        if reason:
+            data["reason"] = reason
+        st.agent.session.append(TOOL_APPROVAL, data)
+
+
+_new_note = object.__new__
 
 
 def _start(st: _StepTools, i: int) -> ToolExecution:
@@ -263,106 +299,6 @@ async def _run_one(st: _StepTools, i: int) -> None:
     _commit(st, i, result)
 
 
-class _Running:
-    """How many pooled calls are between their start and their settled body."""
-
-    __slots__ = ("count", "idle")
-
-    def __init__(self) -> None:
-        self.count = 0
-        self.idle: anyio.Event | None = None
-
-    def enter(self) -> None:
-        self.count += 1
-
-    def leave(self) -> None:
-        self.count -= 1
-        if self.count == 0 and self.idle is not None:
-            self.idle.set()
-            self.idle = None
-
-    async def wait_idle(self) -> None:
-        """Return once no call is running (at once when none is)."""
-        if self.count:
-            idle = self.idle = self.idle or anyio.Event()
-            await idle.wait()
-
-
-class _StartLock:
-    """The pool's start lock: held while a worker takes the next call in model order, logs
-    its ``tool/call`` and runs its ``tools/pre-execute`` (and, for a call run alone, its body).
-
-    Waiters are served first come, first served, and a released lock is handed to the first
-    one (it holds it from then on, before it runs); taking a free lock is a flag, with no
-    await (asyncio's lock costs three coroutine frames a call, anyio's also walks the task's
-    cancel scopes). A waiter cancelled while it waits leaves the line; one cancelled after
-    the lock was handed to it passes it on. A worker woken for the lock holds it even if a
-    cancel scope cancels it meanwhile (anyio does not cancel a task whose wait is over), so it
-    stops at its next await, as with asyncio's lock."""
-
-    __slots__ = ("held", "waiters")
-
-    def __init__(self) -> None:
-        self.held = False
-        self.waiters: deque[asyncio.Future[None]] = deque()
-
-    def try_take(self) -> bool:
-        if self.held:
-            return False
-        self.held = True
-        return True
-
-    async def take(self) -> None:
-        waiter = asyncio.get_running_loop().create_future()
-        self.waiters.append(waiter)
-        try:
-            await waiter
-        except BaseException:
-            if waiter.done() and not waiter.cancelled():
-                self.release()  # it was handed the lock: pass it on
-            elif waiter in self.waiters:  # (a release may have dropped it, cancelled)
-                self.waiters.remove(waiter)
-            raise
-
-    def release(self) -> None:
-        waiters = self.waiters
-        while waiters:
-            waiter = waiters.popleft()
-            if not waiter.done():
-                waiter.set_result(None)  # handed over: the lock stays held
-                return
-        self.held = False
-
-
-class _Slots:
-    """A pool's calls as they settle (``(execution, result)``, or ``None`` for a call that
-    never started), taken in model order by its commit task, which waits only for a call
-    that has not settled yet (no future per call: a settled one is taken at once)."""
-
-    __slots__ = ("settled", "waiter", "wanted")
-
-    def __init__(self) -> None:
-        self.settled: dict[int, tuple[ToolExecution, ToolResult] | None] = {}
-        self.wanted = -1
-        self.waiter: asyncio.Future[None] | None = None
-
-    def put(self, i: int, slot: tuple[ToolExecution, ToolResult] | None) -> None:
-        self.settled[i] = slot
-        if i == self.wanted:
-            self.wanted = -1
-            waiter = self.waiter
-            if waiter is not None and not waiter.done():  # (done: the commit task cancelled)
-                waiter.set_result(None)
-
-    async def take(self, i: int) -> tuple[ToolExecution, ToolResult] | None:
-        settled = self.settled
-        if i not in settled:
-            waiter = self.waiter = asyncio.get_running_loop().create_future()
-            self.wanted = i
-            await waiter
-        return settled.pop(i)
-
-
 async def _run_pool(st: _StepTools, idxs: list[int], cap: int) -> None:
     """Rolling pool of ``cap`` workers: each takes the next call in model order, logs its
     ``tool/call`` and runs ``tools/pre-execute`` under a shared lock (so those stay in model
@@ -370,15 +306,19 @@ async def _run_pool(st: _StepTools, idxs: list[int], cap: int) -> None:
     A call reclassified as exclusive waits (holding the lock, so nothing else starts) for the
     running bodies, then runs its body still holding the lock: alone.
     ``tools/post-execute`` and the durable commit run in model order in a separate task."""
-    from ..tools._dispatch import WorkerScope  # the pipeline's phases load with a first call
+    # (the pipeline's phases load with a first call)
+    from ..tools._admit import PENDING, admit_now
+    from ..tools._dispatch import WorkerScope, dispatch
+    from ..tools._settle import settle_now
 
-    tools, gate = st.tools, st.gate
-    slots = _Slots()
+    tools, gate, signal = st.tools, st.gate, st.signal
+    registry = registry_of(tools)
+    slots = Slots()
     queue = deque(idxs)
-    # The start lock (see _StartLock): a free one is taken without an await or a frame of
-    # asyncio's lock; an abort of the turn is seen once it is taken (``stopped``).
-    in_order = _StartLock()
-    running = _Running()
+    # The start lock (see StartLock): a free one is taken without an await or a frame of
+    # asyncio's lock; an abort of the turn is seen once it is taken.
+    in_order = StartLock()
+    running = Running()
 
     async def body(execution: ToolExecution, scope: WorkerScope) -> ToolResult:
         try:
@@ -387,9 +327,6 @@ async def _run_pool(st: _StepTools, idxs: list[int], cap: int) -> None:
             if st.failure is None:
                 st.failure = exc
             return _failed_result(exc)
-
-    def stopped() -> bool:
-        return st.signal.aborted or st.failure is not None
 
     async def worker() -> None:
         # One cancel scope for the bodies this worker runs (not one per body; see WorkerScope)
@@ -400,22 +337,34 @@ async def _run_pool(st: _StepTools, idxs: list[int], cap: int) -> None:
                 if not in_order.try_take():
                     await in_order.take()
                 try:
-                    if not queue or stopped():
+                    # stop when the turn aborted or a plugin failed (tested inline, as below:
+                    # a frame here runs once per call)
+                    if not queue or signal.aborted or st.failure is not None:
                         return
                     i = queue[0]
                     execution = _execution(st, i)
-                    alone = tools.execution_mode(execution) == "exclusive"
+                    tool = execution.tool
+                    # an exact ``True`` is classify's "parallel" without its two frames; a
+                    # callable is asked again right before its call starts, as is any other
+                    alone = (
+                        tool is None or execution.args is None or tool.concurrency_safe is not True
+                    ) and tools.execution_mode(execution) == "exclusive"
                     if alone:
                         await running.wait_idle()
-                        if stopped():  # left in the queue: it gets its synthetic result
+                        # left in the queue if stopped: it gets its synthetic result
+                        if signal.aborted or st.failure is not None:
                             return
                     queue.popleft()
                     _mark_started(st, i)
-                    running.enter()
+                    running.count += 1  # (see Running)
                     # (admission and the body awaited here, not through wrappers: each
                     # coroutine frame between the worker and the body costs, once per call)
                     try:
-                        result = await tools.pre_execute(execution)
+                        # without a coroutine when nothing is to be awaited (no pre-execute
+                        # listener, no guard)
+                        result = admit_now(execution, registry)
+                        if result is PENDING:
+                            result = await tools.pre_execute(execution)
                     except Exception as exc:
                         st.failure = exc
                         result = _failed_result(exc)
@@ -430,7 +379,12 @@ async def _run_pool(st: _StepTools, idxs: list[int], cap: int) -> None:
                             # gate, taken without an await (one coroutine frame fewer a call)
                             hand_scope(execution, scope)
                             try:
-                                result = await tools.dispatch(execution)
+                                # the phase itself for a resolved tool (the facade's
+                                # ``dispatch`` is a frame around it; it refuses the rest)
+                                if execution.tool is not None:
+                                    result = await dispatch(execution, registry)
+                                else:
+                                    result = await tools.dispatch(execution)
                             finally:
                                 gate.release()
                         else:
@@ -446,14 +400,22 @@ async def _run_pool(st: _StepTools, idxs: list[int], cap: int) -> None:
             scope.close()
 
     async def commit_in_order() -> None:
+        settled = slots.settled
         for i in idxs:
-            slot = await slots.take(i)
+            # a call settled already is taken at once, without the wait's coroutine
+            slot = settled.pop(i) if i in settled else await slots.take(i)
             if slot is None:  # never started: the workers stopped before it
                 return
             execution, result = slot
             if st.failure is None:
                 try:
-                    result = await tools.post_execute(execution, result)
+                    # without a coroutine when nothing is to be awaited (no post-execute
+                    # listener, no finalize_content to run)
+                    settled_now = settle_now(execution, result)
+                    if settled_now is None:
+                        result = await tools.post_execute(execution, result)
+                    else:
+                        result = settled_now
                 except Exception as exc:
                     st.failure = exc
             _commit(st, i, result)
@@ -491,7 +453,7 @@ async def _dispatch(
 
 def _commit(st: _StepTools, i: int, result: ToolResult) -> None:
     call = st.calls[i]
-    st.results[i] = result
+    st.results[i] = result.additional_contexts
     data: dict[str, Any] = {
         "turn": st.turn,
         "step": st.step,
@@ -509,16 +471,26 @@ def _commit(st: _StepTools, i: int, result: ToolResult) -> None:
         type(call.id) is str
         and type(call.name) is str
         and type(result.content) is str
+        and type(result.is_error) is bool
         and (error is None or (type(error.code) is str and type(error.message) is str))
     ):
         # fast path (benchmarks/bench_loop.py pool): every value is an exact str/int/bool, so
-        # the data is frozen as it is; blocks, meta and str subclasses take the walk
+        # the data is frozen as it is (``wrap_frozen`` inlined) and its message built from
+        # the same values; blocks, meta and str subclasses take the walk and the parse
         if error is not None:
-            data["error"] = wrap_frozen(data["error"])
-        st.agent.session.append(TOOL_RESULT, wrap_frozen(data))
+            nested: FrozenDict = _new_dict(FrozenDict)
+            _init_dict(nested, data["error"])
+            data["error"] = nested
+        frozen: FrozenDict = _new_dict(FrozenDict)
+        _init_dict(frozen, data)
+        node = tool_result_node(call.id, call.name, result.content, result.is_error)
+        st.agent.session.append(TOOL_RESULT, frozen, _node=node)
         return
     st.agent.session.append(TOOL_RESULT, data)
 
+
+_new_dict = dict.__new__
+_init_dict = dict.__init__
 
 _CANCELLED_RUNNING = (
     "tool call aborted: its agent's task was cancelled before the result was logged "

@@ -16,7 +16,7 @@ from ..messages import AssistantMessage, Message, ToolResultMessage, UserMessage
 from ._events import SessionEvent
 from ._frozen import FrozenDict
 
-__all__ = ["EventLog", "LoadedEvents", "parse_loaded_node", "parse_node"]
+__all__ = ["EventLog", "LoadedEvents", "parse_loaded_node", "parse_node", "tool_result_node"]
 
 _type = type
 _new_object = object.__new__
@@ -106,6 +106,16 @@ def _plain_tool_result(data: FrozenDict) -> ToolResultMessage | None:
         or _type(is_error) is not bool
     ):
         return None
+    return tool_result_node(call_id, name, content, is_error)
+
+
+def tool_result_node(
+    call_id: str, name: str | None, content: str, is_error: bool
+) -> ToolResultMessage:
+    """The message of a ``tool/result`` of exact ``str`` call id, content and name (or no
+    name) and ``bool`` is_error, built as ``model_construct`` builds it; the caller checks the
+    types (validation would pass such values through unchanged). The loop passes it to
+    ``Session.append`` as the event's node (``_node``), so the data is not read back."""
     node = _new_object(ToolResultMessage)
     fields = {
         "role": "tool",

@@ -40,7 +40,7 @@ from ._hooks import ALLOW, PRE_EXECUTE, allow
 from ._settle import announce_settled
 from ._verdicts import Allow, ApproveEdited, Ask, Deny
 
-__all__ = ["aborted", "admit", "parse_arguments"]
+__all__ = ["PENDING", "aborted", "admit", "admit_now", "parse_arguments"]
 
 _log = logging.getLogger("agentloop_nb.tools")
 
@@ -98,6 +98,26 @@ async def admit(execution: ToolExecution, registry: Any, fallback: Any) -> ToolR
             return None
     if refusal is not None:
         announce_settled(execution, refusal)
+    return refusal
+
+
+#: What :func:`admit_now` answers for a call whose admission has something to await.
+PENDING: Any = object()
+
+
+def admit_now(execution: ToolExecution, registry: Any) -> ToolResult | None:
+    """:func:`admit` when it has nothing to await (no ``tools/pre-execute`` listener, no
+    guard): ``None`` when the call may run, else its refusal (announced on ``tools/settled``);
+    :data:`PENDING` when it has (nothing was done: await :func:`admit`). The tool pool admits
+    each call with it (a coroutine fewer per call)."""
+    if PRE_EXECUTE in listened(execution.ctx) or registry.guards:
+        return PENDING
+    refusal = _check_call(execution, registry)
+    if refusal is None:
+        if not execution.signal.aborted:
+            return None
+        refusal = aborted(execution, "before the tool ran")
+    announce_settled(execution, refusal)
     return refusal
 
 

@@ -43,7 +43,7 @@ import logging
 import queue
 import sys
 import threading
-from collections.abc import Awaitable, Callable, Coroutine, Generator
+from collections.abc import Awaitable, Callable, Coroutine, Generator, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
@@ -62,7 +62,6 @@ __all__ = [
     "BodyRaised",
     "BodySource",
     "BodyTracker",
-    "Tracking",
     "run_async",
     "run_sync",
 ]
@@ -161,31 +160,15 @@ class BodySource(Protocol):
 # (source, agent, tool name): one tuple per call, no closures (it is set around every body)
 _Entry = tuple[BodySource, Any, str]
 
-#: The running body's entry (see :class:`Tracking`); the dispatch phase sets it itself.
+#: The running body's entry ``(source, agent, name)``, set by the dispatch phase around the
+#: body: ``run_sync`` calls under it record their thread (labelled ``name``) with the tracker
+#: ``source.tracker(agent)`` returns (asked only when a sync body starts), and ``run_async``
+#: calls wait for a body that ignores its cancellation ``source.cancel_grace`` seconds when
+#: its call is over (abort, timeout; capped at ``source.disposal_grace``) and
+#: ``source.disposal_grace`` seconds when its agent is disposed.
 TRACKED: contextvars.ContextVar[_Entry | None] = contextvars.ContextVar(
     "agentloop_nb_tool_body", default=None
 )
-
-
-class Tracking:
-    """``with Tracking(source, agent, name):`` makes ``run_sync`` calls in the block record
-    their thread (labelled ``name``) with the tracker ``source.tracker(agent)`` returns, and
-    ``run_async`` calls wait for a body that ignores its cancellation ``source.cancel_grace``
-    seconds when its call is over (abort, timeout; capped at ``source.disposal_grace``) and
-    ``source.disposal_grace`` seconds when its agent is disposed; the tracker is only asked for
-    when a sync body actually starts. (The dispatch phase sets :data:`TRACKED` to the same
-    entry itself, without this object.)"""
-
-    __slots__ = ("_entry", "_token")
-
-    def __init__(self, source: BodySource, agent: Any, name: str) -> None:
-        self._entry = (source, agent, name)
-
-    def __enter__(self) -> None:
-        self._token = TRACKED.set(self._entry)
-
-    def __exit__(self, *exc: object) -> None:
-        TRACKED.reset(self._token)
 
 
 async def run_sync(fn: Callable[[], Any]) -> Any:
@@ -193,7 +176,7 @@ async def run_sync(fn: Callable[[], Any]) -> Any:
     and return its value or raise its exception.
 
     Cancelling the caller abandons the thread: the call raises the cancellation at once and the
-    body finishes on its own (tracked, when a :class:`Tracking` block is active); what it
+    body finishes on its own (tracked, when :data:`TRACKED` has an entry); what it
     finishes with is dropped with an info line on the ``agentloop_nb.tools`` logger. A body
     ending with a ``BaseException`` that is not an ``Exception`` raises :class:`BodyRaised`.
     """
@@ -255,10 +238,10 @@ def run_async(
 
     Cancelling the caller cancels the body at its await. Once the call is over for its caller
     (a cancellation reached the body, ``signal`` aborted, or ``timeout`` seconds passed), a body
-    still running gets a grace period from the active :class:`Tracking` block: its cancel grace
+    still running gets a grace period from the :data:`TRACKED` entry: its cancel grace
     when ``signal`` aborted for any reason but a disposal (``{"kind": "disposed"}``) or the
     timeout passed, its disposal grace otherwise (a disposal, a teardown cancelling the task);
-    without a block, :data:`DEFAULT_CANCEL_GRACE` and :data:`DEFAULT_DISPOSAL_GRACE`. The
+    without an entry, :data:`DEFAULT_CANCEL_GRACE` and :data:`DEFAULT_DISPOSAL_GRACE`. The
     shorter applies once both do. If it ends within it, its value or exception is the outcome
     (as for a direct await; an anyio scope re-delivers its cancellation at the caller's next
     await); if it is still waiting then, it is closed (``GeneratorExit`` at its await, so its
@@ -297,7 +280,8 @@ class _Driven:
         self._signal = signal
         self._timeout = timeout
         self._grace: _Grace | None = None
-        self._unwatch: list[Callable[[], Any]] | None = None  # set at the first suspension
+        # set at the first suspension
+        self._unwatch: Sequence[Callable[[], Any]] | None = None
         self._listening: Callable[[Any], None] | None = None  # our callback on the signal
 
     def __await__(self) -> Generator[Any, Any, Any]:
@@ -344,6 +328,9 @@ class _Driven:
         finally:
             listening = self._listening
             if listening is not None:
+                # (dropped too: a bound method of this object kept on it is a reference cycle,
+                # left to the cyclic GC once per pooled call)
+                self._listening = None
                 try:  # noqa: SIM105  (no context manager object: once per pooled call)
                     self._signal._callbacks.remove(listening)  # type: ignore[union-attr]
                 except ValueError:  # gone already when the abort ran it
@@ -356,8 +343,7 @@ class _Driven:
     def _watch(self) -> None:
         """At the first suspension: start the grace when the signal aborts or the timeout
         passes, even if the body shields itself from the cancellation they cause."""
-        undo: list[Callable[[], Any]] = []
-        self._unwatch = undo
+        self._unwatch = ()  # (a list only when there is something to undo: the timer)
         self._entry = TRACKED.get()  # still in the caller's context here
         self._task = (
             asyncio.current_task() if _TASK_OF is None else _TASK_OF(asyncio.get_running_loop())
@@ -375,7 +361,7 @@ class _Driven:
                 signal._callbacks.append(listening)
         if self._timeout is not None:
             loop = asyncio.get_running_loop()
-            undo.append(loop.call_later(self._timeout, self._begin_grace, False).cancel)
+            self._unwatch = [loop.call_later(self._timeout, self._begin_grace, False).cancel]
 
     def _on_abort(self, reason: Any) -> None:
         self._begin_grace(_is_disposal(reason))

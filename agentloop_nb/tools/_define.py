@@ -196,7 +196,9 @@ def checked_args(definition: Tool, args: dict[str, Any]) -> BaseModel | None:
     model = definition._args_model
     if model is not None:
         try:
-            return model.model_validate(args)
+            # (the validator itself: ``model_validate`` is a Python frame around it that
+            # passes seven defaults, once per call)
+            return model.__pydantic_validator__.validate_python(args)
         except ValidationError as exc:
             raise InvalidValueError(format_validation_error(exc)) from None
     required = definition.parameters.get("required") or ()
@@ -372,7 +374,10 @@ def _build_tool(
             values = admitted.__dict__
         else:
             values = model.model_validate(args).__dict__
-        kwargs = {param: values[field] for field, param in fields}
+        # (a loop, not a comprehension: on 3.11 that is a function object and a frame a call)
+        kwargs: dict[str, Any] = {}
+        for field, param in fields:
+            kwargs[param] = values[field]
         if execution_param is not None:
             kwargs[execution_param] = execution
         return kwargs

@@ -125,7 +125,7 @@ async def run_body(
     else:
         scope.signal = signal
         body_scope = scope
-    # what ``with Tracking(source, agent, name)`` sets, without its object and frames
+    # the body's ``TRACKED`` entry (its tracker and grace periods), one tuple a call
     tracked = TRACKED.set((source, execution.agent, execution.name) if source is not None else None)
     try:
         try:

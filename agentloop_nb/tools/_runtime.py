@@ -36,7 +36,7 @@ from ._registry import ExecutionMode, Guard, Registry, classify
 if TYPE_CHECKING:
     from types import ModuleType
 
-__all__ = ["ExecutionMode", "Guard", "ToolRuntime"]
+__all__ = ["ExecutionMode", "Guard", "ToolRuntime", "registry_of"]
 
 
 class _Phases:
@@ -200,7 +200,8 @@ class ToolRuntime(OwnedCopy):
         Resolves the tool for ``agent`` and parses the arguments (problems are reported later
         by :meth:`pre_execute`). Without ``signal`` the execution gets one that never aborts.
         """
-        agent = self._agent(agent)
+        if agent is None:  # (``_agent`` inlined: the loop makes one execution per call)
+            agent = self._scope_agent()
         arguments = call.arguments or ""
         args, problem = (_PHASES or _phases()).parse_arguments(arguments)
         agent_ctx = getattr(agent, "ctx", None) if agent is not None else None
@@ -272,3 +273,9 @@ class ToolRuntime(OwnedCopy):
     def __repr__(self) -> str:
         scope = "" if self._owner is None else f" bound agent={self._scope_agent()!r}"
         return f"<ToolRuntime tools={self._registry.count()}{scope}>"
+
+
+def registry_of(tools: ToolRuntime) -> Registry:
+    """The registry ``tools`` (or any view of it) shares: what the tool pool hands to the
+    phases it runs without the facade's frames (``_admit.admit_now``); not public API."""
+    return tools._registry

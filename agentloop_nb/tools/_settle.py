@@ -27,7 +27,7 @@ from ._decisions import (
 from ._hooks import ACCEPT, POST_EXECUTE, RESULT, SETTLED, accept
 from ._verdicts import Accept, Block
 
-__all__ = ["announce_settled", "apply_post_decision", "settle"]
+__all__ = ["announce_settled", "apply_post_decision", "settle", "settle_now"]
 
 _log = logging.getLogger("agentloop_nb.tools")
 
@@ -38,6 +38,23 @@ def announce_settled(execution: ToolExecution, result: ToolResult) -> None:
     # fast path (benchmarks/bench_ab.py, unobserved hooks): not even the emit's call
     if SETTLED in listened(ctx):
         ctx.emit(SETTLED, Lazy(ToolSettledPayload, execution, result))
+
+
+def settle_now(execution: ToolExecution, result: ToolResult) -> ToolResult | None:
+    """:func:`settle` when it has nothing to await (no ``tools/post-execute`` listener, no
+    ``finalize_content`` to run): ``tools/result`` is emitted and the result returned as it
+    is; ``None`` when it has (nothing was done: await :func:`settle`). The tool pool settles
+    each call with it (a coroutine fewer per call)."""
+    ctx = execution.ctx
+    names = listened(ctx)
+    if POST_EXECUTE in names:
+        return None
+    tool = execution.tool
+    if tool is not None and tool.finalize_content is not None and not result.is_error:
+        return None
+    if RESULT in names:
+        ctx.emit(RESULT, Lazy(ToolResultPayload, execution, result))
+    return result
 
 
 async def settle(execution: ToolExecution, result: ToolResult) -> ToolResult:
