@@ -388,22 +388,22 @@ async def test_aclose_writes_what_arrives_while_the_writer_stops_and_returns(
 
 
 @pytest.mark.anyio
-async def test_uninstalling_drops_the_writers_event_listener_after_it_was_swapped(
+async def test_uninstalling_drops_the_writers_event_listener_after_a_restart(
     tmp_path: Path,
 ) -> None:
     ctx = Context()
     persistence = JsonlPersistence(tmp_path)
     undo = persistence.install(ctx)
-    session = SessionStore(ctx).create("swapped")
-    session.append("x")  # the writer runs: its listener is the queue's own put now
-    await persistence.aclose()  # and back to the restarting one
-    session.append("y")
+    session = SessionStore(ctx).create("restarted")
+    session.append("x")  # a writer runs
+    await persistence.aclose()  # and stops
+    session.append("y")  # the same listener starts another
     await session.flush()
     undo()
     assert "session/event" not in ctx.listened
     session.append("z")  # nobody writes it
     await persistence.aclose()
-    assert [e.type for e in persistence.load("swapped")[1]] == ["x", "y"]
+    assert [e.type for e in persistence.load("restarted")[1]] == ["x", "y"]
 
 
 @pytest.mark.anyio
@@ -420,13 +420,36 @@ async def test_an_event_a_listener_appends_from_its_handler_is_written_after_the
             session.append("answer")
 
     ctx.on("session/event", answer)
-    await persistence.aclose()  # the writer's listener is registered again (the restarting one)
-    session.append("start")  # a writer starts: registered again (the queue's put) ...
+    await persistence.aclose()  # the writer stops: the next event starts another
+    session.append("start")  # a writer starts ...
     await anyio.to_thread.run_sync(persistence.entered.get)  # ... and waits on the disk
     session.append("ask")  # "ask" and "answer" queue up behind it, for one batch
     persistence.permits.release(10)
     await persistence.aclose()  # no flush: only what the writer's batches wrote
     assert [e.type for e in persistence.load("reply")[1]] == ["start", "ask", "answer"]
+
+
+@pytest.mark.anyio
+async def test_what_a_session_logs_while_the_writer_is_on_the_disk_is_written_in_one_append(
+    tmp_path: Path,
+) -> None:
+    ctx = Context()
+    persistence = TurnstilePersistence(tmp_path)
+    persistence.install(ctx)
+    session = SessionStore(ctx).create("busy")
+    session.append("first")
+    assert await anyio.to_thread.run_sync(persistence.entered.get) == 1  # on the disk with it
+    for i in range(300):
+        session.append("more", {"i": i})
+    persistence.permits.release(10)
+    assert await anyio.to_thread.run_sync(persistence.entered.get) == 300  # one batch
+    await session.flush()
+    assert [e.seq for e in persistence.load("busy")[1]] == list(range(301))
+    session.append("last")  # the session is queued again once the writer has taken it
+    await session.flush()
+    assert persistence.entered.get_nowait() == 1
+    assert len(persistence.load("busy")[1]) == 302
+    await persistence.aclose()
 
 
 @pytest.mark.anyio

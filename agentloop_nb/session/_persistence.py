@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
 
 from .._disposer import Disposer
-from .._hook_names import SESSION_CREATED, SESSION_DISPOSED, SESSION_FLUSH
+from .._hook_names import SESSION_CREATED, SESSION_DISPOSED, SESSION_EVENT, SESSION_FLUSH
 from ..errors import AgentloopError
 from ._events import SessionEvent, SessionHeader
 
@@ -174,18 +174,18 @@ def install_write_behind(
     ctx: Subscriber,
     *,
     created: Callable[[Any], Any],
-    event: Callable[[], Callable[[], Any]],
+    event: Callable[[Any], Any],
     flush: Callable[[Any], Any],
     disposed: Callable[[Any], Any],
 ) -> Disposer:
     """Subscribe a write-behind backend's four session listeners on ``ctx``
     (``session/created``, ``session/event``, ``session/flush``, ``session/disposed``); the
     returned ``Disposer`` unsubscribes them in reverse order (queued writes still complete).
-    ``event()`` subscribes the ``session/event`` listener itself and returns its undo (the
-    backend swaps that registration while it runs, see ``WriteBehind``)."""
+    ``event`` is registered first among ``session/event``'s listeners, so the writer sees an
+    event before any listener that might append another from its handler."""
     disposers = [
         ctx.on(SESSION_CREATED, created),
-        event(),
+        ctx.on(SESSION_EVENT, event, prepend=True),
         ctx.on(SESSION_FLUSH, flush),
         ctx.on(SESSION_DISPOSED, disposed),
     ]

@@ -1,31 +1,39 @@
 """``WriteBehind``: the write-behind machinery both persistence backends share.
 
-The ``session/event`` listener only puts the event's payload on a FIFO queue (O(1), never
-blocks): while a worker runs it is the queue's own ``put`` (no Python frame per event), while
-none runs a listener that also starts one (see ``_EventListener``). A worker thread owned by
-the backend (started lazily, stopped by ``aclose``) drains
-the queue in batches, writes each session's events through the backend's two storage hooks
-(``_store_header``, ``_store_events``) and advances ``session.durable_seq``. Control items
-(open, flush, close, stop) ride the same queue, so each runs after everything queued before
-it: ``session/flush`` puts a barrier and awaits it, returning once everything appended before
-it is written, or raising the session's ``PersistenceError``.
+The ``session/event`` listener (``_on_event``) never blocks and keeps nothing of the event: it
+puts the session itself on a FIFO queue, once until a worker has taken it (the ``_marked``
+set), so a session with events to write has one wake item queued however many events it
+logs meanwhile. A worker thread owned by the backend (started lazily, stopped by ``aclose``)
+takes the queue in batches and writes each marked session's events from its own log, from the
+last one written up to the last one appended (``_store_header``, ``_store_events``), then
+advances ``session.durable_seq``. Control items (open, flush, close, stop) ride the same
+queue, so each runs after everything queued before it: ``session/flush`` puts a barrier and
+awaits it, returning once everything appended before it is written, or raising the session's
+``PersistenceError``.
+
+Why the session and not the event: the log is append-only and the worker is its only reader
+off the loop, so the events to write are always ``events[written + 1:]``. Queuing each
+event's payload kept it alive until the next batch, which made the cyclic GC run more often
+on the loop thread (``benchmarks/README.md``, "JSONL hand-off (session 13)").
 
 A failed write is recorded for the session (the error table): every later flush raises the
 same error and nothing more is written for it, until it is disposed (and resumed).
 
 Who touches what (the rule that keeps the two threads apart):
 
+- ``_marked`` holds the sessions whose wake item is queued and not yet taken: the loop thread
+  adds a session (then puts it), the worker discards it when it takes the item, *before* it
+  reads how long the log is. So an event appended after that read finds its session unmarked
+  and queues it again; one appended before it is in what the worker writes.
 - ``_written`` (last seq written per session) is the worker's alone (``_on_disposed`` clears
   a session's entries itself only while no worker runs and nothing is queued, under
   ``_start_lock``, which a worker needs to restart).
 - ``_errors`` is written by the worker and read by both threads, always under
   ``_errors_lock`` (the loop reads it at a flush and a disposal, never per event).
 - ``_running`` says whether a worker is draining the queue; it is set under ``_start_lock``
-  (the loop thread reads it without the lock on the per-event path: a stale ``False`` only
-  costs a lock round, a stale ``True`` is caught by the worker re-checking the queue before
-  it exits). The ``session/event`` registrations are swapped on the loop thread only: to
-  ``put`` when a worker starts, back to the restarting listener once ``aclose``/``close``
-  has stopped it.
+  (the loop thread reads it without the lock when it queues a session: a stale ``False``
+  only costs a lock round, a stale ``True`` is caught by the worker re-checking the queue
+  before it exits).
 - ``session.durable_seq`` / ``header_durable`` are what the worker publishes to the loop
   (``Session.mark_durable``): a single attribute store each, read without a lock.
 """
@@ -46,7 +54,6 @@ import anyio
 import anyio.to_thread
 
 from .._disposer import Disposer
-from .._hook_names import SESSION_EVENT
 from ._events import SessionEvent, SessionHeader
 from ._persistence import PersistenceError, Subscriber, install_write_behind
 from ._session import Session, SessionEventPayload, SessionPayload
@@ -91,7 +98,7 @@ class _Open(_Control):
         self.session = session
 
     def run(self, backend: WriteBehind) -> bool:
-        backend._write(self.session, [])
+        backend._write(self.session)
         return False
 
 
@@ -101,7 +108,7 @@ class _Flush(_Waiter):
         self.session = session
 
     def run(self, backend: WriteBehind) -> bool:
-        backend._write(self.session, [])
+        backend._write(self.session)
         self.resolve(backend._error_of(self.session))
         return False
 
@@ -119,41 +126,6 @@ class _Stop(_Waiter):
     def run(self, backend: WriteBehind) -> bool:
         self.resolve()
         return True
-
-
-class _EventListener:
-    """A backend's ``session/event`` registration on one subscriber, swapped in place of
-    itself: ``handler`` is the queue's ``put`` while a worker runs (the payload goes on the
-    queue from C, no Python frame per logged event), the backend's ``_on_event`` (put, then
-    start a worker) while none does. Loop thread only."""
-
-    __slots__ = ("ctx", "handler", "undo")
-
-    def __init__(self, ctx: Subscriber) -> None:
-        self.ctx = ctx
-        self.handler: Callable[[Any], Any] | None = None
-        self.undo: Callable[[], Any] | None = None
-
-    def listen(self, handler: Callable[[Any], Any]) -> Callable[[], Any]:
-        self.handler = handler
-        # First, as when installed with the App, wherever a swap happens: a listener after it
-        # that appends from its handler queues its event after the one it saw, in seq order.
-        self.undo = self.ctx.on(SESSION_EVENT, handler, prepend=True)
-        return self.dispose
-
-    def swap(self, handler: Callable[[Any], Any]) -> None:
-        undo = self.undo
-        # Not again once disposed, by ``dispose`` or by the subscriber itself (a context's
-        # scope owns the registration and drops it when disposed).
-        if undo is None or self.handler == handler or getattr(undo, "disposed", False):
-            return
-        undo()
-        self.listen(handler)
-
-    def dispose(self) -> None:
-        undo, self.undo = self.undo, None
-        if undo is not None:
-            undo()
 
 
 def _atexit_close(ref: weakref.ref[WriteBehind]) -> None:
@@ -188,7 +160,7 @@ class WriteBehind:
         self._errors: dict[Session, PersistenceError] = {}
         self._errors_lock = threading.Lock()
         self._atexit: Callable[[], None] | None = None
-        self._listeners: list[_EventListener] = []
+        self._marked: set[Session] = set()
 
     # -- the storage hooks -------------------------------------------------------------------
 
@@ -219,29 +191,13 @@ class WriteBehind:
         """Subscribe the write-behind listeners on ``ctx`` (``ctx.on(name, handler)``:
         ``session/created``, ``event``, ``flush``, ``disposed``); the returned ``Disposer``
         unsubscribes them (queued writes still complete)."""
-        listener = _EventListener(ctx)
-        self._listeners.append(listener)
-
-        def event() -> Callable[[], Any]:
-            listen = listener.listen(self._queue.put if self._running else self._on_event)
-
-            def undo() -> None:
-                self._listeners.remove(listener)
-                listen()
-
-            return undo
-
         return install_write_behind(
             ctx,
             created=self._on_created,
-            event=event,
+            event=self._on_event,
             flush=self._on_flush,
             disposed=self._on_disposed,
         )
-
-    def _listen(self, handler: Callable[[Any], Any]) -> None:
-        for listener in tuple(self._listeners):
-            listener.swap(handler)
 
     def _on_created(self, payload: SessionPayload) -> None:
         raise NotImplementedError
@@ -251,8 +207,12 @@ class WriteBehind:
         self._put(_Open(session))
 
     def _on_event(self, payload: SessionEventPayload) -> None:
-        """The ``session/event`` listener while no worker runs (after ``aclose``)."""
-        self._queue.put(payload)
+        """The ``session/event`` listener: queue the session unless it is already queued."""
+        session = payload.session
+        if session in self._marked:  # once per logged event: the usual case ends here
+            return
+        self._marked.add(session)
+        self._queue.put(session)
         if not self._running:
             self._ensure_worker()
 
@@ -291,6 +251,7 @@ class WriteBehind:
         self._put(_Close(session))  # after the session's queued writes
 
     def _forget(self, session: Session) -> None:
+        self._marked.discard(session)
         self._written.pop(session, None)
         with self._errors_lock:
             self._errors.pop(session, None)
@@ -309,7 +270,6 @@ class WriteBehind:
             self._running = True
             self._thread = threading.Thread(target=self._run, name=self._worker_name, daemon=True)
             self._thread.start()
-            self._listen(self._queue.put)
             if self._atexit is None:
                 ref = weakref.ref(self)
                 self._atexit = lambda: _atexit_close(ref)
@@ -333,12 +293,8 @@ class WriteBehind:
         self._closed()
 
     def _stopped(self) -> None:
-        """After a stop: events must start a worker again (one queued meanwhile does now)."""
-        with self._start_lock:
-            if self._running:  # a producer started a new worker meanwhile (it listens)
-                return
-            self._listen(self._on_event)
-        if not self._queue.empty():
+        """After a stop: what was queued meanwhile starts a worker now."""
+        if not self._running and not self._queue.empty():
             self._ensure_worker()
 
     def close(self, timeout: float | None = None) -> None:
@@ -373,9 +329,9 @@ class WriteBehind:
                 _log.exception("agentloop_nb %s writer failed", self._label)
             with self._start_lock:
                 self._running = False
-            # Items put while we were stopping (the listener is still the queue's ``put``
-            # until ``_stopped`` swaps it on the loop thread) are written now, without
-            # blocking, unless a producer has already started a new worker. A stopping
+            # Items put while we were stopping (the listener saw ``_running`` still set and
+            # started nobody) are written now, without blocking, unless a producer has
+            # already started a new worker. A stopping
             # worker never goes back to waiting on the queue: ``aclose`` joins it, and
             # nothing would stop it again.
             if queue.empty():
@@ -396,20 +352,15 @@ class WriteBehind:
             return False
 
     def _process(self, items: list[Any]) -> bool:
-        pending: dict[Session, list[SessionEvent]] = {}
+        marked = self._marked
         stop = False
         for item in items:
-            if type(item) is SessionEventPayload:
-                session, event = item.session, item.event
-                batch = pending.get(session)
-                if batch is None:
-                    pending[session] = [event]
-                else:
-                    batch.append(event)
+            if type(item) is Session:
+                # Unmarked before the log is read: an event appended from now on queues its
+                # session again (see the module docstring).
+                marked.discard(item)
+                self._write(item)
                 continue
-            for session, events in pending.items():
-                self._write(session, events)
-            pending.clear()
             try:
                 # Items after a stop in the same batch are written too (they were taken off
                 # the queue): a stop ends the worker after its batch, it drops nothing.
@@ -418,12 +369,10 @@ class WriteBehind:
                 _log.exception("agentloop_nb %s writer failed", self._label)
                 if isinstance(item, _Waiter):
                     item.resolve(exc)
-        for session, events in pending.items():
-            self._write(session, events)
         return stop
 
-    def _write(self, session: Session, events: list[SessionEvent]) -> None:
-        """Write ``events`` (plus any gap before them; with none, everything logged so far)."""
+    def _write(self, session: Session) -> None:
+        """Write what ``session`` logged since the last write (its header first if new)."""
         if session in self._errors:  # the worker is the only writer of the table
             return
         try:
@@ -433,15 +382,11 @@ class WriteBehind:
                     self._store_header(session.header)
                     session.mark_durable(-1)
                 last = session.durable_seq
-            upto = events[-1].seq if events else len(session.events) - 1
+            log = session.events
+            upto = len(log) - 1
             if upto <= last:
                 return
-            if not events or events[0].seq != last + 1:
-                # A gap (pre-publication events, or a backend installed late): read the log.
-                todo: Sequence[SessionEvent] = session.events[last + 1 : upto + 1]
-            else:
-                todo = events
-            self._store_events(session.id, todo)
+            self._store_events(session.id, log[last + 1 : upto + 1])
         except Exception as exc:
             error = self._failure(session, exc)
             _log.error("%s", error)
