@@ -139,6 +139,14 @@ class TurnstilePersistence(JsonlPersistence):
         super().append(id, events)
 
 
+def turnstile_session(tmp_path: Path, id: str) -> tuple[Context, TurnstilePersistence, Any]:
+    """A context with a ``TurnstilePersistence`` installed and a session ``id`` created in it."""
+    ctx = Context()
+    persistence = TurnstilePersistence(tmp_path)
+    persistence.install(ctx)
+    return ctx, persistence, SessionStore(ctx).create(id)
+
+
 @pytest.mark.anyio
 async def test_appends_never_wait_for_a_slow_disk_and_flush_waits_for_the_writer(
     tmp_path: Path,
@@ -410,10 +418,7 @@ async def test_uninstalling_drops_the_writers_event_listener_after_a_restart(
 async def test_an_event_a_listener_appends_from_its_handler_is_written_after_the_one_it_saw(
     tmp_path: Path,
 ) -> None:
-    ctx = Context()
-    persistence = TurnstilePersistence(tmp_path)
-    persistence.install(ctx)
-    session = SessionStore(ctx).create("reply")
+    ctx, persistence, session = turnstile_session(tmp_path, "reply")
 
     def answer(payload: Any) -> None:
         if payload.event.type == "ask":
@@ -433,10 +438,7 @@ async def test_an_event_a_listener_appends_from_its_handler_is_written_after_the
 async def test_what_a_session_logs_while_the_writer_is_on_the_disk_is_written_in_one_append(
     tmp_path: Path,
 ) -> None:
-    ctx = Context()
-    persistence = TurnstilePersistence(tmp_path)
-    persistence.install(ctx)
-    session = SessionStore(ctx).create("busy")
+    _, persistence, session = turnstile_session(tmp_path, "busy")
     session.append("first")
     assert await anyio.to_thread.run_sync(persistence.entered.get) == 1  # on the disk with it
     for i in range(300):
