@@ -19,7 +19,7 @@ from typing import Any, Literal
 
 import anyio
 
-from ..context import Lazy, listened
+from ..context import EVERY_NAME, Lazy
 from ..errors import InvalidTypeError
 from ..signals import AbortError, AbortScope, abort_outcome
 from ._admit import aborted
@@ -62,7 +62,8 @@ async def dispatch(execution: ToolExecution, source: BodySource) -> ToolResult:
     if scope is not None:  # a pool worker's, for this one body: taken once
         execution._scope = None
     result: Any
-    names = listened(ctx)  # (the live view: a listener added meanwhile still counts below)
+    # (the live view: a listener added meanwhile still counts below; ``listened`` inlined)
+    names = getattr(ctx, "listened", EVERY_NAME)
     if EXECUTE not in names:
         # fast path (benchmarks/bench_ab.py, unobserved hooks): the body itself, with no
         # waterfall frame between it and the caller (nor a scope: a worker's can serve)
