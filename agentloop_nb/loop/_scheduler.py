@@ -336,8 +336,12 @@ async def _run_pool(st: _StepTools, idxs: list[int], cap: int) -> None:
         scope.open()
         try:
             while True:
-                if not in_order.try_take():
+                # (``in_order.try_take()`` and ``release()``'s common case, inlined: the
+                # lock's flag, a frame each a call)
+                if in_order.held:
                     await in_order.take()
+                else:
+                    in_order.held = True
                 try:
                     # stop when the turn aborted or a plugin failed (tested inline, as below:
                     # a frame here runs once per call)
@@ -373,7 +377,10 @@ async def _run_pool(st: _StepTools, idxs: list[int], cap: int) -> None:
                     if alone and result is None:
                         result = await body(execution, scope)
                 finally:
-                    in_order.release()
+                    if in_order.waiters:
+                        in_order.release()  # handed to the first waiter
+                    else:
+                        in_order.held = False
                 if result is None:
                     try:
                         if gate.try_acquire():
@@ -396,8 +403,16 @@ async def _run_pool(st: _StepTools, idxs: list[int], cap: int) -> None:
                             st.failure = exc
                         result = _failed_result(exc)
                 _settled(st, i)
-                running.leave()
-                slots.put(i, (execution, result))
+                # (``running.leave()`` and ``slots.put`` inlined where they only count and
+                # store, a frame each a call)
+                if running.count == 1 and running.idle is not None:
+                    running.leave()  # the last one out: wakes a call waiting to run alone
+                else:
+                    running.count -= 1
+                if i == slots.wanted:
+                    slots.put(i, (execution, result))  # wakes the commit task
+                else:
+                    slots.settled[i] = (execution, result)
         finally:
             scope.close()
 
