@@ -310,7 +310,7 @@ async def _run_pool(st: _StepTools, idxs: list[int], cap: int) -> None:
     ``tools/post-execute`` and the durable commit run in model order in a separate task."""
     # (the pipeline's phases load with a first call)
     from ..tools._admit import PENDING, admit_now
-    from ..tools._dispatch import WorkerScope, dispatch
+    from ..tools._dispatch import WorkerScope, dispatch_pooled
     from ..tools._settle import settle_now
 
     tools, gate, signal = st.tools, st.gate, st.signal
@@ -386,13 +386,14 @@ async def _run_pool(st: _StepTools, idxs: list[int], cap: int) -> None:
                         if gate.try_acquire():
                             # _dispatch's common case inlined: a free slot of the global
                             # gate, taken without an await (one coroutine frame fewer a call)
-                            hand_scope(execution, scope)
                             try:
                                 # the phase itself for a resolved tool (the facade's
-                                # ``dispatch`` is a frame around it; it refuses the rest)
+                                # ``dispatch`` is a frame around it; it refuses the rest),
+                                # on its straight path the body's coroutine alone
                                 if execution.tool is not None:
-                                    result = await dispatch(execution, registry)
+                                    result = await dispatch_pooled(execution, registry, scope)
                                 else:
+                                    hand_scope(execution, scope)
                                     result = await tools.dispatch(execution)
                             finally:
                                 gate.release()
