@@ -367,3 +367,24 @@ def test_a_following_controller_aborts_with_its_parent_until_it_unfollows() -> N
     late.follow(parent.signal)  # an aborted parent aborts the follower at once
     assert late.signal.reason == "stop"
     late.unfollow(parent.signal)
+
+
+def test_a_controller_built_following_is_a_followed_controller() -> None:
+    from agentloop_nb.signals import controller_following
+
+    parent = AbortController()
+    built, followed = controller_following(parent.signal), AbortController()
+    followed.follow(parent.signal)
+    assert type(built) is AbortController and type(built.signal) is AbortSignal
+    for name in AbortSignal.__slots__:  # every field the constructors set, the same
+        assert getattr(built.signal, name) == getattr(followed.signal, name), name
+    assert parent.signal._callbacks == [built.abort, followed.abort]
+    built.unfollow(parent.signal)  # unlinked as a followed one is
+    assert parent.signal._callbacks == [followed.abort]
+    built.unfollow(parent.signal)
+    again = controller_following(parent.signal)
+    parent.abort("stop")
+    assert again.signal.aborted and again.signal.reason == "stop"
+    assert not built.signal.aborted
+    late = controller_following(parent.signal)  # an aborted parent: aborted at once
+    assert late.signal.reason == "stop" and parent.signal._callbacks == []

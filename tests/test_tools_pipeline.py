@@ -831,3 +831,27 @@ async def test_phases_can_be_driven_separately(root: Context) -> None:
     result = await root.tools.dispatch(execution)
     assert (result.content, result.call_id) == ("5", "k")
     assert await root.tools.post_execute(execution, result) == result
+
+
+def test_an_execution_built_in_one_call_is_the_constructed_one(root: Context) -> None:
+    from agentloop_nb.tools._decisions import new_execution
+
+    signal = AbortController().signal
+    fields: dict[str, Any] = {
+        "call_id": "c1",
+        "name": "echo",
+        "arguments": '{"x": 1}',
+        "args": {"x": 1},
+        "tool": None,
+        "agent": None,
+        "signal": signal,
+        "turn": 2,
+        "step": 3,
+        "ctx": root,
+        "args_error": "why",
+    }
+    built, constructed = new_execution(**fields), ToolExecution(**fields)
+    assert type(built) is ToolExecution
+    for name in ToolExecution.__slots__:  # every slot set, to the constructor's value
+        assert getattr(built, name) == getattr(constructed, name), name
+    assert repr(built) == repr(constructed)

@@ -30,7 +30,7 @@ from .._event_names import TOOL_APPROVAL, TOOL_CALL, TOOL_RESULT
 from ..messages import ToolCallBlock
 from ..session._frozen import FrozenDict
 from ..session._nodes import tool_result_node
-from ..signals import AbortController, AbortError
+from ..signals import AbortController, AbortError, controller_following
 from ..tools import (
     ABORTED,
     TOOL_ERROR,
@@ -188,8 +188,7 @@ def _execution(st: _StepTools, i: int) -> ToolExecution:
     """The call's execution, under its own controller linked to the turn's signal."""
     controller = st.links.get(i)
     if controller is None:
-        controller = st.links[i] = AbortController()
-        controller.follow(st.signal)
+        controller = st.links[i] = controller_following(st.signal)
     # Taken out, not read: the step keeps no execution it no longer needs (an execution's
     # ``on_approval`` refers to the step, so one kept here would hold the call's whole graph
     # in a reference cycle, freed only by the cyclic GC at the step's end).
@@ -223,24 +222,28 @@ def _settled(st: _StepTools, i: int) -> None:
         del st.running[call_id]
 
 
-def _log_call(st: _StepTools, i: int) -> None:
+def _log_call(st: _StepTools, i: int) -> str:
+    """Log the call's ``tool/call``; its id."""
     call = st.calls[i]
+    # (each field read once: a model's attribute goes through pydantic's ``__getattr__`` hook)
+    call_id, name, arguments = call.id, call.name, call.arguments
     data = {
         "turn": st.turn,
         "step": st.step,
-        "call_id": call.id,
-        "name": call.name,
-        "arguments": call.arguments,
+        "call_id": call_id,
+        "name": name,
+        "arguments": arguments,
     }
     # fast path (benchmarks/bench_loop.py pool): exact strs and ints are frozen as they are
     # (no walk; ``wrap_frozen`` inlined); a str subclass (an enum) takes the walk, which
     # normalises it
-    if type(call.id) is str and type(call.name) is str and type(call.arguments) is str:
+    if type(call_id) is str and type(name) is str and type(arguments) is str:
         frozen: FrozenDict = _new_dict(FrozenDict)
         _init_dict(frozen, data)
         st.agent.session.append(TOOL_CALL, frozen)
     else:
         st.agent.session.append(TOOL_CALL, data)
+    return call_id
 
 
 class _ApprovalNote:
@@ -277,8 +280,7 @@ def _start(st: _StepTools, i: int) -> ToolExecution:
 
 def _mark_started(st: _StepTools, i: int) -> None:
     st.started.add(i)
-    _log_call(st, i)
-    st.running[st.calls[i].id] = st.links[i]
+    st.running[_log_call(st, i)] = st.links[i]
 
 
 async def _run_one(st: _StepTools, i: int) -> None:
@@ -308,7 +310,7 @@ async def _run_pool(st: _StepTools, idxs: list[int], cap: int) -> None:
     ``tools/post-execute`` and the durable commit run in model order in a separate task."""
     # (the pipeline's phases load with a first call)
     from ..tools._admit import PENDING, admit_now
-    from ..tools._dispatch import WorkerScope, dispatch
+    from ..tools._dispatch import WorkerScope, dispatch_pooled
     from ..tools._settle import settle_now
 
     tools, gate, signal = st.tools, st.gate, st.signal
@@ -334,8 +336,12 @@ async def _run_pool(st: _StepTools, idxs: list[int], cap: int) -> None:
         scope.open()
         try:
             while True:
-                if not in_order.try_take():
+                # (``in_order.try_take()`` and ``release()``'s common case, inlined: the
+                # lock's flag, a frame each a call)
+                if in_order.held:
                     await in_order.take()
+                else:
+                    in_order.held = True
                 try:
                     # stop when the turn aborted or a plugin failed (tested inline, as below:
                     # a frame here runs once per call)
@@ -371,19 +377,23 @@ async def _run_pool(st: _StepTools, idxs: list[int], cap: int) -> None:
                     if alone and result is None:
                         result = await body(execution, scope)
                 finally:
-                    in_order.release()
+                    if in_order.waiters:
+                        in_order.release()  # handed to the first waiter
+                    else:
+                        in_order.held = False
                 if result is None:
                     try:
                         if gate.try_acquire():
                             # _dispatch's common case inlined: a free slot of the global
                             # gate, taken without an await (one coroutine frame fewer a call)
-                            hand_scope(execution, scope)
                             try:
                                 # the phase itself for a resolved tool (the facade's
-                                # ``dispatch`` is a frame around it; it refuses the rest)
+                                # ``dispatch`` is a frame around it; it refuses the rest),
+                                # on its straight path the body's coroutine alone
                                 if execution.tool is not None:
-                                    result = await dispatch(execution, registry)
+                                    result = await dispatch_pooled(execution, registry, scope)
                                 else:
+                                    hand_scope(execution, scope)
                                     result = await tools.dispatch(execution)
                             finally:
                                 gate.release()
@@ -394,8 +404,16 @@ async def _run_pool(st: _StepTools, idxs: list[int], cap: int) -> None:
                             st.failure = exc
                         result = _failed_result(exc)
                 _settled(st, i)
-                running.leave()
-                slots.put(i, (execution, result))
+                # (``running.leave()`` and ``slots.put`` inlined where they only count and
+                # store, a frame each a call)
+                if running.count == 1 and running.idle is not None:
+                    running.leave()  # the last one out: wakes a call waiting to run alone
+                else:
+                    running.count -= 1
+                if i == slots.wanted:
+                    slots.put(i, (execution, result))  # wakes the commit task
+                else:
+                    slots.settled[i] = (execution, result)
         finally:
             scope.close()
 
@@ -453,26 +471,29 @@ async def _dispatch(
 
 def _commit(st: _StepTools, i: int, result: ToolResult) -> None:
     call = st.calls[i]
+    # (each field read once: a model's attribute goes through pydantic's ``__getattr__`` hook)
+    call_id, name = call.id, call.name
+    content, is_error, error, meta = result.content, result.is_error, result.error, result.meta
     st.results[i] = result.additional_contexts
     data: dict[str, Any] = {
         "turn": st.turn,
         "step": st.step,
-        "call_id": call.id,
-        "name": call.name,
-        "content": result.content,
-        "is_error": result.is_error,
+        "call_id": call_id,
+        "name": name,
+        "content": content,
+        "is_error": is_error,
     }
-    error = result.error
     if error is not None:
-        data["error"] = {"code": error.code, "message": error.message}
-    if result.meta:
-        data["meta"] = dict(result.meta)
+        code, message = error.code, error.message
+        data["error"] = {"code": code, "message": message}
+    if meta:
+        data["meta"] = dict(meta)
     elif (
-        type(call.id) is str
-        and type(call.name) is str
-        and type(result.content) is str
-        and type(result.is_error) is bool
-        and (error is None or (type(error.code) is str and type(error.message) is str))
+        type(call_id) is str
+        and type(name) is str
+        and type(content) is str
+        and type(is_error) is bool
+        and (error is None or (type(code) is str and type(message) is str))
     ):
         # fast path (benchmarks/bench_loop.py pool): every value is an exact str/int/bool, so
         # the data is frozen as it is (``wrap_frozen`` inlined) and its message built from
@@ -483,7 +504,7 @@ def _commit(st: _StepTools, i: int, result: ToolResult) -> None:
             data["error"] = nested
         frozen: FrozenDict = _new_dict(FrozenDict)
         _init_dict(frozen, data)
-        node = tool_result_node(call.id, call.name, result.content, result.is_error)
+        node = tool_result_node(call_id, name, content, is_error)
         st.agent.session.append(TOOL_RESULT, frozen, _node=node)
         return
     st.agent.session.append(TOOL_RESULT, data)

@@ -32,6 +32,23 @@ _NULLABLE = "signature"  # the one field a block may hold as None (ReasoningBloc
 
 _new = object.__new__
 _set = object.__setattr__
+# ``BaseModel``'s own slot setters (a C call each; ``object.__setattr__`` goes through its
+# wrapper and looks the name up on the type first): four per block, a block per tool call
+_set_dict, _set_fields_set, _set_extra, _set_private = (
+    BaseModel.__dict__[name].__set__
+    for name in (
+        "__dict__",
+        "__pydantic_fields_set__",
+        "__pydantic_extra__",
+        "__pydantic_private__",
+    )
+)
+# A block's node has every field set: one field-name set per block class, shared by every
+# node built here (pydantic copies a model's set before changing it, ``model_copy``, and the
+# blocks are frozen; one set per block was a container the cyclic GC walked while it lived)
+_ALL_SET: dict[type, set[str]] = {cls: set(names) for cls, names in _FIELDS.items()}
+_new_dict = dict.__new__
+_init_dict = dict.__init__
 
 
 def _validated(cls: type, fields: dict[str, Any]) -> Any:
@@ -72,8 +89,16 @@ def logged_message(message: Any) -> tuple[FrozenDict, AssistantMessage | None] |
                 return None
         if block.__pydantic_extra__ or block.__pydantic_private__:
             return None
-        dumped.append(wrap_frozen(values))
-        blocks.append(_validated(cls, dict(values)))
+        # (``wrap_frozen`` and ``_validated`` inlined: two frames per block)
+        frozen_block: FrozenDict = _new_dict(FrozenDict)
+        _init_dict(frozen_block, values)
+        dumped.append(frozen_block)
+        node: Any = _new(cls)
+        _set_dict(node, dict(values))
+        _set_fields_set(node, _ALL_SET[cls])
+        _set_extra(node, None)
+        _set_private(node, None)
+        blocks.append(node)
     frozen = wrap_frozen({"role": "assistant", "content": tuple(dumped)})
     if not blocks:
         return frozen, None

@@ -61,6 +61,8 @@ MAX_HELD = 1024
 _DELTAS = frozenset({"text-delta", "reasoning-delta"})
 _BLOCK_TYPES = frozenset({"block-start", "tool-call-delta", "block-end"})
 _now = time.monotonic
+_new_dict = dict.__new__
+_init_dict = dict.__init__
 
 
 class _Flusher:
@@ -220,7 +222,11 @@ class ChunkLog:
         if ctype == "block-start":
             tools[index] = [part]
         else:
-            tools.setdefault(index, []).append(part)
+            parts = tools.get(index)  # (not ``setdefault``: a list made and dropped a delta)
+            if parts is None:
+                tools[index] = [part]
+            else:
+                parts.append(part)
         held = self._held = self._held + 1
         if held == 1:
             self._wait()
@@ -244,7 +250,10 @@ class ChunkLog:
                 self._pending.extend(_frozen(raw))
                 self._pending.append(chunk)
             else:
-                self._pending.append(wrap_frozen({"type": ctype, "index": index, "block": block}))
+                # (``wrap_frozen`` inlined: once per tool call of the response)
+                end: FrozenDict = _new_dict(FrozenDict)
+                _init_dict(end, {"type": ctype, "index": index, "block": block})
+                self._pending.append(end)
         else:
             self._pending.append(chunk)
 
@@ -300,8 +309,10 @@ class ChunkLog:
         try:
             for chunk in pending:
                 # fast path (benchmarks/bench_loop.py ingest): frozen here, not by append's
-                # walk (turn and step are the loop's own ints, each chunk is frozen JSON)
-                data = wrap_frozen({"turn": turn, "step": step, "chunk": chunk})
+                # walk (turn and step are the loop's own ints, each chunk is frozen JSON;
+                # ``wrap_frozen`` inlined, a frame per logged chunk)
+                data: FrozenDict = _new_dict(FrozenDict)
+                _init_dict(data, {"turn": turn, "step": step, "chunk": chunk})
                 seqs.append(append(ASSISTANT_CHUNK, data).seq)
         finally:
             self.appending = False

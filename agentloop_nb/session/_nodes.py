@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any, overload
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from .._event_names import ASSISTANT_MESSAGE, TOOL_RESULT
 from ..errors import InvalidValueError
@@ -124,11 +124,13 @@ def tool_result_node(
         "content": content,
         "is_error": is_error,
     }
-    _set_model_attr(node, "__dict__", fields)
+    # (``BaseModel``'s own slot setters: a C call each, ``object.__setattr__`` goes through
+    # its wrapper and looks the name up on the type first; a node per pooled call)
+    _set_dict(node, fields)
     # shared, as _share_fields_set shares a loaded message's (see there why that is safe)
-    _set_model_attr(node, "__pydantic_fields_set__", _TOOL_RESULT_FIELDS)
-    _set_model_attr(node, "__pydantic_extra__", None)
-    _set_model_attr(node, "__pydantic_private__", None)
+    _set_fields_set(node, _TOOL_RESULT_FIELDS)
+    _set_extra(node, None)
+    _set_private(node, None)
     return node
 
 
@@ -151,6 +153,15 @@ def _share_fields_set(model: Any) -> None:
 
 
 _set_model_attr = object.__setattr__
+_set_dict, _set_fields_set, _set_extra, _set_private = (
+    BaseModel.__dict__[name].__set__
+    for name in (
+        "__dict__",
+        "__pydantic_fields_set__",
+        "__pydantic_extra__",
+        "__pydantic_private__",
+    )
+)
 
 
 def parse_loaded_node(event_type: str, data: FrozenDict, seq: int) -> Message | None:

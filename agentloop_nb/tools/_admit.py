@@ -19,7 +19,7 @@ from typing import Any
 import orjson
 
 from .._json import dumps_arguments
-from ..context import listened
+from ..context import EVERY_NAME, listened
 from ..errors import InvalidTypeError
 from ..signals import AbortError, AbortScope
 from ._decisions import (
@@ -110,7 +110,8 @@ def admit_now(execution: ToolExecution, registry: Any) -> ToolResult | None:
     guard): ``None`` when the call may run, else its refusal (announced on ``tools/settled``);
     :data:`PENDING` when it has (nothing was done: await :func:`admit`). The tool pool admits
     each call with it (a coroutine fewer per call)."""
-    if PRE_EXECUTE in listened(execution.ctx) or registry.guards:
+    # (``listened`` inlined: a frame a pooled call)
+    if PRE_EXECUTE in getattr(execution.ctx, "listened", EVERY_NAME) or registry.guards:
         return PENDING
     refusal = _check_call(execution, registry)
     if refusal is None:

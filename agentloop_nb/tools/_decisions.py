@@ -125,7 +125,17 @@ class ToolResult(_Frozen):
 
 
 _new_object = object.__new__
-_set_attr = object.__setattr__
+# ``BaseModel``'s own slot setters (a C call each; ``object.__setattr__`` goes through its
+# wrapper and looks the name up on the type first): four per result, a result per call
+_set_dict, _set_fields_set, _set_extra, _set_private = (
+    BaseModel.__dict__[name].__set__
+    for name in (
+        "__dict__",
+        "__pydantic_fields_set__",
+        "__pydantic_extra__",
+        "__pydantic_private__",
+    )
+)
 # One set for every such result: pydantic copies a model's field-name set before changing it
 # (``model_copy``) and the model is frozen, so sharing it is safe, and it spares a set per call
 # (an allocation, and a container the cyclic GC walks while the result lives).
@@ -138,9 +148,8 @@ def text_result(content: str, call_id: str) -> ToolResult:
     ``str`` is every call's result: validating it cost ~2x this). The caller checks the types:
     validation would pass such values through unchanged, so the result is the same."""
     result = _new_object(ToolResult)
-    _set_attr(
+    _set_dict(
         result,
-        "__dict__",
         {
             "content": content,
             "is_error": False,
@@ -150,9 +159,9 @@ def text_result(content: str, call_id: str) -> ToolResult:
             "call_id": call_id,
         },
     )
-    _set_attr(result, "__pydantic_fields_set__", _TEXT_FIELDS)
-    _set_attr(result, "__pydantic_extra__", None)
-    _set_attr(result, "__pydantic_private__", None)
+    _set_fields_set(result, _TEXT_FIELDS)
+    _set_extra(result, None)
+    _set_private(result, None)
     return result
 
 
@@ -280,6 +289,42 @@ class ToolExecution:
             f"<ToolExecution {self.name!r} call_id={self.call_id!r} "
             f"turn={self.turn} step={self.step}>"
         )
+
+
+def new_execution(
+    call_id: str,
+    name: str,
+    arguments: str,
+    args: dict[str, Any] | None,
+    tool: ToolDefinition | None,
+    agent: Any,
+    signal: AbortSignal,
+    turn: int,
+    step: int,
+    ctx: Any,
+    args_error: str | None,
+) -> ToolExecution:
+    """``ToolExecution(call_id=call_id, ...)``: the same fields, set in one plain call (the
+    loop makes one per tool call, and a class call with eleven keywords builds a keyword
+    dict and goes through the type's ``__init__`` slot, about twice this). A test compares
+    every slot with the constructor's."""
+    execution = _new_object(ToolExecution)
+    execution.call_id = call_id
+    execution.name = name
+    execution.arguments = arguments
+    execution.args = args
+    execution.tool = tool
+    execution.agent = agent
+    execution.signal = signal
+    execution.turn = turn
+    execution.step = step
+    execution.ctx = ctx
+    execution.args_error = args_error
+    execution.edited_from = None
+    execution.on_approval = None
+    execution._admitted = None
+    execution._scope = None
+    return execution
 
 
 # The hand-off of validated arguments from admission to a ``@tool`` body. A caller that runs

@@ -20,7 +20,7 @@ from typing import Any, Literal, overload
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from ..errors import InvalidTypeError, InvalidValueError, UsageError
-from ._bodies import run_async, run_sync
+from ._bodies import _Driven, run_sync
 from ._decisions import ToolExecution, ToolResult, admitted_model
 
 __all__ = [
@@ -458,10 +458,11 @@ def call_execute(tool: Tool, args: dict[str, Any], execution: ToolExecution) -> 
         # A known coroutine function is driven directly; anything else is sorted by
         # ``_execute``.
         body = execute(args, execution) if execute is tool._async_execute else None
-    return run_async(
+    # (``run_async``'s awaitable made directly: a frame and a keyword call fewer per call)
+    return _Driven(
         body if body is not None else _execute(tool, args, execution),
-        signal=execution.signal,
-        timeout=tool.timeout,
+        execution.signal,
+        tool.timeout,
     )
 
 

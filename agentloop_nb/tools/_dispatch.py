@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import logging
 import sys
+from collections.abc import Awaitable
 from types import TracebackType
 from typing import Any, Literal
 
 import anyio
 
-from ..context import Lazy, listened
+from ..context import EVERY_NAME, Lazy
 from ..errors import InvalidTypeError
 from ..signals import AbortError, AbortScope, abort_outcome
 from ._admit import aborted
@@ -33,13 +34,14 @@ from ._decisions import (
     ToolSettledPayload,
     drop_admitted,
     error_result,
+    hand_scope,
     text_result,
 )
 from ._define import Tool, call_execute
 from ._hooks import EXECUTE, SETTLED
 from ._results import ResultRejected, to_result
 
-__all__ = ["WorkerScope", "dispatch", "run_body"]
+__all__ = ["WorkerScope", "dispatch", "dispatch_pooled", "run_body"]
 
 _log = logging.getLogger("agentloop_nb.tools")
 
@@ -62,7 +64,8 @@ async def dispatch(execution: ToolExecution, source: BodySource) -> ToolResult:
     if scope is not None:  # a pool worker's, for this one body: taken once
         execution._scope = None
     result: Any
-    names = listened(ctx)  # (the live view: a listener added meanwhile still counts below)
+    # (the live view: a listener added meanwhile still counts below; ``listened`` inlined)
+    names = getattr(ctx, "listened", EVERY_NAME)
     if EXECUTE not in names:
         # fast path (benchmarks/bench_ab.py, unobserved hooks): the body itself, with no
         # waterfall frame between it and the caller (nor a scope: a worker's can serve)
@@ -87,18 +90,42 @@ async def dispatch(execution: ToolExecution, source: BodySource) -> ToolResult:
             raise InvalidTypeError(
                 f"a tools/execute listener returned {result!r}; expected a ToolResult"
             )
+    return _dispatched(execution, result, names)
+
+
+def dispatch_pooled(
+    execution: ToolExecution, source: BodySource, scope: WorkerScope
+) -> Awaitable[ToolResult]:
+    """:func:`dispatch` for a pool worker's call, its body run in the worker's ``scope``
+    (see :class:`WorkerScope`): on the straight path (no ``tools/execute`` listener, the
+    signal not aborted) the body's own coroutine, which ends as ``dispatch`` would, without
+    ``dispatch``'s coroutine around it (one frame fewer at every step of a pooled body)."""
+    names = getattr(execution.ctx, "listened", EVERY_NAME)  # (``listened`` inlined)
+    if EXECUTE in names or execution.signal.aborted:
+        hand_scope(execution, scope)  # dispatch takes it for the body, or drops it
+        return dispatch(execution, source)
+    return run_body(execution, source, scope, names)
+
+
+def _dispatched(execution: ToolExecution, result: ToolResult, names: Any) -> ToolResult:
+    """How the dispatch phase ends, once the body (or the waterfall) gave ``result``: the
+    user's cancellation of this call wins, the result is stamped with the call's id, and
+    ``tools/settled`` is emitted when listened (``names``: the live listened view)."""
     if execution.signal.reason == CALL_CANCELLED:
         # The user cancelled this call: whatever the body made of it, the model is told so.
         result = aborted(execution, "while running")
     elif result.call_id != execution.call_id:
         result = result.model_copy(update={"call_id": execution.call_id})
     if SETTLED in names:  # announce_settled, without its frame and second lookup
-        ctx.emit(SETTLED, Lazy(ToolSettledPayload, execution, result))
+        execution.ctx.emit(SETTLED, Lazy(ToolSettledPayload, execution, result))
     return result
 
 
 async def run_body(
-    execution: ToolExecution, source: BodySource | None, scope: WorkerScope | None = None
+    execution: ToolExecution,
+    source: BodySource | None,
+    scope: WorkerScope | None = None,
+    names: Any = None,
 ) -> ToolResult:
     """Run the tool body under its ``timeout`` and the execution's abort signal.
 
@@ -110,12 +137,17 @@ async def run_body(
     ``TOOL_TIMEOUT``; any other ending of the body (an exception, ``SystemExit``,
     ``KeyboardInterrupt``, a ``CancelledError`` it raised itself, ...) or a return value that
     cannot be serialised within the caps gives ``TOOL_ERROR`` naming what happened.
+
+    With ``names`` (the context's live listened view) the result is also ended as the
+    dispatch phase ends it (see :func:`dispatch_pooled`).
     """
     tool = execution.tool
     assert isinstance(tool, Tool), "run_body needs a resolved tool"
     signal = execution.signal
+    result: ToolResult
     if signal.aborted:
-        return aborted(execution, "before the tool ran")
+        result = aborted(execution, "before the tool ran")
+        return result if names is None else _dispatched(execution, result, names)
     args = execution.args if execution.args is not None else {}
     value: Any = None
     timed_out = False
@@ -139,27 +171,34 @@ async def run_body(
         finally:
             TRACKED.reset(tracked)
     except AbortError:  # aborted while running (an error raised after the abort included)
-        return aborted(execution, "while running")
+        result = aborted(execution, "while running")
     except BodyAbandoned:  # it shielded itself past its timeout (an abort is an AbortError)
-        timed_out = True
+        result = _timed_out(execution, tool)
     except Exception as exc:
-        return _body_error(execution, exc)
-    if timed_out:
-        return error_result(
-            TOOL_TIMEOUT,
-            f"tool {tool.name!r} timed out after {tool.timeout:g} s",
-            call_id=execution.call_id,
-        )
-    call_id = execution.call_id
-    if type(value) is str and type(call_id) is str:
-        # fast path (benchmarks/README.md "Pool (session 11)"): what to_result makes of it
-        return text_result(value, call_id)
-    try:
-        return to_result(value, call_id)
-    except ResultRejected as exc:
-        return error_result(
-            TOOL_ERROR, f"tool {execution.name!r} failed: {exc}", call_id=execution.call_id
-        )
+        result = _body_error(execution, exc)
+    else:
+        call_id = execution.call_id
+        if timed_out:
+            result = _timed_out(execution, tool)
+        elif type(value) is str and type(call_id) is str:
+            # fast path (benchmarks/README.md "Pool (session 11)"): what to_result makes of it
+            result = text_result(value, call_id)
+        else:
+            try:
+                result = to_result(value, call_id)
+            except ResultRejected as exc:
+                result = error_result(
+                    TOOL_ERROR, f"tool {execution.name!r} failed: {exc}", call_id=call_id
+                )
+    return result if names is None else _dispatched(execution, result, names)
+
+
+def _timed_out(execution: ToolExecution, tool: Tool) -> ToolResult:
+    return error_result(
+        TOOL_TIMEOUT,
+        f"tool {tool.name!r} timed out after {tool.timeout:g} s",
+        call_id=execution.call_id,
+    )
 
 
 def _body_error(execution: ToolExecution, exc: Exception) -> ToolResult:

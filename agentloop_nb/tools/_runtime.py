@@ -30,6 +30,7 @@ from .._scoped import OwnedCopy
 from ..errors import InvalidValueError
 from ..signals import AbortController, AbortSignal
 from ._decisions import ToolExecution, ToolResult, take_scope
+from ._decisions import new_execution as build_execution
 from ._define import Tool, as_tool
 from ._registry import ExecutionMode, Guard, Registry, classify
 
@@ -202,21 +203,23 @@ class ToolRuntime(OwnedCopy):
         """
         if agent is None:  # (``_agent`` inlined: the loop makes one execution per call)
             agent = self._scope_agent()
-        arguments = call.arguments or ""
+        # (each field read once: a model's attribute goes through pydantic's __getattr__ hook)
+        arguments, name = call.arguments or "", call.name
         args, problem = (_PHASES or _phases()).parse_arguments(arguments)
         agent_ctx = getattr(agent, "ctx", None) if agent is not None else None
-        return ToolExecution(
-            call_id=call.id,
-            name=call.name,
-            arguments=arguments,
-            args=args,
-            args_error=problem,
-            tool=self._registry.tools.lookup(call.name, agent),
-            agent=agent,
-            signal=signal if signal is not None else AbortController().signal,
-            turn=turn,
-            step=step,
-            ctx=agent_ctx if agent_ctx is not None else self._ctx,
+        # ``ToolExecution(call_id=..., ...)`` without the keyword call (one per tool call)
+        return build_execution(
+            call.id,
+            name,
+            arguments,
+            args,
+            self._registry.tools.lookup(name, agent),
+            agent,
+            signal if signal is not None else AbortController().signal,
+            turn,
+            step,
+            agent_ctx if agent_ctx is not None else self._ctx,
+            problem,
         )
 
     def pre_execute(self, execution: ToolExecution) -> Coroutine[Any, Any, ToolResult | None]:
