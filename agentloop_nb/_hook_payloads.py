@@ -224,6 +224,35 @@ class PreStepPayload(Record):
         set_field(self, "signal", signal)
 
 
+# The slots' own setters (a C call each: ``set_field``, ``object.__setattr__``, builds two
+# argument tuples and looks the name up on the type first). A field added to the record must
+# be set in ``pre_step_payload`` too: tests/test_loop_turns.py compares every field with the
+# constructor's.
+_pre_agent, _pre_messages, _pre_turn, _pre_step, _pre_signal = (
+    PreStepPayload.__dict__[name].__set__ for name in PreStepPayload.__match_args__
+)
+_new = object.__new__
+
+
+def pre_step_payload(
+    agent: AgentLike,
+    messages: tuple[UserMessage, ...],
+    turn: int,
+    step: int,
+    signal: AbortSignal,
+) -> PreStepPayload:
+    """``PreStepPayload(agent, messages, turn, step, signal)``, built as its ``__init__`` builds
+    it (every slot set, nothing else runs): the loop's payload, once per observed step
+    (docs/architecture.md "Step, session 13"; compaction, on by default, listens)."""
+    payload: PreStepPayload = _new(PreStepPayload)
+    _pre_agent(payload, agent)
+    _pre_messages(payload, messages)
+    _pre_turn(payload, turn)
+    _pre_step(payload, step)
+    _pre_signal(payload, signal)
+    return payload
+
+
 class RequestPayload(Record):
     """Payload of the ``agent/request`` waterfall: the proposed request configuration."""
 

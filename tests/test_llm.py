@@ -350,6 +350,40 @@ async def test_closing_the_stream_early_closes_the_adapter() -> None:
 
 
 @pytest.mark.anyio
+async def test_an_unobserved_stream_calls_its_adapter_only_when_the_first_chunk_is_asked() -> None:
+    ctx = make_ctx()
+    calls: list[GenerateOptions] = []
+
+    class Counting:
+        def stream(self, options: GenerateOptions) -> AsyncIterator[StreamChunk]:
+            calls.append(options)
+            return ScriptedModel([text("ok")]).stream(options)
+
+    ctx.llm.register_adapter(["scripted"], Counting())
+    options = opts()
+    stream = ctx.llm.stream(options)
+    assert calls == []
+    assert await collect(stream) == text("ok")
+    assert calls == [options]
+
+
+@pytest.mark.anyio
+async def test_a_stream_listener_added_before_the_first_chunk_is_dispatched() -> None:
+    ctx = make_ctx()
+    ctx.llm.register_adapter(["scripted"], ScriptedModel([text("ok")]))
+    stream = ctx.llm.stream(opts())  # made while nothing listens
+    seen: list[LlmStreamPayload] = []
+
+    async def spy(payload: LlmStreamPayload, next: Any) -> Any:
+        seen.append(payload)
+        return await next()
+
+    ctx.on("llm/stream", spy)
+    assert await collect(stream) == text("ok")
+    assert len(seen) == 1
+
+
+@pytest.mark.anyio
 async def test_waterfall_listener_can_wrap_the_stream_to_record_chunks() -> None:
     ctx = make_ctx()
     ctx.llm.register_adapter(["scripted"], ScriptedModel([text("ok")]))

@@ -126,6 +126,51 @@ async def test_pre_step_reject_ends_the_turn_rejected_without_a_step(app: App) -
     assert not p.signal.aborted
 
 
+def test_the_pre_step_payload_the_loop_builds_is_what_the_constructor_builds() -> None:
+    """The loop sets the record's slots itself (docs/architecture.md "Step, session 13"); the
+    result must be the constructor's, field by field, and still frozen."""
+    from dataclasses import FrozenInstanceError
+
+    from agentloop_nb._hook_payloads import pre_step_payload
+    from agentloop_nb.hooks import PreStepPayload
+    from agentloop_nb.signals import AbortController
+
+    agent, signal = object(), AbortController().signal
+    messages = (UserMessage(id="u", content=(TextBlock(text="hi"),)),)
+    built = pre_step_payload(agent, messages, 2, 3, signal)  # type: ignore[arg-type]
+    expected = PreStepPayload(agent, messages, 2, 3, signal)  # type: ignore[arg-type]
+    assert type(built) is PreStepPayload
+    for name in PreStepPayload.__match_args__:
+        assert getattr(built, name) is getattr(expected, name), name
+    assert built == expected
+    with pytest.raises(FrozenInstanceError):
+        built.step = 4  # type: ignore[misc]
+
+
+async def test_a_pre_step_listener_passing_a_later_step_on_enters_nothing_new(app: App) -> None:
+    agent, _ = new_agent(app, tool_call("c1", "noop", {}), text("done"))
+
+    @tool
+    async def noop() -> str:
+        """Do nothing."""
+        return "ok"
+
+    app.ctx.tools.register(noop)
+    decisions: list[Any] = []
+
+    async def spy(payload: Any, next: Any) -> Any:
+        decision = await next()
+        decisions.append((payload.step, decision))
+        return decision
+
+    app.ctx.on("agent/pre-step", spy)
+    await run(agent, "hi")
+    assert [step for step, _ in decisions] == [1, 2]
+    assert [m.text for m in decisions[0][1].messages] == ["hi"]
+    assert type(decisions[1][1]) is Enter and decisions[1][1].messages == ()
+    assert reasons(agent) == ["completed"]
+
+
 async def test_a_reject_reason_is_logged_with_the_turn_end(app: App) -> None:
     agent, _model = new_agent(app, text("never"))
     app.ctx.on("agent/pre-step", lambda payload, next: Reject("off-topic prompt"))

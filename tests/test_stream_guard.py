@@ -11,7 +11,7 @@ import pytest
 from _llm_helpers import collect, make_ctx, opts
 
 from agentloop_nb.llm import Aborted, Finish, StreamChunk, TextDelta
-from agentloop_nb.llm._guard import _task_getter, guard
+from agentloop_nb.llm._guard import _current_task, guard
 from agentloop_nb.signals import AbortController
 from agentloop_nb.testing import text
 
@@ -94,14 +94,14 @@ async def test_a_signal_aborted_before_the_first_chunk_ends_aborted_without_a_ca
 
 
 async def test_the_task_getter_names_the_task_that_calls_it() -> None:
-    current = _task_getter(asyncio.get_running_loop())
+    loop = asyncio.get_running_loop()
 
     async def who() -> Any:
-        return current()
+        return _current_task(loop)
 
     other = asyncio.create_task(who())
     assert await other is other
-    assert current() is asyncio.current_task()
+    assert _current_task(loop) is asyncio.current_task()
 
 
 async def test_an_abort_cancels_the_stream_parked_in_a_task_other_than_the_first() -> None:

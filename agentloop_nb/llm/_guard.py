@@ -6,10 +6,14 @@ early ``aclose``.
 It stays an async generator: a plain async iterator class with the same contract measured no
 cheaper (benchmarks/README.md "Issue 28: a tool step's own work"), since a chunk's cost is the
 guard's own bookkeeping, not the generator's machinery, and a generator gets the loop's
-finalizer for an abandoned stream for free. What a chunk and a stream no longer pay: a Python
-``asyncio.current_task`` frame per chunk on Python 3.11 (the lookup it makes, bound once), and
-``add_callback``'s closure and disposer per stream (the watch is appended and removed
-directly).
+finalizer for an abandoned stream for free. Counted again in session 13 (callgrind, a 6-chunk
+stream): the generator level costs about 14 k instructions (8 k a stream, 1 k a chunk), the
+guard's bookkeeping 15 k; a class whose ``__anext__`` is a coroutine costs 8 k more than the
+generator (a coroutine made per chunk), one that hands out a finished ``asyncio.Future`` per
+chunk three times as much (docs/architecture.md "Step, session 13"). What a chunk and a
+stream no longer pay: a Python ``asyncio.current_task`` frame per chunk on Python 3.11 (the
+lookup it makes, called with the stream's loop), ``add_callback``'s closure and disposer per
+stream (the watch is appended and removed directly), and ``aclose_quietly``'s coroutine.
 """
 
 from __future__ import annotations
@@ -17,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import sys
 from collections.abc import AsyncIterator, Callable
-from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from ._abort_watch import AbortWatch
@@ -92,7 +95,7 @@ async def guard(source: AsyncIterator[Any], signal: AbortSignal | None) -> Async
         finally:
             await aclose_quietly(source)
 
-    current_task = _task_getter(asyncio.get_running_loop())
+    loop = asyncio.get_running_loop()
     watch = AbortWatch()
     # The watch is the signal's callback, appended and removed directly (``add_callback``
     # builds a closure and a disposer per stream); already aborted: it runs now, as there.
@@ -108,7 +111,7 @@ async def guard(source: AsyncIterator[Any], signal: AbortSignal | None) -> Async
                 return
             # fast path (benchmarks/bench_loop.py ingest): AbortWatch's protocol inlined per
             # chunk, no scope per chunk; parked only in the adapter's await, never across a yield
-            task = watch.task = current_task()
+            task = watch.task = _current_task(loop)
             final: Finish | None = None
             try:
                 chunk = await anext_()
@@ -139,7 +142,14 @@ async def guard(source: AsyncIterator[Any], signal: AbortSignal | None) -> Async
             callbacks.remove(watch)
         except ValueError:  # ran already (the signal aborted) or never added
             pass
-        await aclose_quietly(source)
+        # ``aclose_quietly`` inlined (docs/architecture.md "Step, session 13"): no coroutine of
+        # its own per model stream
+        close = getattr(source, "aclose", None)
+        if close is not None:
+            try:  # noqa: SIM105
+                await close()
+            except Exception:
+                pass
 
 
 # The exact chunk classes that are not ``Finish`` (a subclass of one is checked as usual).
@@ -148,10 +158,9 @@ _NOT_FINISH = frozenset(
 )
 
 
-def _task_getter(loop: asyncio.AbstractEventLoop) -> Callable[[], asyncio.Task[Any] | None]:
-    """``asyncio.current_task`` as a C-level call (the guard asks once per chunk): the builtin
-    from Python 3.12 on; on 3.11, where it is a Python function, the lookup it makes, bound
-    to ``loop`` (a stream runs in the loop it started in)."""
-    if sys.version_info >= (3, 12):
-        return asyncio.current_task
-    return partial(asyncio.tasks._current_tasks.get, loop)  # type: ignore[attr-defined]
+# ``asyncio.current_task(loop)`` as a C-level call (the guard asks once per chunk, for the loop
+# it found when the stream started): the builtin from Python 3.12 on; on 3.11, where it is a
+# Python function, the lookup it makes (``_current_tasks``, the C module's table).
+_current_task: Callable[[asyncio.AbstractEventLoop], asyncio.Task[Any] | None] = (
+    asyncio.current_task if sys.version_info >= (3, 12) else asyncio.tasks._current_tasks.get  # type: ignore[attr-defined]
+)

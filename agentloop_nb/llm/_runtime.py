@@ -105,7 +105,7 @@ class _Stream:
         self._options = options
         self._adapter = adapter
         self._inner: AsyncIterator[StreamChunk] | None = None
-        self._next: Callable[[], Awaitable[StreamChunk]] = self._start
+        self._next: Callable[[], Awaitable[StreamChunk]] = self._first
 
     def __aiter__(self) -> _Stream:
         return self
@@ -119,21 +119,34 @@ class _Stream:
         # slot calls what the property answers): no Python frame per chunk.
         __anext__ = property(operator.attrgetter("_next"))
 
-    async def _start(self) -> StreamChunk:
+    def _first(self) -> Awaitable[StreamChunk]:
+        """The first ``__anext__``. Unobserved (and not aborted), the stream is opened here and
+        the awaitable handed out is the inner stream's own first one: no coroutine of this
+        stream's own (docs/architecture.md "Step, session 13"); else :meth:`_start`'s."""
+        options = self._options
+        signal = options.signal
+        if (signal is not None and signal.aborted) or LLM_STREAM in listened(self._ctx):
+            return self._start()
         try:
-            options = self._options
-            signal = options.signal
-            if (signal is None or not signal.aborted) and LLM_STREAM not in listened(self._ctx):
-                # fast path (benchmarks/README.md "Step (session 11)", unobserved hook): the
-                # default itself, undispatched, without ``_open``'s coroutine
-                inner = self._runtime._dispatch(options, self._adapter)
-            else:
-                inner = await self._open()
+            # fast path (benchmarks/README.md "Step (session 11)", unobserved hook): the
+            # default itself, undispatched
+            inner = self._runtime._dispatch(options, self._adapter)
+        except BaseException:
+            self._next = _closed  # as ``_start``: a failed open ends this stream
+            raise
+        self._inner = inner
+        # fast path (benchmarks/bench_loop.py ingest): later chunks skip this frame
+        anext_ = self._next = inner.__anext__
+        return anext_()
+
+    async def _start(self) -> StreamChunk:
+        """The first ``__anext__`` through the ``llm/stream`` waterfall (see :meth:`_open`)."""
+        try:
+            inner = await self._open()
         except BaseException:
             self._next = _closed  # a raising listener ends this stream; never re-run the chain
             raise
         self._inner = inner
-        # fast path (benchmarks/bench_loop.py ingest): later chunks skip this frame
         self._next = inner.__anext__
         return await self._next()
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Coroutine
 from functools import partial
+from itertools import repeat
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -39,6 +40,7 @@ from .._hook_names import (
     AGENT_STATUS,
     AGENT_TURN_STOPPING,
 )
+from .._hook_payloads import pre_step_payload
 from ..agents import AgentRegistry
 from ..context import Lazy, listened
 from ..errors import InvalidTypeError
@@ -47,7 +49,6 @@ from ..hooks import (
     Enter,
     ErrorPayload,
     InboxPayload,
-    PreStepPayload,
     Reject,
     StatusPayload,
     TurnStoppingPayload,
@@ -293,7 +294,9 @@ async def _run_steps(agent: Agent, st: TurnState) -> None:
         if AGENT_PRE_STEP in names:
             decision = await ctx.waterfall(
                 AGENT_PRE_STEP,
-                Lazy(PreStepPayload, agent, offered, turn, step, signal),
+                # fast path (docs/architecture.md "Step, session 13"): the payload's slots
+                # set by their own setters, no ``__init__`` frame
+                Lazy(pre_step_payload, agent, offered, turn, step, signal),
                 partial(_enter_claimed, offered) if offered else _enter_nothing,
                 signal=signal,
             )
@@ -402,9 +405,10 @@ def _log_message(
 _ENTER_NOTHING = Enter.model_construct()
 
 
-def _enter_nothing() -> Enter:
-    """The ``agent/pre-step`` default when nothing was claimed (most steps after the first)."""
-    return _ENTER_NOTHING
+#: The ``agent/pre-step`` default when nothing was claimed (most steps after the first):
+#: ``_ENTER_NOTHING`` from a C-level call (a ``repeat``'s ``__next__`` answers it forever), no
+#: Python frame per observed step (docs/architecture.md "Step, session 13").
+_enter_nothing: Callable[[], Enter] = repeat(_ENTER_NOTHING).__next__
 
 
 def _enter_claimed(claimed: tuple[UserMessage, ...]) -> Enter:
