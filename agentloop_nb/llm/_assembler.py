@@ -22,8 +22,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from pydantic import BaseModel
-
+from .._model_slots import set_dict as _set_dict
+from .._model_slots import set_extra as _set_extra
+from .._model_slots import set_fields_set as _set_fields_set
+from .._model_slots import set_private as _set_private
 from ..messages import (
     AssistantMessage,
     ContentBlock,
@@ -55,17 +57,6 @@ _TEXT_KINDS = frozenset({"text", "reasoning"})
 _NOT_MAX_TOKENS = frozenset({Stop, ToolCalls, Aborted, ErrorFinish})
 
 _new = object.__new__
-# ``BaseModel``'s own slot setters (a C call each; ``object.__setattr__`` first looks the
-# name up on the type): four per model built here, a few models a step
-_set_dict, _set_fields_set, _set_extra, _set_private = (
-    BaseModel.__dict__[name].__set__
-    for name in (
-        "__dict__",
-        "__pydantic_fields_set__",
-        "__pydantic_extra__",
-        "__pydantic_private__",
-    )
-)
 # One field-name set per class, shared by every block or message built below: pydantic copies
 # a model's set before changing it (``model_copy``) and the models are frozen.
 _CALL_SET = {"id", "name", "arguments"}

@@ -17,6 +17,10 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from .._model_slots import set_dict as _set_dict
+from .._model_slots import set_extra as _set_extra
+from .._model_slots import set_fields_set as _set_fields_set
+from .._model_slots import set_private as _set_private
 from ..messages import AssistantMessage, ImageBlock, ReasoningBlock, TextBlock, ToolCallBlock
 from ._frozen import FrozenDict, wrap_frozen
 
@@ -32,17 +36,6 @@ _NULLABLE = "signature"  # the one field a block may hold as None (ReasoningBloc
 
 _new = object.__new__
 _set = object.__setattr__
-# ``BaseModel``'s own slot setters (a C call each; ``object.__setattr__`` goes through its
-# wrapper and looks the name up on the type first): four per block, a block per tool call
-_set_dict, _set_fields_set, _set_extra, _set_private = (
-    BaseModel.__dict__[name].__set__
-    for name in (
-        "__dict__",
-        "__pydantic_fields_set__",
-        "__pydantic_extra__",
-        "__pydantic_private__",
-    )
-)
 # A block's node has every field set: one field-name set per block class, shared by every
 # node built here (pydantic copies a model's set before changing it, ``model_copy``, and the
 # blocks are frozen; one set per block was a container the cyclic GC walked while it lived)

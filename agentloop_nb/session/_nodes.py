@@ -8,9 +8,13 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any, overload
 
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
 from .._event_names import ASSISTANT_MESSAGE, TOOL_RESULT
+from .._model_slots import set_dict as _set_dict
+from .._model_slots import set_extra as _set_extra
+from .._model_slots import set_fields_set as _set_fields_set
+from .._model_slots import set_private as _set_private
 from ..errors import InvalidValueError
 from ..messages import AssistantMessage, Message, ToolResultMessage, UserMessage
 from ._events import SessionEvent
@@ -153,15 +157,6 @@ def _share_fields_set(model: Any) -> None:
 
 
 _set_model_attr = object.__setattr__
-_set_dict, _set_fields_set, _set_extra, _set_private = (
-    BaseModel.__dict__[name].__set__
-    for name in (
-        "__dict__",
-        "__pydantic_fields_set__",
-        "__pydantic_extra__",
-        "__pydantic_private__",
-    )
-)
 
 
 def parse_loaded_node(event_type: str, data: FrozenDict, seq: int) -> Message | None:

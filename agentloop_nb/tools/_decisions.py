@@ -11,6 +11,10 @@ from typing import Any, Final, Protocol
 
 from pydantic import BaseModel, ConfigDict, TypeAdapter, field_validator
 
+from .._model_slots import set_dict as _set_dict
+from .._model_slots import set_extra as _set_extra
+from .._model_slots import set_fields_set as _set_fields_set
+from .._model_slots import set_private as _set_private
 from .._record import Record, set_field
 from ..messages import ToolResultBlock
 from ..signals import AbortSignal
@@ -125,17 +129,6 @@ class ToolResult(_Frozen):
 
 
 _new_object = object.__new__
-# ``BaseModel``'s own slot setters (a C call each; ``object.__setattr__`` goes through its
-# wrapper and looks the name up on the type first): four per result, a result per call
-_set_dict, _set_fields_set, _set_extra, _set_private = (
-    BaseModel.__dict__[name].__set__
-    for name in (
-        "__dict__",
-        "__pydantic_fields_set__",
-        "__pydantic_extra__",
-        "__pydantic_private__",
-    )
-)
 # One set for every such result: pydantic copies a model's field-name set before changing it
 # (``model_copy``) and the model is frozen, so sharing it is safe, and it spares a set per call
 # (an allocation, and a container the cyclic GC walks while the result lives).
