@@ -65,7 +65,6 @@ class Listener:
 
 
 _NONE: tuple[Listener, ...] = ()
-_new = object.__new__
 
 
 class Lazy(partial[Any]):
@@ -273,13 +272,8 @@ class Bus:
         if first < 0:
             # fast path (benchmarks/bench_bus.py "unobserved waterfall"): the default itself
             return await call_default(default)
-        # fast path (docs/architecture.md "Step, session 13"): the chain's slots set here,
-        # no ``__init__`` frame (``_built`` inlined too)
-        chain = _new(_Chain)
-        chain.listeners = listeners  # type: ignore[assignment]
-        chain.payload = payload() if type(payload) is Lazy else payload
-        chain.default = default
-        chain.agent = agent
+        built = payload() if type(payload) is Lazy else payload  # ``_built`` inlined
+        chain = _Chain(listeners, built, default, agent)  # type: ignore[arg-type]
         if signal is None:
             return await chain.run(first)
         # fast path (benchmarks/README.md "Step and pool (session 8)"): the chain's synchronous
@@ -348,8 +342,7 @@ class Bus:
 
 class _Chain:
     """One waterfall dispatch: ``run(i)`` calls the next reachable listener from ``i`` with a
-    ``next`` that continues after it, and finally ``default``. (``waterfall`` sets the slots
-    itself, once per observed dispatch: keep it in step with ``__init__``.)"""
+    ``next`` that continues after it, and finally ``default``."""
 
     __slots__ = ("agent", "default", "listeners", "payload")
 
@@ -385,8 +378,7 @@ class _Chain:
             owner = lst.agent  # ``_reaches`` inlined: once per listener of every dispatch
             if not lst.live or (owner is not None and agent is not None and owner is not agent):
                 continue
-            after = _new(_Next)  # ``_Next(self, index)`` without its ``__init__`` frame
-            after.chain, after.index, after.made = self, index, None
+            after = _Next(self, index)
             result = lst.fn(self.payload, after)
             made = after.made
             if (
@@ -405,8 +397,7 @@ class _Chain:
 class _Next:
     """The ``next`` a waterfall listener gets: ``next()`` is the rest of the chain (a
     coroutine). It keeps the last coroutine it made, so that ``_Chain.start`` can tell a
-    listener that returned it unawaited. (``_Chain.start`` sets the slots itself, once per
-    listener called: keep it in step with ``__init__``.)"""
+    listener that returned it unawaited."""
 
     __slots__ = ("chain", "index", "made")
 

@@ -335,10 +335,10 @@ class AbortController:
 
 
 def controller_following(parent: AbortSignal) -> AbortController:
-    """``AbortController()`` then its ``follow(parent)``, built in one
-    frame (not in ``__all__``: the tool pool's own). The pool makes one per call, and a class
-    call through an ``__init__`` (two here: the controller's and its signal's) costs several
-    times a plain call; the fields set are exactly the constructors' (a test compares them)."""
+    """``AbortController()`` then its ``follow(parent)``, without the two ``__init__`` calls (not
+    in ``__all__``: the tool pool's own). The pool makes one per call, and a class call through
+    an ``__init__`` costs several times a plain call; the fields set are exactly the
+    constructors' (a test compares them)."""
     signal = _new(AbortSignal)
     signal._aborted = False
     signal._reason = None
@@ -346,10 +346,7 @@ def controller_following(parent: AbortSignal) -> AbortController:
     signal._waiters = None
     controller = _new(AbortController)
     controller.signal = signal
-    if parent._aborted:
-        signal._abort(parent._reason)
-    else:
-        parent._callbacks.append(controller.abort)
+    controller.follow(parent)  # the link's rules stay in one place
     return controller
 
 

@@ -12,8 +12,8 @@ guard's bookkeeping 15 k; a class whose ``__anext__`` is a coroutine costs 8 k m
 generator (a coroutine made per chunk), one that hands out a finished ``asyncio.Future`` per
 chunk three times as much (docs/architecture.md "Step, session 13"). What a chunk and a
 stream no longer pay: a Python ``asyncio.current_task`` frame per chunk on Python 3.11 (the
-lookup it makes, called with the stream's loop), ``add_callback``'s closure and disposer per
-stream (the watch is appended and removed directly), and ``aclose_quietly``'s coroutine.
+lookup it makes, called with the stream's loop), and ``add_callback``'s closure and disposer
+per stream (the watch is appended and removed directly).
 """
 
 from __future__ import annotations
@@ -142,14 +142,7 @@ async def guard(source: AsyncIterator[Any], signal: AbortSignal | None) -> Async
             callbacks.remove(watch)
         except ValueError:  # ran already (the signal aborted) or never added
             pass
-        # ``aclose_quietly`` inlined (docs/architecture.md "Step, session 13"): no coroutine of
-        # its own per model stream
-        close = getattr(source, "aclose", None)
-        if close is not None:
-            try:  # noqa: SIM105
-                await close()
-            except Exception:
-                pass
+        await aclose_quietly(source)
 
 
 # The exact chunk classes that are not ``Finish`` (a subclass of one is checked as usual).
