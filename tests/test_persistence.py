@@ -396,19 +396,21 @@ async def test_aclose_writes_what_arrives_while_the_writer_stops_and_returns(
 
 
 @pytest.mark.anyio
-async def test_uninstalling_drops_the_writers_event_listener_after_a_restart(
+async def test_uninstalling_stops_the_writer_watching_its_sessions_after_a_restart(
     tmp_path: Path,
 ) -> None:
     ctx = Context()
     persistence = JsonlPersistence(tmp_path)
     undo = persistence.install(ctx)
     session = SessionStore(ctx).create("restarted")
+    # The writer watches the session itself: nobody needs session/event announced.
+    assert "session/event" not in ctx.listened
     session.append("x")  # a writer runs
     await persistence.aclose()  # and stops
-    session.append("y")  # the same listener starts another
+    session.append("y")  # the same watcher starts another
     await session.flush()
     undo()
-    assert "session/event" not in ctx.listened
+    assert not ctx.has_listeners("session/created") and not ctx.has_listeners("session/flush")
     session.append("z")  # nobody writes it
     await persistence.aclose()
     assert [e.type for e in persistence.load("restarted")[1]] == ["x", "y"]

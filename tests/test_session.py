@@ -421,6 +421,61 @@ def test_an_append_calls_emit_only_while_session_event_has_a_listener() -> None:
     assert emitted == ["session/event"] and len(session.events) == 3
 
 
+def test_a_watcher_sees_each_append_before_session_event_while_the_session_is_published(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    bus = FakeBus()
+    store = SessionStore(bus)
+    seen: list[str] = []
+    bus.on("session/event", lambda p: seen.append(f"event {p.event.seq}"))
+    session = store.prepare("w")
+    with pytest.raises(RuntimeError, match="'w' is prepared"):
+        session.watch_appends(lambda s: None)  # nothing to watch before publication
+
+    def broken(watched: Any) -> None:
+        raise ValueError("watcher bug")
+
+    def watch(watched: Any) -> None:
+        seen.append(f"watch {len(watched.events) - 1}")
+
+    store.enter(session)
+    session.watch_appends(broken)
+    session.watch_appends(watch)
+    session.watch_appends(watch)  # the same callback again: still one watcher
+    session.append("a")
+    assert seen == ["watch 0", "event 0"]  # a raising watcher logs; the others still run
+    assert "watcher bug" in caplog.text and len(session.events) == 1
+    session.unwatch_appends(broken)
+    session.unwatch_appends(broken)  # not watching: a no-op
+    session.append("b")
+    assert seen[2:] == ["watch 1", "event 1"]
+    store.detach(session)  # detached: every watcher dropped
+    store.enter(reentered := store.prepare("w"))
+    reentered.append("c")
+    assert seen[4:] == ["event 0"]
+
+
+def test_a_vetoed_publication_drops_the_watchers_it_gained() -> None:
+    bus = FakeBus()
+    store = SessionStore(bus)
+    watched: list[int] = []
+
+    def watch_then_veto(payload: SessionPayload) -> None:
+        payload.session.watch_appends(lambda s: watched.append(len(s.events)))
+        raise RuntimeError("not today")
+
+    undo = bus.on("session/created", watch_then_veto)
+    session = store.prepare("v")
+    with pytest.raises(RuntimeError, match="not today"):
+        store.enter(session)
+    session.append("still/private")
+    assert watched == []
+    undo()
+    store.enter(session)
+    session.append("public")
+    assert watched == []  # watching is per publication: the vetoed one's watcher is gone
+
+
 def test_prepared_session_announces_nothing_until_entered() -> None:
     bus = FakeBus()
     store = SessionStore(bus)

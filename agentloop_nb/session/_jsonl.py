@@ -13,8 +13,8 @@ every later ``session/flush`` of it raises the same ``PersistenceError`` and not
 written for it, until the session is disposed and resumed.
 
 Write-behind (``_writebehind.WriteBehind``, shared with the PostgreSQL backend): ``install(ctx)``
-subscribes ``session/created`` / ``event`` / ``flush`` / ``disposed``; the event listener only
-enqueues (O(1)); a worker thread owned by this object writes the batches through ``create`` /
+subscribes ``session/created`` / ``flush`` / ``disposed`` and watches each session it writes
+(``Session.watch_appends``; the watcher only enqueues, O(1)); a worker thread owned by this object writes the batches through ``create`` /
 ``append`` and advances ``session.durable_seq``; ``session/flush`` is a barrier behind
 everything enqueued before it (or raises the session's ``PersistenceError``).
 """

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
 
 from .._disposer import Disposer
-from .._hook_names import SESSION_CREATED, SESSION_DISPOSED, SESSION_EVENT, SESSION_FLUSH
+from .._hook_names import SESSION_CREATED, SESSION_DISPOSED, SESSION_FLUSH
 from ..errors import AgentloopError
 from ._events import SessionEvent, SessionHeader
 
@@ -164,28 +164,26 @@ class SessionLockedError(RuntimeError, AgentloopError):
 
 
 class Subscriber(Protocol):
-    """What a backend subscribes through: anything with ``on(name, handler, prepend=False)``
-    (a context; ``prepend`` puts the listener first)."""
+    """What a backend subscribes through: anything with ``on(name, handler)`` returning a
+    callable that unsubscribes (a context)."""
 
-    def on(self, name: str, handler: Callable[[Any], Any], /, *, prepend: bool = False) -> Any: ...
+    def on(self, name: str, handler: Callable[[Any], Any], /) -> Any: ...
 
 
 def install_write_behind(
     ctx: Subscriber,
     *,
     created: Callable[[Any], Any],
-    event: Callable[[Any], Any],
     flush: Callable[[Any], Any],
     disposed: Callable[[Any], Any],
 ) -> Disposer:
-    """Subscribe a write-behind backend's four session listeners on ``ctx``
-    (``session/created``, ``session/event``, ``session/flush``, ``session/disposed``); the
-    returned ``Disposer`` unsubscribes them in reverse order (queued writes still complete).
-    ``event`` is registered first among ``session/event``'s listeners, so the writer sees an
-    event before any listener that might append another from its handler."""
+    """Subscribe a write-behind backend's three session listeners on ``ctx``
+    (``session/created``, ``session/flush``, ``session/disposed``); the returned ``Disposer``
+    unsubscribes them in reverse order (queued writes still complete). The backend learns of
+    each logged event from the session itself (``Session.watch_appends``), not from
+    ``session/event``."""
     disposers = [
         ctx.on(SESSION_CREATED, created),
-        ctx.on(SESSION_EVENT, event, prepend=True),
         ctx.on(SESSION_FLUSH, flush),
         ctx.on(SESSION_DISPOSED, disposed),
     ]

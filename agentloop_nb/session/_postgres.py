@@ -14,7 +14,7 @@ the id gets ``SessionLockedError`` naming that holder. The server drops the lock
 holder's connection ends, so a killed process never bricks a session.
 
 Write-behind: the same ``_writebehind.WriteBehind`` as ``JsonlPersistence`` (``install(ctx)``,
-an O(1) event listener, a worker thread that writes batches on its own connection and advances
+an O(1) watcher of each session it writes, a worker thread that writes batches on its own connection and advances
 ``session.durable_seq``, ``session/flush`` a barrier behind everything enqueued before it).
 
 The storage primitives (``create``/``append``/``load``/``list``/``acquire``) are synchronous,

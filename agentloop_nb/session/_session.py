@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import logging
 import time as _time
-from collections.abc import Awaitable, Container, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Container, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from .._event_names import REQUEST_HEADER, SURFACE_TYPES
@@ -37,6 +38,7 @@ __all__ = [
     "SessionState",
 ]
 
+_log = logging.getLogger("agentloop_nb")
 _type = type
 _now = _time.time
 _NOBODY: frozenset[str] = frozenset()  # what an unpublished session announces to
@@ -163,6 +165,7 @@ class Session:
         "_store",
         "_surface",
         "_view",
+        "_watchers",
         "header",
         "id",
     )
@@ -183,6 +186,9 @@ class Session:
         self._durable_seq = -1
         self._header_durable = False
         self._chunks: ChunkLog | None = None  # the response streaming now, if any
+        # Called with the session after each append while published (``watch_appends``).
+        # Written by the loop thread only; cleared whenever the session stops being published.
+        self._watchers: tuple[Callable[[Session], object], ...] = ()
 
     # -- read side -------------------------------------------------------------------------
 
@@ -338,6 +344,8 @@ class Session:
             self._nodes[seq] = node
         elif type == REQUEST_HEADER:
             self._header_seq = seq
+        if self._watchers:
+            self._notify()
         # fast path (benchmarks/bench_ab.py, unobserved hooks): no payload, no emit call
         if SESSION_EVENT in self._listened:
             # The payload without the frozen dataclass's ``__init__`` (two
@@ -348,6 +356,33 @@ class Session:
             _set_payload_event(payload, event)
             self._emit(SESSION_EVENT, payload)
         return event
+
+    def _notify(self) -> None:
+        # Watchers run before ``session/event``'s listeners: one of those may append from its
+        # handler, and a writer must have seen the event that led to it first.
+        for watch in self._watchers:
+            try:
+                watch(self)
+            except Exception:  # the event is logged: a watcher's bug must not undo that
+                _log.exception("agentloop_nb: a watcher of session %r failed", self.id)
+
+    def watch_appends(self, callback: Callable[[Session], object]) -> None:
+        """Call ``callback(session)`` after each append from now on, while the session stays
+        published, before ``session/event`` is emitted (the persistence seam: a write-behind
+        backend watches each session it writes, so a logged event costs it one call, not an
+        announcement). Unpublishing or detaching the session drops every watcher; watching
+        twice with the same callback is one watcher. Errors are logged, never raised: the
+        event is already in the log. Raises ``UsageError`` unless published."""
+        if self._state != "published":
+            raise UsageError(
+                f"session {self.id!r} is {self._state}: only a published session is watched"
+            )
+        if callback not in self._watchers:
+            self._watchers = (*self._watchers, callback)
+
+    def unwatch_appends(self, callback: Callable[[Session], object]) -> None:
+        """Stop calling ``callback`` (a no-op when it does not watch)."""
+        self._watchers = tuple(w for w in self._watchers if w != callback)
 
     def open_chunks(self, turn: int, step: int, resolve: Resolve) -> ChunkLog:
         """Start logging a streamed response of step ``step`` of turn ``turn``: its chunks go
@@ -463,6 +498,7 @@ class Session:
             self._state = "prepared"
             self._emit = None
             self._listened = _NOBODY
+            self._watchers = ()
 
     def mark_detached(self) -> SessionState:
         """Move to ``"detached"`` (final: appends raise from now on) and return the state the
@@ -474,6 +510,7 @@ class Session:
         self._state = "detached"
         self._emit = None
         self._listened = _NOBODY
+        self._watchers = ()
         return before
 
     def __repr__(self) -> str:

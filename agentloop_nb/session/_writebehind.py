@@ -1,9 +1,9 @@
 """``WriteBehind``: the write-behind machinery both persistence backends share.
 
-The ``session/event`` listener (``_on_event``) never blocks and keeps nothing of the event: it
-puts the session itself on a FIFO queue, once until a worker has taken it (the ``_marked``
-set), so a session with events to write has one wake item queued however many events it
-logs meanwhile. A worker thread owned by the backend (started lazily, stopped by ``aclose``)
+The backend watches each session it writes (``Session.watch_appends``, from ``_open``): the
+watcher (``_on_append``) never blocks and keeps nothing of the event: it puts the session itself
+on a FIFO queue, once until a worker has taken it (the ``_marked`` set), so a session with
+events to write has one wake item queued however many events it logs meanwhile. A worker thread owned by the backend (started lazily, stopped by ``aclose``)
 takes the queue in batches and writes each marked session's events from its own log, from the
 last one written up to the last one appended (``_store_header``, ``_store_events``), then
 advances ``session.durable_seq``. Control items (open, flush, close, stop) ride the same
@@ -15,6 +15,13 @@ Why the session and not the event: the log is append-only and the worker is its 
 off the loop, so the events to write are always ``events[written + 1:]``. Queuing each
 event's payload kept it alive until the next batch, which made the cyclic GC run more often
 on the loop thread (``benchmarks/README.md``, "JSONL hand-off (session 13)").
+
+Why a watcher and not a ``session/event`` listener: the writer needs to know *which session*
+grew, once per batch, not each event; an announcement built a payload and ran the bus for
+every logged event (about a twentieth of a tool step's instructions with JSONL on,
+``benchmarks/README.md``, "The writer watches its sessions (session 14)"). ``session/event``
+is unchanged for everyone else, and is no longer observed at all when only persistence
+watched it.
 
 A failed write is recorded for the session (the error table): every later flush raises the
 same error and nothing more is written for it, until it is disposed (and resumed).
@@ -56,7 +63,7 @@ import anyio.to_thread
 from .._disposer import Disposer
 from ._events import SessionEvent, SessionHeader
 from ._persistence import PersistenceError, Subscriber, install_write_behind
-from ._session import Session, SessionEventPayload, SessionPayload
+from ._session import Session, SessionPayload
 
 __all__ = ["WriteBehind"]
 
@@ -161,6 +168,8 @@ class WriteBehind:
         self._errors_lock = threading.Lock()
         self._atexit: Callable[[], None] | None = None
         self._marked: set[Session] = set()
+        # The sessions this backend watches (loop thread only): unwatched when it is uninstalled.
+        self._watched: weakref.WeakSet[Session] = weakref.WeakSet()
 
     # -- the storage hooks -------------------------------------------------------------------
 
@@ -189,26 +198,36 @@ class WriteBehind:
 
     def install(self, ctx: Subscriber) -> Disposer:
         """Subscribe the write-behind listeners on ``ctx`` (``ctx.on(name, handler)``:
-        ``session/created``, ``event``, ``flush``, ``disposed``); the returned ``Disposer``
-        unsubscribes them (queued writes still complete)."""
-        return install_write_behind(
+        ``session/created``, ``flush``, ``disposed``; each session created from then on is
+        watched, see the module docstring); the returned ``Disposer`` unsubscribes them and
+        stops watching every session (queued writes still complete)."""
+        listening = install_write_behind(
             ctx,
             created=self._on_created,
-            event=self._on_event,
             flush=self._on_flush,
             disposed=self._on_disposed,
         )
+
+        def undo() -> None:
+            listening()
+            for session in [*self._watched]:
+                session.unwatch_appends(self._on_append)
+            self._watched.clear()
+
+        return Disposer(undo)
 
     def _on_created(self, payload: SessionPayload) -> None:
         raise NotImplementedError
 
     def _open(self, session: Session) -> None:
-        """Have the worker write what ``session`` logged so far (its header first if new)."""
+        """Have the worker write what ``session`` logged so far (its header first if new),
+        and watch its appends from now on."""
+        session.watch_appends(self._on_append)
+        self._watched.add(session)
         self._put(_Open(session))
 
-    def _on_event(self, payload: SessionEventPayload) -> None:
-        """The ``session/event`` listener: queue the session unless it is already queued."""
-        session = payload.session
+    def _on_append(self, session: Session) -> None:
+        """The watcher of each session written: queue it unless it is already queued."""
         if session in self._marked:  # once per logged event: the usual case ends here
             return
         self._marked.add(session)
@@ -237,6 +256,7 @@ class WriteBehind:
 
     def _on_disposed(self, payload: SessionPayload) -> None:
         session = payload.session
+        self._watched.discard(session)  # detached: the session dropped its watchers itself
         # Nothing left to write (all durable, or writing failed for good): give the lock back
         # now, so a disposal is followed by a free session at once. The worker's close then
         # only forgets the session (its release finds another owner, or none).
