@@ -345,7 +345,13 @@ class Session:
         elif type == REQUEST_HEADER:
             self._header_seq = seq
         if self._watchers:
-            self._notify()
+            # Watchers run before ``session/event``'s listeners: one of those may append from
+            # its handler, and a writer must have seen the event that led to it first.
+            for watch in self._watchers:
+                try:
+                    watch(self)
+                except Exception:  # the event is logged: a watcher's bug must not undo that
+                    _log.exception("agentloop_nb: a watcher of session %r failed", self.id)
         # fast path (benchmarks/bench_ab.py, unobserved hooks): no payload, no emit call
         if SESSION_EVENT in self._listened:
             # The payload without the frozen dataclass's ``__init__`` (two
@@ -356,15 +362,6 @@ class Session:
             _set_payload_event(payload, event)
             self._emit(SESSION_EVENT, payload)
         return event
-
-    def _notify(self) -> None:
-        # Watchers run before ``session/event``'s listeners: one of those may append from its
-        # handler, and a writer must have seen the event that led to it first.
-        for watch in self._watchers:
-            try:
-                watch(self)
-            except Exception:  # the event is logged: a watcher's bug must not undo that
-                _log.exception("agentloop_nb: a watcher of session %r failed", self.id)
 
     def watch_appends(self, callback: Callable[[Session], object]) -> None:
         """Call ``callback(session)`` after each append from now on, while the session stays
