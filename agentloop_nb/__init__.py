@@ -34,12 +34,10 @@ from .llm import (
     RetryPolicy,
 )
 from .loop import (
-    Agent,
     AgentConfig,
     AgentLoop,
     AgentLoopConfig,
     AgentOptions,
-    AgentTurnError,
 )
 from .messages import (
     AssistantMessage,
@@ -61,13 +59,14 @@ from .tools import (
     ToolRuntime,
     tool,
 )
-from .usage import UsageTotals
 
 if TYPE_CHECKING:
     from .llm import GenerateOptions, StreamChunk, Usage
+    from .loop._agent import Agent, AgentTurnError
     from .plugins.invariants import InvariantError
     from .session import JsonlPersistence
     from .tools import Accept, Allow, Ask, Block, Deny
+    from .usage import UsageTotals
 
 __version__ = "0.1.0"
 
@@ -75,10 +74,13 @@ __version__ = "0.1.0"
 # error this is), the JSONL backend, which only a program with persistence uses, and
 # ``GenerateOptions`` (a dataclass, loaded with the first model request), the stream-chunk
 # models (``StreamChunk``, ``Usage``: loaded with the first stream), the tool decisions (loaded
-# with the first tool call).
+# with the first tool call), the agent (``Agent``, ``AgentTurnError``: loaded with the first
+# agent an App creates) and its usage ledger.
 _EXPORTS = LazyExports(
     __name__,
     {
+        ".loop._agent": ("Agent", "AgentTurnError"),
+        ".usage": ("UsageTotals",),
         ".plugins.invariants": ("InvariantError",),
         ".session._jsonl": ("JsonlPersistence",),
         ".llm._options": ("GenerateOptions",),

@@ -67,7 +67,6 @@ from ._hook_payloads import (
     StatusPayload,
     TurnStoppingPayload,
 )
-from .context import ErrorReport
 from .session import SessionChunkPayload, SessionEventPayload, SessionPayload
 from .tools import (
     PostExecutePayload,
@@ -77,6 +76,7 @@ from .tools import (
 )
 
 if TYPE_CHECKING:
+    from ._error_report import ErrorReport
     from ._hook_catalogue import HOOKS, HookSpec
     from ._request_error import RequestErrorPayload
     from .llm import LlmStreamPayload
@@ -168,6 +168,10 @@ def __getattr__(name: str) -> Any:
         from . import tools
 
         return getattr(tools, name)
+    if name == "ErrorReport":  # loads with the first reported failure (``_bus``)
+        from ._error_report import ErrorReport
+
+        return ErrorReport
     if name == "RequestErrorPayload":  # loads with the stream-chunk models (``_request_error``)
         from ._request_error import RequestErrorPayload
 

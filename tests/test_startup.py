@@ -80,6 +80,18 @@ LAZY_SUBMODULES = (
     "agentloop_nb.tools._settle",
     "agentloop_nb.tools._hooks",
     "agentloop_nb.tools._verdicts",
+    # The agent (its driver, inbox, turn state, the tool scheduler with its pool, the assistant
+    # message's log form) and its usage ledger: the first agent an App creates
+    "agentloop_nb.loop._agent",
+    "agentloop_nb.loop._driver",
+    "agentloop_nb.loop._inbox",
+    "agentloop_nb.loop._state",
+    "agentloop_nb.loop._scheduler",
+    "agentloop_nb.loop._pool",
+    "agentloop_nb.session._assistant_log",
+    "agentloop_nb.usage",
+    # ErrorReport (a pydantic model): made only for a contained failure somebody listens to
+    "agentloop_nb._error_report",
 )
 
 

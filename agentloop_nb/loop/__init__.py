@@ -2,11 +2,29 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from .._creation import AgentOptions
+from .._lazy import LazyExports
 from ..hooks import Enter, Reject, RequestConfig, Retry
-from ._agent import Agent, AgentTurnError
 from ._config import AgentConfig, AgentLoopConfig, LoopSettings
 from ._service import AgentLoop
+
+if TYPE_CHECKING:
+    from ._agent import Agent, AgentTurnError
+
+# ``Agent`` (with its driver, inbox, turn state and the tool scheduler) loads with the first
+# agent the loop creates, or the first access here (start-up cost).
+_EXPORTS = LazyExports(__name__, {"._agent": ("Agent", "AgentTurnError")})
+
+
+def __getattr__(name: str) -> Any:
+    return _EXPORTS.load(name)
+
+
+def __dir__() -> list[str]:
+    return _EXPORTS.dir()
+
 
 __all__ = [
     "Agent",
