@@ -52,20 +52,14 @@ from .messages import (
 from .prompt import SystemPrompt
 from .session import Session, SessionEvent, SessionStore
 from .signals import AbortController, AbortError, AbortSignal
-from .tools import (
-    Tool,
-    ToolExecution,
-    ToolResult,
-    ToolRuntime,
-    tool,
-)
+from .tools import ToolRuntime
 
 if TYPE_CHECKING:
     from .llm import GenerateOptions, StreamChunk, Usage
-    from .loop._agent import Agent, AgentTurnError
+    from .loop import Agent, AgentTurnError
     from .plugins.invariants import InvariantError
     from .session import JsonlPersistence
-    from .tools import Accept, Allow, Ask, Block, Deny
+    from .tools import Accept, Allow, Ask, Block, Deny, Tool, ToolExecution, ToolResult, tool
     from .usage import UsageTotals
 
 __version__ = "0.1.0"
@@ -75,17 +69,20 @@ __version__ = "0.1.0"
 # ``GenerateOptions`` (a dataclass, loaded with the first model request), the stream-chunk
 # models (``StreamChunk``, ``Usage``: loaded with the first stream), the tool decisions (loaded
 # with the first tool call), the agent (``Agent``, ``AgentTurnError``: loaded with the first
-# agent an App creates) and its usage ledger.
+# agent an App creates) and its usage ledger, and the tool definitions (``tool``, ``Tool``,
+# ``ToolExecution``, ``ToolResult``: loaded with the first tool defined).
 _EXPORTS = LazyExports(
     __name__,
     {
-        ".loop._agent": ("Agent", "AgentTurnError"),
+        ".loop": ("Agent", "AgentTurnError"),
         ".usage": ("UsageTotals",),
         ".plugins.invariants": ("InvariantError",),
         ".session._jsonl": ("JsonlPersistence",),
         ".llm._options": ("GenerateOptions",),
         ".llm._chunks": ("StreamChunk", "Usage"),
         ".tools._verdicts": ("Accept", "Allow", "Ask", "Block", "Deny"),
+        ".tools._define": ("Tool", "tool"),
+        ".tools._decisions": ("ToolExecution", "ToolResult"),
     },
 )
 

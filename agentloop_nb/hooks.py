@@ -68,12 +68,6 @@ from ._hook_payloads import (
     TurnStoppingPayload,
 )
 from .session import SessionChunkPayload, SessionEventPayload, SessionPayload
-from .tools import (
-    PostExecutePayload,
-    ToolExecution,
-    ToolResultPayload,
-    ToolSettledPayload,
-)
 
 if TYPE_CHECKING:
     from ._error_report import ErrorReport
@@ -81,7 +75,17 @@ if TYPE_CHECKING:
     from ._request_error import RequestErrorPayload
     from .llm import LlmStreamPayload
     from .prompt import AssemblePayload
-    from .tools import Accept, Allow, Ask, Block, Deny
+    from .tools import (
+        Accept,
+        Allow,
+        Ask,
+        Block,
+        Deny,
+        PostExecutePayload,
+        ToolExecution,
+        ToolResultPayload,
+        ToolSettledPayload,
+    )
 
 __all__ = [
     "AGENT_CREATED",
@@ -145,7 +149,19 @@ __all__ = [
 ]
 
 
-_TOOL_DECISIONS = ("Accept", "Allow", "Ask", "Block", "Deny")
+# The tool decisions load with the pipeline's first call, the tool payloads and the execution
+# record with the first tool definition or call (``tools``).
+_TOOL_NAMES = (
+    "Accept",
+    "Allow",
+    "Ask",
+    "Block",
+    "Deny",
+    "PostExecutePayload",
+    "ToolExecution",
+    "ToolResultPayload",
+    "ToolSettledPayload",
+)
 
 
 def __getattr__(name: str) -> Any:
@@ -164,7 +180,7 @@ def __getattr__(name: str) -> Any:
         from . import llm
 
         return llm.LlmStreamPayload
-    if name in _TOOL_DECISIONS:  # load with the tool pipeline's first call (``tools``)
+    if name in _TOOL_NAMES:  # see ``_TOOL_NAMES``
         from . import tools
 
         return getattr(tools, name)

@@ -99,3 +99,50 @@ def test_the_error_report_loads_with_the_first_reported_failure() -> None:
         True,
         "agentloop_nb.context",
     ]
+
+
+def test_tool_definitions_load_with_the_first_tool_and_resolve_from_every_home() -> None:
+    # ``App()`` builds the ``ToolRuntime`` without the tool machinery; the first registration
+    # loads the definitions, the first call runs through the pipeline as ever; the root,
+    # ``tools`` and ``hooks`` resolve the same classes, which report their public paths.
+    code = (
+        "import sys, json, asyncio\n"
+        "from agentloop_nb import App\n"
+        "M = ('agentloop_nb.tools._define', 'agentloop_nb.tools._bodies',\n"
+        "     'agentloop_nb.tools._decisions', 'agentloop_nb.tools._results')\n"
+        "app = App()\n"
+        "tools = app.ctx.tools\n"
+        "before = [m for m in M if m in sys.modules]\n"
+        "def add(a: int, b: int) -> int:\n"
+        "    return a + b\n"
+        "tools.register(add)\n"
+        "registered = [m for m in M if m in sys.modules]\n"
+        "class Call:\n"
+        "    id, name, arguments = 'c1', 'add', '{\"a\": 2, \"b\": 3}'\n"
+        "async def main():\n"
+        "    execution = tools.new_execution(Call())\n"
+        "    mode = tools.execution_mode(execution)\n"
+        "    result = await tools.execute(execution)\n"
+        "    await app.aclose()\n"
+        "    return [mode, result.content, result.is_error]\n"
+        "ran = asyncio.run(main())\n"
+        "import agentloop_nb, agentloop_nb.tools as t, agentloop_nb.hooks as h\n"
+        "same = [agentloop_nb.Tool is t.Tool, agentloop_nb.tool is t.tool,\n"
+        "        agentloop_nb.ToolResult is t.ToolResult, h.ToolExecution is t.ToolExecution,\n"
+        "        agentloop_nb.ToolExecution is t.ToolExecution]\n"
+        "paths = sorted({c.__module__ for c in (t.Tool, t.tool, t.ToolResult, t.ToolExecution)})\n"
+        "print(json.dumps([before, registered, ran, same, paths, t.DENIED, 'tool' in dir(t)]))\n"
+    )
+    assert _run(code) == [
+        [],
+        [
+            "agentloop_nb.tools._define",
+            "agentloop_nb.tools._bodies",
+            "agentloop_nb.tools._decisions",
+        ],
+        ["exclusive", "5", False],
+        [True, True, True, True, True],
+        ["agentloop_nb"],
+        "DENIED",
+        True,
+    ]
