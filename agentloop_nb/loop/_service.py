@@ -62,10 +62,13 @@ _AGENT_MODULE = f"{__package__}._agent"
 _log = logging.getLogger("agentloop_nb")
 
 
-class Lease(Protocol):
-    """A persistence backend's writer reservation (``persistence.acquire(id)``)."""
+# An annotation only (a protocol class costs its creation at import): type checkers see it.
+if TYPE_CHECKING:
 
-    def release(self) -> None: ...
+    class Lease(Protocol):
+        """A persistence backend's writer reservation (``persistence.acquire(id)``)."""
+
+        def release(self) -> None: ...
 
 
 class _Life:
