@@ -25,7 +25,6 @@ from .errors import (
     NotFoundError,
     UsageError,
 )
-from .hooks import Enter, Reject, RequestConfig, Retry
 from .llm import (
     LlmError,
     LlmRuntime,
@@ -55,6 +54,7 @@ from .signals import AbortController, AbortError, AbortSignal
 from .tools import ToolRuntime
 
 if TYPE_CHECKING:
+    from ._step_decisions import Enter, Reject, RequestConfig, Retry
     from .llm import GenerateOptions, StreamChunk, Usage
     from .loop import Agent, AgentTurnError
     from .plugins.invariants import InvariantError
@@ -69,12 +69,14 @@ __version__ = "0.1.0"
 # ``GenerateOptions`` (a dataclass, loaded with the first model request), the stream-chunk
 # models (``StreamChunk``, ``Usage``: loaded with the first stream), the tool decisions (loaded
 # with the first tool call), the agent (``Agent``, ``AgentTurnError``: loaded with the first
-# agent an App creates) and its usage ledger, and the tool definitions (``tool``, ``Tool``,
+# agent an App creates) with the loop's decisions (``Enter``, ``Reject``, ``Retry``,
+# ``RequestConfig``) and its usage ledger, and the tool definitions (``tool``, ``Tool``,
 # ``ToolExecution``, ``ToolResult``: loaded with the first tool defined).
 _EXPORTS = LazyExports(
     __name__,
     {
         ".loop": ("Agent", "AgentTurnError"),
+        "._step_decisions": ("Enter", "Reject", "RequestConfig", "Retry"),
         ".usage": ("UsageTotals",),
         ".plugins.invariants": ("InvariantError",),
         ".session._jsonl": ("JsonlPersistence",),

@@ -55,14 +55,9 @@ from ._hook_payloads import (
     AgentPayload,
     ClaimedPayload,
     DispatchMode,
-    Enter,
     ErrorPayload,
     InboxPayload,
     PreStepPayload,
-    Reject,
-    RequestConfig,
-    RequestPayload,
-    Retry,
     SessionStartPayload,
     StatusPayload,
     TurnStoppingPayload,
@@ -73,6 +68,7 @@ if TYPE_CHECKING:
     from ._error_report import ErrorReport
     from ._hook_catalogue import HOOKS, HookSpec
     from ._request_error import RequestErrorPayload
+    from ._step_decisions import Enter, Reject, RequestConfig, RequestPayload, Retry
     from .llm import LlmStreamPayload
     from .prompt import AssemblePayload
     from .tools import (
@@ -149,6 +145,8 @@ __all__ = [
 ]
 
 
+# The loop's decisions and the ``agent/request`` payload load with the first agent.
+_STEP_DECISIONS = ("Enter", "Reject", "RequestConfig", "RequestPayload", "Retry")
 # The tool decisions load with the pipeline's first call, the tool payloads and the execution
 # record with the first tool definition or call (``tools``).
 _TOOL_NAMES = (
@@ -184,6 +182,10 @@ def __getattr__(name: str) -> Any:
         from . import tools
 
         return getattr(tools, name)
+    if name in _STEP_DECISIONS:  # load with the first agent (``_step_decisions``)
+        from . import _step_decisions
+
+        return getattr(_step_decisions, name)
     if name == "ErrorReport":  # loads with the first reported failure (``_bus``)
         from ._error_report import ErrorReport
 

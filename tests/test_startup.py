@@ -99,6 +99,12 @@ LAZY_SUBMODULES = (
     "agentloop_nb.tools._bodies",
     "agentloop_nb.tools._decisions",
     "agentloop_nb.tools._results",
+    # The loop's decisions (four pydantic models on their base) with the ``agent/request``
+    # payload, and the request path: the first agent (the bundled plugins that answer with a
+    # decision import it where they answer; ``App()`` registers only the prompt variables)
+    "agentloop_nb._step_decisions",
+    "agentloop_nb._decision",
+    "agentloop_nb.loop._request",
 )
 
 
@@ -123,9 +129,9 @@ def test_importing_the_package_leaves_the_optional_parts_unloaded() -> None:
 
 
 def test_importing_the_package_builds_no_pydantic_validator() -> None:
-    # The import's own models (messages, configurations, the loop's decisions), then those of
-    # the modules that load on first use (``ToolResult``, ``ErrorReport``, the stream chunks,
-    # the tool decisions) loaded on top: none builds a validator by being defined.
+    # The import's own models (messages, configurations), then those of the modules that load
+    # on first use (``ToolResult``, ``ErrorReport``, the stream chunks, the tool and the loop's
+    # decisions) loaded on top: none builds a validator by being defined.
     code = (
         "import json, importlib, pydantic, agentloop_nb\n"
         "def walk(c):\n"
@@ -135,7 +141,9 @@ def test_importing_the_package_builds_no_pydantic_validator() -> None:
         "def ours():\n"
         "    return {c for c in walk(pydantic.BaseModel) if c.__module__.startswith('agentloop_nb')}\n"
         "at_import = len(ours())\n"
-        "for m in ('tools._decisions', '_error_report', 'llm._chunks', 'tools._verdicts'):\n"
+        "lazy = ('tools._decisions', '_error_report', 'llm._chunks', 'tools._verdicts',\n"
+        "        '_step_decisions')\n"
+        "for m in lazy:\n"
         "    importlib.import_module('agentloop_nb.' + m)\n"
         "built = sorted(c.__qualname__ for c in ours() if c.__pydantic_complete__)\n"
         "print(json.dumps([at_import, len(ours()), built]))\n"
@@ -143,8 +151,8 @@ def test_importing_the_package_builds_no_pydantic_validator() -> None:
     result = _run(code)
     assert isinstance(result, list)
     at_import, count, built = result
-    assert at_import >= 15  # messages, configurations, loop decisions
-    assert count > 40  # with the tool results and decisions, the error report, the chunks
+    assert at_import >= 15  # messages, configurations
+    assert count > 40  # with the tool results, the decisions, the error report, the chunks
     assert built == []
 
 

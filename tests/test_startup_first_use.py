@@ -146,3 +146,39 @@ def test_tool_definitions_load_with_the_first_tool_and_resolve_from_every_home()
         "DENIED",
         True,
     ]
+
+
+def test_the_loop_decisions_load_with_the_first_agent_and_resolve_from_every_home() -> None:
+    # ``App()`` (with its bundled retry and compaction plugins) loads neither the decisions nor
+    # the request path; the first agent's step does. Every home gives the same classes, which
+    # report their public path; the ``agent/request`` payload's hints resolve in its module.
+    code = (
+        "import sys, json, asyncio, typing\n"
+        "from agentloop_nb import AgentOptions, App\n"
+        "M = ('agentloop_nb._step_decisions', 'agentloop_nb.loop._request')\n"
+        "app = App()\n"
+        "before = [m for m in M if m in sys.modules]\n"
+        "async def main():\n"
+        "    agent = app.ctx.agent_loop.create('a', AgentOptions(provider='offline', model='demo'))\n"
+        "    agent.followup('hi')\n"
+        "    await agent.when_idle()\n"
+        "    await app.aclose()\n"
+        "asyncio.run(main())\n"
+        "after = [m for m in M if m in sys.modules]\n"
+        "import agentloop_nb, agentloop_nb.loop as lp, agentloop_nb.hooks as h\n"
+        "names = ('Enter', 'Reject', 'Retry', 'RequestConfig')\n"
+        "same = [getattr(agentloop_nb, n) is getattr(lp, n) is getattr(h, n) for n in names]\n"
+        "paths = sorted({getattr(h, n).__module__ for n in names})\n"
+        "hints = typing.get_type_hints(h.RequestPayload)\n"
+        "print(json.dumps([before, after, same, paths, hints['config'] is h.RequestConfig,\n"
+        "    h.Retry() == h.Retry(), 'Enter' in dir(lp)]))\n"
+    )
+    assert _run(code) == [
+        [],
+        ["agentloop_nb._step_decisions", "agentloop_nb.loop._request"],
+        [True, True, True, True],
+        ["agentloop_nb"],
+        True,
+        True,
+        True,
+    ]

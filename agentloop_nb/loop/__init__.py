@@ -6,16 +6,23 @@ from typing import TYPE_CHECKING, Any
 
 from .._creation import AgentOptions
 from .._lazy import LazyExports
-from ..hooks import Enter, Reject, RequestConfig, Retry
 from ._config import AgentConfig, AgentLoopConfig, LoopSettings
 from ._service import AgentLoop
 
 if TYPE_CHECKING:
+    from .._step_decisions import Enter, Reject, RequestConfig, Retry
     from ._agent import Agent, AgentTurnError
 
-# ``Agent`` (with its driver, inbox, turn state and the tool scheduler) loads with the first
-# agent the loop creates, or the first access here (start-up cost).
-_EXPORTS = LazyExports(__name__, {"._agent": ("Agent", "AgentTurnError")})
+# ``Agent`` (with its driver, inbox, turn state, request path and the tool scheduler) and the
+# loop's decisions load with the first agent the loop creates, or the first access here
+# (start-up cost).
+_EXPORTS = LazyExports(
+    __name__,
+    {
+        "._agent": ("Agent", "AgentTurnError"),
+        ".._step_decisions": ("Enter", "Reject", "RequestConfig", "Retry"),
+    },
+)
 
 
 def __getattr__(name: str) -> Any:

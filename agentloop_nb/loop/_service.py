@@ -37,13 +37,7 @@ from ..session import PersistenceError
 from ..signals import AbortController, AbortScope
 from ._config import AgentConfig, AgentLoopConfig, live_settings
 from ._limits import GlobalLimits
-from ._request import (
-    RequestPath,
-    configured_model,
-    configured_provider,
-    explicit_config,
-    shared_cwd,
-)
+from ._prompt_vars import configured_model, configured_provider, shared_cwd
 
 if TYPE_CHECKING:
     from .._disposer import Disposer
@@ -53,8 +47,8 @@ if TYPE_CHECKING:
     from ._agent import Agent
     from ._driver import Driver, Spawn
 
-# The agent itself (``Agent``, its driver, inbox and turn state, and through the driver the
-# tool scheduler and its pool) loads with the first agent a loop creates, not with
+# The agent itself (``Agent``, its driver, inbox, turn state and request path, and through the
+# driver the tool scheduler and its pool) loads with the first agent a loop creates, not with
 # ``import agentloop_nb`` or ``App()``: a program (or a kernel after ``%load_ext``) that has
 # not made an agent yet needs none of it (start-up cost; docs/architecture.md).
 _AGENT_MODULE = f"{__package__}._agent"
@@ -390,6 +384,7 @@ class _Creation:
         from ._agent import Agent
         from ._driver import Driver
         from ._inbox import Inbox
+        from ._request import RequestPath
         from ._state import TurnState
 
         self.loop = loop
@@ -567,5 +562,7 @@ def _options_from_log(session: Session) -> AgentOptions:
     """The agent options a resumed session continues with: every generation setting its last
     ``request/header`` logged (provider, model, max tokens, temperature, reasoning effort),
     except the fields an adapter supplied (the serving adapter refills those)."""
+    from ._request import explicit_config  # a resume or fork: the first agent loaded it
+
     config = explicit_config(session.request_header())
     return AgentOptions(**{k: v for k, v in config.items() if k in AgentOptions.model_fields})
