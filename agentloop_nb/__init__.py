@@ -25,7 +25,6 @@ from .errors import (
     NotFoundError,
     UsageError,
 )
-from .hooks import Enter, Reject, RequestConfig, Retry
 from .llm import (
     LlmError,
     LlmRuntime,
@@ -34,12 +33,10 @@ from .llm import (
     RetryPolicy,
 )
 from .loop import (
-    Agent,
     AgentConfig,
     AgentLoop,
     AgentLoopConfig,
     AgentOptions,
-    AgentTurnError,
 )
 from .messages import (
     AssistantMessage,
@@ -54,20 +51,16 @@ from .messages import (
 from .prompt import SystemPrompt
 from .session import Session, SessionEvent, SessionStore
 from .signals import AbortController, AbortError, AbortSignal
-from .tools import (
-    Tool,
-    ToolExecution,
-    ToolResult,
-    ToolRuntime,
-    tool,
-)
-from .usage import UsageTotals
+from .tools import ToolRuntime
 
 if TYPE_CHECKING:
+    from ._step_decisions import Enter, Reject, RequestConfig, Retry
     from .llm import GenerateOptions, StreamChunk, Usage
+    from .loop import Agent, AgentTurnError
     from .plugins.invariants import InvariantError
     from .session import JsonlPersistence
-    from .tools import Accept, Allow, Ask, Block, Deny
+    from .tools import Accept, Allow, Ask, Block, Deny, Tool, ToolExecution, ToolResult, tool
+    from .usage import UsageTotals
 
 __version__ = "0.1.0"
 
@@ -75,15 +68,23 @@ __version__ = "0.1.0"
 # error this is), the JSONL backend, which only a program with persistence uses, and
 # ``GenerateOptions`` (a dataclass, loaded with the first model request), the stream-chunk
 # models (``StreamChunk``, ``Usage``: loaded with the first stream), the tool decisions (loaded
-# with the first tool call).
+# with the first tool call), the agent (``Agent``, ``AgentTurnError``: loaded with the first
+# agent an App creates) with the loop's decisions (``Enter``, ``Reject``, ``Retry``,
+# ``RequestConfig``) and its usage ledger, and the tool definitions (``tool``, ``Tool``,
+# ``ToolExecution``, ``ToolResult``: loaded with the first tool defined).
 _EXPORTS = LazyExports(
     __name__,
     {
+        ".loop": ("Agent", "AgentTurnError"),
+        "._step_decisions": ("Enter", "Reject", "RequestConfig", "Retry"),
+        ".usage": ("UsageTotals",),
         ".plugins.invariants": ("InvariantError",),
         ".session._jsonl": ("JsonlPersistence",),
         ".llm._options": ("GenerateOptions",),
         ".llm._chunks": ("StreamChunk", "Usage"),
         ".tools._verdicts": ("Accept", "Allow", "Ask", "Block", "Deny"),
+        ".tools._define": ("Tool", "tool"),
+        ".tools._decisions": ("ToolExecution", "ToolResult"),
     },
 )
 

@@ -17,10 +17,9 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Container, Iterator
 from functools import partial
-from typing import Any, Literal
+from typing import Any
 
 import anyio
-from pydantic import BaseModel, ConfigDict
 
 from ._disposer import Disposer
 from ._fiber import Fiber, close_unstarted, is_awaitable
@@ -32,22 +31,6 @@ _log = logging.getLogger("agentloop_nb.context")
 INTERNAL_ERROR = "internal/error"
 
 Handler = Callable[..., Any]
-
-
-class ErrorReport(BaseModel):
-    """Payload of ``internal/error``: a contained listener or teardown failure.
-
-    ``event`` is the dispatched event name (``fiber/dispose`` for teardown errors), ``handler``
-    the failing callable's ``repr`` and ``error`` the exception.
-    """
-
-    # defer_build: validators are built on first use, not at import (start-up cost)
-    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True, defer_build=True)
-
-    type: Literal["internal/error"] = "internal/error"
-    event: str
-    handler: str
-    error: Exception
 
 
 class Listener:
@@ -329,6 +312,8 @@ class Bus:
         _log.error("listener %r of %r raised", handler, name, exc_info=exc)
         if name == INTERNAL_ERROR or INTERNAL_ERROR not in self.listeners:
             return
+        from ._error_report import ErrorReport  # a reported failure only: loaded then
+
         report = ErrorReport(event=name, handler=repr(handler), error=exc)
         for lst in self.reached(INTERNAL_ERROR, agent):
             try:
@@ -451,7 +436,6 @@ __all__ = [
     "EVERY_NAME",
     "INTERNAL_ERROR",
     "Bus",
-    "ErrorReport",
     "Handler",
     "Lazy",
     "Listener",

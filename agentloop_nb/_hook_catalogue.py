@@ -44,19 +44,15 @@ from ._hook_payloads import (
     AgentPayload,
     ClaimedPayload,
     DispatchMode,
-    Enter,
     ErrorPayload,
     InboxPayload,
     PreStepPayload,
-    Reject,
-    RequestConfig,
-    RequestPayload,
-    Retry,
     SessionStartPayload,
     StatusPayload,
     TurnStoppingPayload,
 )
 from ._request_error import RequestErrorPayload
+from ._step_decisions import Enter, Reject, RequestConfig, RequestPayload, Retry
 from .context import ErrorReport
 from .llm import LlmStreamPayload
 from .prompt import AssemblePayload

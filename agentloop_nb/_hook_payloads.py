@@ -1,17 +1,18 @@
-"""The agent loop's hook payloads and decisions (records and pydantic decisions).
+"""The agent loop's hook payloads (records).
 
 Public through :mod:`agentloop_nb.hooks`, which re-exports every name here; this module holds
 them apart from the catalogue (``HOOKS``, built at first use by ``_hook_catalogue``), so the
 catalogue can import them without importing ``hooks`` back. Plugins import these from
 ``agentloop_nb.hooks``, never from here. ``RequestErrorPayload`` is in ``_request_error``: its
-``failure`` is an ``ErrorFinish``, a stream-chunk model that loads with the first stream."""
+``failure`` is an ``ErrorFinish``, a stream-chunk model that loads with the first stream.
+The loop's decisions (``Enter``, ``Reject``, ``Retry``, ``RequestConfig``) and the
+``agent/request`` payload are in ``_step_decisions``: they load with the first agent."""
 
 from __future__ import annotations
 
 from typing import Any, Literal, Protocol
 
 from ._creation import AgentOptions
-from ._decision import Decision
 from ._record import Record, set_field
 from .context import Context
 from .messages import UserMessage
@@ -23,53 +24,13 @@ __all__ = [
     "AgentPayload",
     "ClaimedPayload",
     "DispatchMode",
-    "Enter",
     "ErrorPayload",
     "InboxPayload",
     "PreStepPayload",
-    "Reject",
-    "RequestConfig",
-    "RequestPayload",
-    "Retry",
     "SessionStartPayload",
     "StatusPayload",
     "TurnStoppingPayload",
 ]
-
-# -- the agent loop's decisions --------------------------------------------------------------
-
-
-class Enter(Decision):
-    """``agent/pre-step`` decision: run the step with exactly these messages entering it."""
-
-    kind: Literal["enter"] = "enter"
-    messages: tuple[UserMessage, ...] = ()
-
-
-class Reject(Decision):
-    """``agent/pre-step`` decision: end the turn ``rejected`` without a step."""
-
-    kind: Literal["reject"] = "reject"
-    reason: str | None = None
-
-
-class Retry(Decision):
-    """``agent/request-error`` decision: re-run the same step (input is not re-admitted)."""
-
-    kind: Literal["retry"] = "retry"
-
-
-class RequestConfig(Decision):
-    """The per-request configuration the ``agent/request`` waterfall may replace.
-
-    Frozen: a listener returns ``payload.config.model_copy(update={...})``."""
-
-    provider: str | None = None
-    model: str | None = None
-    max_tokens: int | None = None
-    temperature: float | None = None
-    reasoning_effort: str | None = None
-
 
 # -- the agent loop's payloads ---------------------------------------------------------------
 
@@ -251,33 +212,6 @@ def pre_step_payload(
     _pre_step(payload, step)
     _pre_signal(payload, signal)
     return payload
-
-
-class RequestPayload(Record):
-    """Payload of the ``agent/request`` waterfall: the proposed request configuration."""
-
-    __slots__ = ("agent", "config", "signal", "step", "turn")
-    __match_args__ = ("agent", "turn", "step", "config", "signal")
-
-    agent: AgentLike
-    turn: int
-    step: int
-    config: RequestConfig
-    signal: AbortSignal
-
-    def __init__(
-        self,
-        agent: AgentLike,
-        turn: int,
-        step: int,
-        config: RequestConfig,
-        signal: AbortSignal,
-    ) -> None:
-        set_field(self, "agent", agent)
-        set_field(self, "turn", turn)
-        set_field(self, "step", step)
-        set_field(self, "config", config)
-        set_field(self, "signal", signal)
 
 
 class TurnStoppingPayload(Record):

@@ -48,7 +48,7 @@ from collections.abc import Callable, Coroutine, KeysView
 from functools import partial
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ._bus import EVERY_NAME, INTERNAL_ERROR, Bus, ErrorReport, Handler, Lazy, listened
+from ._bus import EVERY_NAME, INTERNAL_ERROR, Bus, Handler, Lazy, listened
 from ._disposer import Disposer
 from ._fiber import Fiber, InactiveContextError, close_unstarted, is_awaitable
 from ._hook_names import CATALOGUED
@@ -66,6 +66,7 @@ from .errors import InvalidTypeError
 from .signals import AbortError
 
 if TYPE_CHECKING:
+    from ._error_report import ErrorReport
     from ._service_types import (
         AgentLoopService,
         AgentsService,
@@ -453,3 +454,13 @@ __all__ = [
     "PluginError",
     "listened",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    # ``ErrorReport`` loads with the first reported failure (``_bus``) or its first access here.
+    if name == "ErrorReport":
+        from ._error_report import ErrorReport
+
+        globals()["ErrorReport"] = ErrorReport
+        return ErrorReport
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

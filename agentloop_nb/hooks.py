@@ -55,33 +55,33 @@ from ._hook_payloads import (
     AgentPayload,
     ClaimedPayload,
     DispatchMode,
-    Enter,
     ErrorPayload,
     InboxPayload,
     PreStepPayload,
-    Reject,
-    RequestConfig,
-    RequestPayload,
-    Retry,
     SessionStartPayload,
     StatusPayload,
     TurnStoppingPayload,
 )
-from .context import ErrorReport
 from .session import SessionChunkPayload, SessionEventPayload, SessionPayload
-from .tools import (
-    PostExecutePayload,
-    ToolExecution,
-    ToolResultPayload,
-    ToolSettledPayload,
-)
 
 if TYPE_CHECKING:
+    from ._error_report import ErrorReport
     from ._hook_catalogue import HOOKS, HookSpec
     from ._request_error import RequestErrorPayload
+    from ._step_decisions import Enter, Reject, RequestConfig, RequestPayload, Retry
     from .llm import LlmStreamPayload
     from .prompt import AssemblePayload
-    from .tools import Accept, Allow, Ask, Block, Deny
+    from .tools import (
+        Accept,
+        Allow,
+        Ask,
+        Block,
+        Deny,
+        PostExecutePayload,
+        ToolExecution,
+        ToolResultPayload,
+        ToolSettledPayload,
+    )
 
 __all__ = [
     "AGENT_CREATED",
@@ -145,7 +145,21 @@ __all__ = [
 ]
 
 
-_TOOL_DECISIONS = ("Accept", "Allow", "Ask", "Block", "Deny")
+# The loop's decisions and the ``agent/request`` payload load with the first agent.
+_STEP_DECISIONS = ("Enter", "Reject", "RequestConfig", "RequestPayload", "Retry")
+# The tool decisions load with the pipeline's first call, the tool payloads and the execution
+# record with the first tool definition or call (``tools``).
+_TOOL_NAMES = (
+    "Accept",
+    "Allow",
+    "Ask",
+    "Block",
+    "Deny",
+    "PostExecutePayload",
+    "ToolExecution",
+    "ToolResultPayload",
+    "ToolSettledPayload",
+)
 
 
 def __getattr__(name: str) -> Any:
@@ -164,10 +178,18 @@ def __getattr__(name: str) -> Any:
         from . import llm
 
         return llm.LlmStreamPayload
-    if name in _TOOL_DECISIONS:  # load with the tool pipeline's first call (``tools``)
+    if name in _TOOL_NAMES:  # see ``_TOOL_NAMES``
         from . import tools
 
         return getattr(tools, name)
+    if name in _STEP_DECISIONS:  # load with the first agent (``_step_decisions``)
+        from . import _step_decisions
+
+        return getattr(_step_decisions, name)
+    if name == "ErrorReport":  # loads with the first reported failure (``_bus``)
+        from ._error_report import ErrorReport
+
+        return ErrorReport
     if name == "RequestErrorPayload":  # loads with the stream-chunk models (``_request_error``)
         from ._request_error import RequestErrorPayload
 

@@ -171,3 +171,8 @@ def session_usage(session: Any, table: ModelTable) -> tuple[UsageTotals, list[Us
         ledger = _LEDGERS[session] = _Ledger(table)
     ledger.fold(session.events)
     return ledger.total, list(ledger.by_turn)
+
+
+# The public path (``agentloop_nb.UsageTotals``), as the package root's eager names report:
+# reprs, docs and pickles name it whichever home loads it first.
+UsageTotals.__module__ = "agentloop_nb"

@@ -6,6 +6,8 @@
     .venv/bin/python benchmarks/bench_import.py --ref 8c89743    # another version (git ref)
     .venv/bin/python benchmarks/bench_import.py --refs 8c89743 HEAD   # import instructions per
                                                                      # git ref (bisecting)
+    .venv/bin/python benchmarks/bench_import.py --against main   # + ``main``'s package and its
+                                                                 # floor in the same rounds
 
 Every sample is a fresh interpreter (``python -c``) that times its own imports (wall and process
 CPU time) and reports its resident set size afterwards. The contenders of a round run one after
@@ -126,7 +128,17 @@ def package_sets(path: Path, cwd: Path) -> tuple[list[str], list[str]]:
     return third, [m for m in outside if m.split(".")[0] in stdlib]
 
 
-def timings(path: Path, cwd: Path, rounds: int, load_ext: bool) -> None:
+def floors(path: Path, cwd: Path) -> tuple[list[str], list[str]]:
+    """(the floor, the floor + stdlib) of the package at ``path``."""
+    third, std = package_sets(path, cwd)
+    floor_std = probe(floor_body(third), path, cwd)["new"]
+    assert isinstance(floor_std, list)
+    return third, third + [m for m in std if m not in floor_std]
+
+
+def timings(
+    path: Path, cwd: Path, rounds: int, load_ext: bool, against: tuple[str, Path] | None = None
+) -> None:
     third, std = package_sets(path, cwd)
     tops = sorted({m.split(".")[0] for m in third})
     print(f"floor: {len(third)} third-party modules from {', '.join(tops)}")
@@ -136,25 +148,31 @@ def timings(path: Path, cwd: Path, rounds: int, load_ext: bool) -> None:
     own_std = [m for m in std if m not in floor_std]
     print(f"  of which {len(own_std)} the floor does not load: {', '.join(own_std[:40])}")
     contenders = {
-        "package": ("import agentloop_nb\n", ""),
-        "floor": (floor_body(third), ""),
-        "floor + stdlib": (floor_body(third + own_std), ""),
-        "bare": ("pass\n", ""),
+        "package": ("import agentloop_nb\n", "", path),
+        "floor": (floor_body(third), "", path),
+        "floor + stdlib": (floor_body(third + own_std), "", path),
+        "bare": ("pass\n", "", path),
     }
     if load_ext:
         contenders["%load_ext"] = (
             "_shell.run_line_magic('load_ext', 'agentloop_nb')\n",
             LOAD_EXT_SETUP,
+            path,
         )
-        contenders["IPython shell only"] = ("pass\n", LOAD_EXT_SETUP)
+        contenders["IPython shell only"] = ("pass\n", LOAD_EXT_SETUP, path)
+    if against is not None:  # another version's package and floor, in the same rounds
+        ref, ref_path = against
+        _, ref_floor_std = floors(ref_path, cwd)
+        contenders[f"package @{ref}"] = ("import agentloop_nb\n", "", ref_path)
+        contenders[f"floor + stdlib @{ref}"] = (floor_body(ref_floor_std), "", ref_path)
     names = list(contenders)
     samples: dict[str, list[dict[str, object]]] = {n: [] for n in names}
     for r in range(rounds + 1):
         order = names[r % len(names) :] + names[: r % len(names)]
         for name in order:
-            body, setup = contenders[name]
+            body, setup, where = contenders[name]
             with tempfile.TemporaryDirectory() as d:  # %load_ext creates .agentloop/ in its cwd
-                result = probe(body, path, Path(d), setup)
+                result = probe(body, where, Path(d), setup)
             if r:  # round 0 warms the file cache
                 samples[name].append(result)
 
@@ -174,6 +192,14 @@ def timings(path: Path, cwd: Path, rounds: int, load_ext: bool) -> None:
                 f"{med('package', 'rss_kib') / rss:.2f}x"
             )
         print(f"{name:20} {wall * 1e3:8.1f} {cpu * 1e3:8.1f} {rss / 1024:8.1f}{ratio}")
+    if against is not None:
+        ref = against[0]
+        for key in ("wall", "cpu"):
+            print(
+                f"package / floor + stdlib, {key}: {med('package', key) / med('floor + stdlib', key):.3f}x"
+                f" here, {med(f'package @{ref}', key) / med(f'floor + stdlib @{ref}', key):.3f}x"
+                f" @{ref}"
+            )
     if load_ext:
         extra = med("%load_ext", "rss_kib") - med("IPython shell only", "rss_kib")
         print(f"%load_ext adds {extra / 1024:.1f} MiB to the shell's RSS")
@@ -221,6 +247,7 @@ def main() -> None:
     parser.add_argument("--load-ext", action="store_true", help="also time %%load_ext in IPython")
     parser.add_argument("--ref", default="WORKTREE", help="measure this git ref instead")
     parser.add_argument("--refs", nargs="+", help="only count import instructions of these refs")
+    parser.add_argument("--against", help="also time this git ref's package and floor (A/B)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
@@ -228,7 +255,8 @@ def main() -> None:
             refs(args.refs, tmp)
             return
         path = export(args.ref, tmp)
-        timings(path, tmp, args.rounds, args.load_ext)
+        against = None if args.against is None else (args.against, export(args.against, tmp))
+        timings(path, tmp, args.rounds, args.load_ext, against)
         if args.instructions:
             instructions(path, tmp, args.load_ext)
 

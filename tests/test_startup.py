@@ -80,6 +80,31 @@ LAZY_SUBMODULES = (
     "agentloop_nb.tools._settle",
     "agentloop_nb.tools._hooks",
     "agentloop_nb.tools._verdicts",
+    # The agent (its driver, inbox, turn state, the tool scheduler with its pool, the assistant
+    # message's log form) and its usage ledger: the first agent an App creates
+    "agentloop_nb.loop._agent",
+    "agentloop_nb.loop._driver",
+    "agentloop_nb.loop._inbox",
+    "agentloop_nb.loop._state",
+    "agentloop_nb.loop._scheduler",
+    "agentloop_nb.loop._pool",
+    "agentloop_nb.session._assistant_log",
+    "agentloop_nb.usage",
+    # ErrorReport (a pydantic model): made only for a contained failure somebody listens to
+    "agentloop_nb._error_report",
+    # What a tool definition needs (``tool``, ``Tool``, where bodies run), the execution record
+    # with ``ToolResult`` (a pydantic model) and the result caps: the first tool defined or
+    # called (``App()`` builds only the ``ToolRuntime`` and its registry)
+    "agentloop_nb.tools._define",
+    "agentloop_nb.tools._bodies",
+    "agentloop_nb.tools._decisions",
+    "agentloop_nb.tools._results",
+    # The loop's decisions (four pydantic models on their base) with the ``agent/request``
+    # payload, and the request path: the first agent (the bundled plugins that answer with a
+    # decision import it where they answer; ``App()`` registers only the prompt variables)
+    "agentloop_nb._step_decisions",
+    "agentloop_nb._decision",
+    "agentloop_nb.loop._request",
 )
 
 
@@ -104,20 +129,30 @@ def test_importing_the_package_leaves_the_optional_parts_unloaded() -> None:
 
 
 def test_importing_the_package_builds_no_pydantic_validator() -> None:
+    # The import's own models (messages, configurations), then those of the modules that load
+    # on first use (``ToolResult``, ``ErrorReport``, the stream chunks, the tool and the loop's
+    # decisions) loaded on top: none builds a validator by being defined.
     code = (
-        "import json, pydantic, agentloop_nb\n"
+        "import json, importlib, pydantic, agentloop_nb\n"
         "def walk(c):\n"
         "    for s in c.__subclasses__():\n"
         "        yield s\n"
         "        yield from walk(s)\n"
-        "ours = {c for c in walk(pydantic.BaseModel) if c.__module__.startswith('agentloop_nb')}\n"
-        "built = sorted(c.__qualname__ for c in ours if c.__pydantic_complete__)\n"
-        "print(json.dumps([len(ours), built]))\n"
+        "def ours():\n"
+        "    return {c for c in walk(pydantic.BaseModel) if c.__module__.startswith('agentloop_nb')}\n"
+        "at_import = len(ours())\n"
+        "lazy = ('tools._decisions', '_error_report', 'llm._chunks', 'tools._verdicts',\n"
+        "        '_step_decisions')\n"
+        "for m in lazy:\n"
+        "    importlib.import_module('agentloop_nb.' + m)\n"
+        "built = sorted(c.__qualname__ for c in ours() if c.__pydantic_complete__)\n"
+        "print(json.dumps([at_import, len(ours()), built]))\n"
     )
     result = _run(code)
     assert isinstance(result, list)
-    count, built = result
-    assert count > 20  # messages, configurations, loop decisions (chunks, tool decisions: later)
+    at_import, count, built = result
+    assert at_import >= 15  # messages, configurations
+    assert count > 40  # with the tool results, the decisions, the error report, the chunks
     assert built == []
 
 

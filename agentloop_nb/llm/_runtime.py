@@ -80,10 +80,13 @@ class _Registration:
         self.last: tuple[Any, dict[str, Any], PreparedCall[Any]] | None = None
 
 
-class _Dispatcher(Protocol):
-    """The slice of ``Context`` this service uses."""
+# An annotation only (a protocol class costs its creation at import): type checkers see it.
+if TYPE_CHECKING:
 
-    async def waterfall(self, name: str, payload: Any, default: Callable[[], Any]) -> Any: ...
+    class _Dispatcher(Protocol):
+        """The slice of ``Context`` this service uses."""
+
+        async def waterfall(self, name: str, payload: Any, default: Callable[[], Any]) -> Any: ...
 
 
 async def _single(chunk: Finish) -> AsyncIterator[StreamChunk]:

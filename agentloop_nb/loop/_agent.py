@@ -224,3 +224,8 @@ class Agent:
             f"<Agent {self.id!r} {self.status} provider={self.options.provider!r} "
             f"model={self.options.model!r} events={len(self.session.events)}>"
         )
+
+
+# The public paths (``agentloop_nb.Agent``, ``agentloop_nb.AgentTurnError``), as the package
+# root's eager names report: reprs, docs and pickles name them whichever home loads them.
+Agent.__module__ = AgentTurnError.__module__ = "agentloop_nb"

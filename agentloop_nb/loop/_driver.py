@@ -41,15 +41,14 @@ from .._hook_names import (
     AGENT_TURN_STOPPING,
 )
 from .._hook_payloads import pre_step_payload
+from .._step_decisions import Enter, Reject
 from ..agents import AgentRegistry
 from ..context import Lazy, listened
 from ..errors import InvalidTypeError
 from ..hooks import (
     ClaimedPayload,
-    Enter,
     ErrorPayload,
     InboxPayload,
-    Reject,
     StatusPayload,
     TurnStoppingPayload,
 )

@@ -27,12 +27,13 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from .._event_names import ASSISTANT_ATTEMPT, REQUEST_HEADER
 from .._hook_names import AGENT_REQUEST, AGENT_REQUEST_ERROR
+from .._step_decisions import RequestConfig, RequestPayload, Retry
 from ..context import Lazy, listened
 from ..errors import InvalidTypeError
-from ..hooks import RequestConfig, RequestPayload, Retry
 from ..llm import LlmError, PreparedCall, RequestFacts
 from ..session import FrozenDict, freeze_json
 from ..session._frozen import Fallback, freeze_fields, wrap_frozen
+from ._prompt_vars import CWD_NOT_SHARED, configured_model, configured_provider, shared_cwd
 
 if TYPE_CHECKING:
     from .._request_error import RequestErrorPayload
@@ -43,31 +44,33 @@ if TYPE_CHECKING:
     from ..signals import AbortSignal
 
 
-class _Options(Protocol):
-    @property
-    def provider(self) -> str | None: ...
-    @property
-    def model(self) -> str | None: ...
-    @property
-    def max_tokens(self) -> int | None: ...
-    @property
-    def temperature(self) -> float | None: ...
-    @property
-    def reasoning_effort(self) -> str | None: ...
+# Annotations only (a protocol class costs its creation at import): type checkers see them.
+if TYPE_CHECKING:
 
+    class _Options(Protocol):
+        @property
+        def provider(self) -> str | None: ...
+        @property
+        def model(self) -> str | None: ...
+        @property
+        def max_tokens(self) -> int | None: ...
+        @property
+        def temperature(self) -> float | None: ...
+        @property
+        def reasoning_effort(self) -> str | None: ...
 
-class _Agent(Protocol):
-    """The slice of ``Agent`` the request path reads (a Protocol, so this module does not
-    import the agent module that owns it)."""
+    class _Agent(Protocol):
+        """The slice of ``Agent`` the request path reads (a Protocol, so this module does not
+        import the agent module that owns it)."""
 
-    @property
-    def id(self) -> str: ...
-    @property
-    def options(self) -> _Options: ...
-    @property
-    def ctx(self) -> Context: ...
-    @property
-    def session(self) -> Session: ...
+        @property
+        def id(self) -> str: ...
+        @property
+        def options(self) -> _Options: ...
+        @property
+        def ctx(self) -> Context: ...
+        @property
+        def session(self) -> Session: ...
 
 
 class Reply:
@@ -80,33 +83,6 @@ class Reply:
         self.assembler = assembler
         self.kind = kind
         self.chunk_seqs = chunk_seqs
-
-
-def configured_provider(agent: Any) -> str:
-    """The loop's ``provider`` prompt variable at assembly time: the agent's option."""
-    return getattr(agent.options, "provider", None) or "unset"
-
-
-def configured_model(agent: Any) -> str:
-    """The loop's ``model`` prompt variable at assembly time: the agent's option."""
-    return getattr(agent.options, "model", None) or "unset"
-
-
-#: What the ``cwd`` prompt variable says to a provider that is not on this machine.
-CWD_NOT_SHARED = "not shared with a remote provider"
-
-
-def shared_cwd(agent: Any) -> str:
-    """The loop's ``cwd`` prompt variable: the session's working directory when the agent's
-    provider keeps requests on this machine (its adapter says ``is_local``: the offline and
-    scripted models, an HTTP server on a loopback address), else :data:`CWD_NOT_SHARED` (a
-    user's path is personal data). Fixed for a given provider, so the prompt stays
-    byte-stable."""
-    provider = getattr(agent.options, "provider", None)
-    adapter = agent.ctx.llm.adapter_for(provider) if provider else None
-    if not getattr(adapter, "is_local", False):
-        return CWD_NOT_SHARED
-    return str(agent.session.header.cwd or ".")
 
 
 _PROMPT_VARIABLES = (

@@ -13,6 +13,7 @@ import asyncio
 import inspect
 import logging
 import operator
+import sys
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Never, Protocol
 from uuid import uuid4
@@ -34,33 +35,34 @@ from ..errors import InvalidTypeError, UsageError
 from ..hooks import AgentPayload, SessionStartPayload
 from ..session import PersistenceError
 from ..signals import AbortController, AbortScope
-from ._agent import Agent
 from ._config import AgentConfig, AgentLoopConfig, live_settings
-from ._driver import Driver, Spawn
-from ._inbox import Inbox
 from ._limits import GlobalLimits
-from ._request import (
-    RequestPath,
-    configured_model,
-    configured_provider,
-    explicit_config,
-    shared_cwd,
-)
-from ._state import TurnState
+from ._prompt_vars import configured_model, configured_provider, shared_cwd
 
 if TYPE_CHECKING:
     from .._disposer import Disposer
     from ..context import Context
     from ..session import Session
     from ..signals import AbortSignal
+    from ._agent import Agent
+    from ._driver import Driver, Spawn
+
+# The agent itself (``Agent``, its driver, inbox, turn state and request path, and through the
+# driver the tool scheduler and its pool) loads with the first agent a loop creates, not with
+# ``import agentloop_nb`` or ``App()``: a program (or a kernel after ``%load_ext``) that has
+# not made an agent yet needs none of it (start-up cost; docs/architecture.md).
+_AGENT_MODULE = f"{__package__}._agent"
 
 _log = logging.getLogger("agentloop_nb")
 
 
-class Lease(Protocol):
-    """A persistence backend's writer reservation (``persistence.acquire(id)``)."""
+# An annotation only (a protocol class costs its creation at import): type checkers see it.
+if TYPE_CHECKING:
 
-    def release(self) -> None: ...
+    class Lease(Protocol):
+        """A persistence backend's writer reservation (``persistence.acquire(id)``)."""
+
+        def release(self) -> None: ...
 
 
 class _Life:
@@ -180,10 +182,12 @@ class AgentLoop:
 
     def get(self, id: str) -> Agent | None:
         agent = self._directory.get(id)
-        return agent if isinstance(agent, Agent) else None
+        cls = _agent_class()
+        return agent if cls is not None and isinstance(agent, cls) else None
 
     def list(self) -> list[Agent]:
-        return [a for a in self._directory.list() if isinstance(a, Agent)]
+        cls = _agent_class()
+        return [] if cls is None else [a for a in self._directory.list() if isinstance(a, cls)]
 
     def start_config_agents(self) -> None:
         """Create (or resume) every agent listed in the configuration, in order."""
@@ -376,6 +380,13 @@ class _Creation:
     def __init__(
         self, loop: AgentLoop, session: Session, options: AgentOptions, *, resumed: bool = False
     ) -> None:
+        # Loaded with the first creation (see ``_AGENT_MODULE``); already loaded after it.
+        from ._agent import Agent
+        from ._driver import Driver
+        from ._inbox import Inbox
+        from ._request import RequestPath
+        from ._state import TurnState
+
         self.loop = loop
         self.lease: Lease | None = None  # a resume's writer reservation, until publication
         # Continue the turn numbering of the log (a resumed one, or a seed that holds turns):
@@ -453,6 +464,13 @@ class _Creation:
         if owner is not None:
             life.owner = owner.effect(lambda: lambda: _owned_teardown(loop, agent))
         return agent
+
+
+def _agent_class() -> type[Agent] | None:
+    """``Agent``, or ``None`` while its module is not loaded: then no agent exists yet (an
+    object cannot be an instance of a class not yet made), so nothing in a directory is one."""
+    module = sys.modules.get(_AGENT_MODULE)
+    return None if module is None else module.Agent
 
 
 def _owned_teardown(loop: AgentLoop, agent: Agent) -> Awaitable[None] | None:
@@ -544,5 +562,7 @@ def _options_from_log(session: Session) -> AgentOptions:
     """The agent options a resumed session continues with: every generation setting its last
     ``request/header`` logged (provider, model, max tokens, temperature, reasoning effort),
     except the fields an adapter supplied (the serving adapter refills those)."""
+    from ._request import explicit_config  # a resume or fork: the first agent loaded it
+
     config = explicit_config(session.request_header())
     return AgentOptions(**{k: v for k, v in config.items() if k in AgentOptions.model_fields})

@@ -48,7 +48,6 @@ from ..context import Context
 from ..events import ASSISTANT_MESSAGE, COMPACTION_SUMMARY, SURFACE_TYPES, TURN_START
 from ..hooks import AGENT_DISPOSED, AGENT_PRE_STEP, AGENT_REQUEST_ERROR
 from ..llm import LlmError
-from ..loop import RequestConfig, Retry
 from ..messages import AssistantMessage, Message, TextBlock, ToolResultMessage, UserMessage
 from ..models import DEFAULT_TABLE, ModelTable, model_table
 
@@ -268,6 +267,8 @@ class CompactionPlugin:
         )
         if event is None:
             return await next()
+        from ..loop import Retry  # the loop's decisions load with the first agent
+
         return Retry()
 
     def _forget(self, payload: Any) -> None:
@@ -422,6 +423,8 @@ async def _output_cap(agent: Any) -> int | None:
     if cap is None:
         provider, model = _route(agent)
         if provider and model and agent.ctx.llm.adapter_for(provider) is not None:
+            from ..loop import RequestConfig  # loaded with the first agent
+
             request = RequestConfig(provider=provider, model=model)
             cap = (await agent.ctx.llm.prepare_call(request)).config.max_tokens
     return cap if isinstance(cap, int) and cap > 0 else None

@@ -31,7 +31,6 @@ from pydantic import Field, ValidationInfo, field_validator
 from ..events import LLM_RETRY
 from ..hooks import AGENT_REQUEST_ERROR
 from ..llm import DEFAULT_RETRY_CODES, RequestFacts, RetryPolicy
-from ..loop import Retry
 
 if TYPE_CHECKING:
     from ..context import Context
@@ -162,6 +161,8 @@ class RetryPlugin:
         payload.agent.session.append(LLM_RETRY, record)
         # An abort ends the wait at once with AbortError (the turn ends aborted, no retry).
         await payload.signal.run(self.sleep(delay))
+        from ..loop import Retry  # the loop's decisions load with the first agent
+
         return Retry()
 
 

@@ -12,32 +12,32 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .._lazy import LazyExports
-from ._decisions import (
-    ABORTED,
-    ABORTED_BEFORE_DISPATCH,
-    BLOCKED,
-    CALL_CANCELLED,
-    CANCELLED,
-    DENIED,
-    INVALID_ARGS,
-    TOOL_ERROR,
-    TOOL_TIMEOUT,
-    UNKNOWN_TOOL,
-    PostExecutePayload,
-    ToolDefinition,
-    ToolErrorInfo,
-    ToolExecution,
-    ToolResult,
-    ToolResultPayload,
-    ToolSettledPayload,
-    aborted_before_dispatch,
-    error_result,
-)
-from ._define import ConcurrencySafe, FinalizeContent, Tool, ToolExecute, tool
-from ._results import MAX_RESULT_CHARS, MAX_RESULT_DEPTH, MAX_RESULT_ITEMS
 from ._runtime import ExecutionMode, Guard, ToolRuntime
 
 if TYPE_CHECKING:
+    from ._decisions import (
+        ABORTED,
+        ABORTED_BEFORE_DISPATCH,
+        BLOCKED,
+        CALL_CANCELLED,
+        CANCELLED,
+        DENIED,
+        INVALID_ARGS,
+        TOOL_ERROR,
+        TOOL_TIMEOUT,
+        UNKNOWN_TOOL,
+        PostExecutePayload,
+        ToolDefinition,
+        ToolErrorInfo,
+        ToolExecution,
+        ToolResult,
+        ToolResultPayload,
+        ToolSettledPayload,
+        aborted_before_dispatch,
+        error_result,
+    )
+    from ._define import ConcurrencySafe, FinalizeContent, Tool, ToolExecute, tool
+    from ._results import MAX_RESULT_CHARS, MAX_RESULT_DEPTH, MAX_RESULT_ITEMS
     from ._verdicts import (
         Accept,
         Allow,
@@ -49,11 +49,37 @@ if TYPE_CHECKING:
         PreExecuteDecision,
     )
 
-# The decisions (six pydantic classes) load with the pipeline's first call or the first access
-# here (start-up cost).
+# Only ``ToolRuntime`` (``ctx.tools``, which ``App()`` builds) loads with the package. What a
+# tool definition needs (``tool``, ``Tool``, where bodies run) loads with the first definition;
+# the execution record, ``ToolResult`` (a pydantic model) and the result caps with the first
+# definition or call; the decisions (six pydantic classes) with the pipeline's first call. Or
+# each with its first access here (start-up cost).
 _EXPORTS = LazyExports(
     __name__,
     {
+        "._decisions": (
+            "ABORTED",
+            "ABORTED_BEFORE_DISPATCH",
+            "BLOCKED",
+            "CALL_CANCELLED",
+            "CANCELLED",
+            "DENIED",
+            "INVALID_ARGS",
+            "TOOL_ERROR",
+            "TOOL_TIMEOUT",
+            "UNKNOWN_TOOL",
+            "PostExecutePayload",
+            "ToolDefinition",
+            "ToolErrorInfo",
+            "ToolExecution",
+            "ToolResult",
+            "ToolResultPayload",
+            "ToolSettledPayload",
+            "aborted_before_dispatch",
+            "error_result",
+        ),
+        "._define": ("ConcurrencySafe", "FinalizeContent", "Tool", "ToolExecute", "tool"),
+        "._results": ("MAX_RESULT_CHARS", "MAX_RESULT_DEPTH", "MAX_RESULT_ITEMS"),
         "._verdicts": (
             "Accept",
             "Allow",
@@ -63,7 +89,7 @@ _EXPORTS = LazyExports(
             "Deny",
             "PostExecuteDecision",
             "PreExecuteDecision",
-        )
+        ),
     },
 )
 

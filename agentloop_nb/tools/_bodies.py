@@ -45,11 +45,12 @@ import sys
 import threading
 from collections.abc import Awaitable, Callable, Coroutine, Generator, Sequence
 from functools import partial
-from typing import TYPE_CHECKING, Any, Final, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
 
 from ..errors import AgentloopError
+from ._grace import DEFAULT_CANCEL_GRACE, DEFAULT_DISPOSAL_GRACE
 
 if TYPE_CHECKING:
     from ..signals import AbortSignal
@@ -70,12 +71,6 @@ _log = logging.getLogger("agentloop_nb.tools")
 
 # A worker idle this long exits; a busy notebook reuses warm threads.
 _IDLE_SECONDS = 10.0
-
-#: Seconds an agent's disposal (and the App's teardown) waits before abandoning a body.
-DEFAULT_DISPOSAL_GRACE: Final = 10.0
-#: Seconds a body whose call is over (cancel, timeout) may take to end before it is closed:
-#: short, so a cancelled turn ends promptly (well within 2 s) whatever its tool bodies do.
-DEFAULT_CANCEL_GRACE: Final = 1.0
 
 
 class BodyRaised(AgentloopError):

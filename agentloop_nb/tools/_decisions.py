@@ -414,3 +414,8 @@ class ToolResultPayload(Record):
     def __init__(self, execution: ToolExecution, result: ToolResult) -> None:
         set_field(self, "execution", execution)
         set_field(self, "result", result)
+
+
+# The public paths (``agentloop_nb.ToolExecution``, ``agentloop_nb.ToolResult``), as the package
+# root's eager names report: reprs, docs and pickles name them whichever home loads them.
+ToolExecution.__module__ = ToolResult.__module__ = "agentloop_nb"

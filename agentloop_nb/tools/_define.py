@@ -490,3 +490,8 @@ def _dask_service(execution: ToolExecution, tool: str) -> Any:
             "(app.ctx.plugin(DaskToolsPlugin) from agentloop_nb.plugins.dask)"
         )
     return service
+
+
+# The public paths (``agentloop_nb.Tool``, ``agentloop_nb.tool``), as the package root's eager
+# names report: reprs, docs and pickles name them whichever home loads them.
+Tool.__module__ = tool.__module__ = "agentloop_nb"

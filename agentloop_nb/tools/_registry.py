@@ -10,14 +10,17 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterator
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from .._disposer import Disposer
 from .._scoped import ScopedRegistry
 from ..errors import InvalidValueError
-from ._bodies import DEFAULT_CANCEL_GRACE, DEFAULT_DISPOSAL_GRACE, BodyTracker
-from ._decisions import ToolDefinition, ToolExecution
-from ._define import Tool
+from ._grace import DEFAULT_CANCEL_GRACE, DEFAULT_DISPOSAL_GRACE
+
+if TYPE_CHECKING:
+    from ._bodies import BodyTracker
+    from ._decisions import ToolDefinition, ToolExecution
+    from ._define import Tool
 
 __all__ = [
     "DEFAULT_CANCEL_GRACE",
@@ -32,7 +35,8 @@ _log = logging.getLogger("agentloop_nb.tools")
 
 ExecutionMode = Literal["parallel", "exclusive"]
 #: ``guard(execution) -> None | str | Deny`` (sync or async): a reason denies, ``None`` passes.
-Guard = Callable[[ToolExecution], Any]
+#: (``ToolExecution`` by name: the registry, which ``App()`` builds, loads no tool machinery.)
+Guard = Callable[["ToolExecution"], Any]
 
 
 class Registry:
@@ -115,6 +119,8 @@ class Registry:
         effect = getattr(getattr(agent, "ctx", None), "effect", None)
         if effect is None:
             return None
+        from ._bodies import BodyTracker  # loaded with the first tool definition already
+
         tracker = BodyTracker(lambda: self.disposal_grace)
         key = id(agent)
 

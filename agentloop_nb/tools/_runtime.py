@@ -29,25 +29,40 @@ from .._disposer import Disposer
 from .._scoped import OwnedCopy
 from ..errors import InvalidValueError
 from ..signals import AbortController, AbortSignal
-from ._decisions import ToolExecution, ToolResult, take_scope
-from ._decisions import new_execution as build_execution
-from ._define import Tool, as_tool
 from ._registry import ExecutionMode, Guard, Registry, classify
 
 if TYPE_CHECKING:
     from types import ModuleType
+
+    from ._decisions import ToolExecution, ToolResult
+    from ._define import Tool
 
 __all__ = ["ExecutionMode", "Guard", "ToolRuntime", "registry_of"]
 
 
 class _Phases:
     """The pipeline's phases (``_admit``, ``_dispatch``, ``_settle`` with ``_hooks``' constant
-    decisions), loaded with the first call that uses one: ``import agentloop_nb`` and ``App()``
-    run no tool call (start-up cost). One global read per call after."""
+    decisions) and the execution record's module (``_decisions``, with ``ToolResult``), loaded
+    with the first call that uses one: ``import agentloop_nb`` and ``App()`` run no tool call
+    and define no tool (start-up cost). One global read per call after."""
 
-    __slots__ = ("admit", "announce_settled", "dispatch", "parse_arguments", "settle")
+    __slots__ = (
+        "ToolExecution",
+        "admit",
+        "announce_settled",
+        "build_execution",
+        "dispatch",
+        "parse_arguments",
+        "settle",
+        "take_scope",
+    )
 
-    def __init__(self, admit: ModuleType, dispatch: ModuleType, settle: ModuleType) -> None:
+    def __init__(
+        self, decisions: ModuleType, admit: ModuleType, dispatch: ModuleType, settle: ModuleType
+    ) -> None:
+        self.ToolExecution = decisions.ToolExecution
+        self.build_execution = decisions.new_execution
+        self.take_scope = decisions.take_scope
         self.admit = admit.admit
         self.parse_arguments = admit.parse_arguments
         self.dispatch = dispatch.dispatch
@@ -60,9 +75,9 @@ _PHASES: _Phases | None = None
 
 def _phases() -> _Phases:
     global _PHASES
-    from . import _admit, _dispatch, _settle
+    from . import _admit, _decisions, _dispatch, _settle
 
-    _PHASES = _Phases(_admit, _dispatch, _settle)
+    _PHASES = _Phases(_decisions, _admit, _dispatch, _settle)
     return _PHASES
 
 
@@ -130,6 +145,8 @@ class ToolRuntime(OwnedCopy):
         Raises ``ValueError`` when the name is already registered in the same visibility scope
         (global, or this agent's), ``TypeError`` for a function ``@tool`` cannot describe.
         """
+        from ._define import Tool, as_tool  # the first definition loads them
+
         if isinstance(tool_or_function, Tool):
             definition = tool_or_function
         else:
@@ -178,12 +195,13 @@ class ToolRuntime(OwnedCopy):
         ``ToolCallBlock``). A callable ``concurrency_safe`` is asked again at every call, so
         the answer may change between calls (the loop asks right before each call starts).
         """
-        if isinstance(call, ToolExecution):
+        phases = _PHASES or _phases()
+        if isinstance(call, phases.ToolExecution):
             return classify(call.tool, call.args)
         definition = self.lookup(call.name, agent)
         if definition is None:
             return "exclusive"
-        return classify(definition, (_PHASES or _phases()).parse_arguments(call.arguments or "")[0])
+        return classify(definition, phases.parse_arguments(call.arguments or "")[0])
 
     # -- the phases of one call --------------------------------------------------------------
 
@@ -205,10 +223,11 @@ class ToolRuntime(OwnedCopy):
             agent = self._scope_agent()
         # (each field read once: a model's attribute goes through pydantic's __getattr__ hook)
         arguments, name = call.arguments or "", call.name
-        args, problem = (_PHASES or _phases()).parse_arguments(arguments)
+        phases = _PHASES or _phases()
+        args, problem = phases.parse_arguments(arguments)
         agent_ctx = getattr(agent, "ctx", None) if agent is not None else None
         # ``ToolExecution(call_id=..., ...)`` without the keyword call (one per tool call)
-        return build_execution(
+        return phases.build_execution(
             call.id,
             name,
             arguments,
@@ -248,7 +267,7 @@ class ToolRuntime(OwnedCopy):
         as :meth:`pre_execute`.)
         """
         if execution.tool is None:
-            take_scope(execution)  # no body runs
+            (_PHASES or _phases()).take_scope(execution)  # no body runs
             return self._refuse(execution)
         return (_PHASES or _phases()).dispatch(execution, self._registry)
 
