@@ -320,13 +320,15 @@ class ChunkLog:
     def flush(self) -> None:
         """Log what is held (except open tool-call blocks), one ``assistant/chunk`` per
         coalesced chunk; a no-op when nothing is. Raises like ``Session.append``."""
-        self._end_run()
+        if self._run_key is not None:  # (``_end_run``'s own test, without its frame)
+            self._end_run()
         flusher = self._flusher
         if flusher is not None:
             flusher.waiting.pop(self, None)
         pending = self._pending
         # Tool chunks still open stay held: their block is logged once, when it ends.
-        self._held = sum(map(len, self._open_tools.values()))
+        open_tools = self._open_tools
+        self._held = sum(map(len, open_tools.values())) if open_tools else 0
         if self._held:
             self._wait()
         if not pending:
