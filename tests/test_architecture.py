@@ -69,8 +69,8 @@ ROOM_REACHES: dict[tuple[str, str], str] = {
         "chunks are frozen from their validated fields (the same unchecked wrapper)"
     ),
     ("agentloop_nb.loop._request", "agentloop_nb.llm._options"): (
-        "request_options: the request's frozen options built slot by slot, the loop's "
-        'internal fast path (benchmarks/README.md "Step (session 12)"), not public API'
+        "request_options: the request's frozen options built by their twin class, the "
+        'loop\'s internal fast path (benchmarks/README.md "Step (session 14)"), not public API'
     ),
     ("agentloop_nb.loop._driver", "agentloop_nb.session._assistant_log"): (
         "the assembled message logged from its fields with the node it derives: the loop's "

@@ -146,3 +146,36 @@ def test_a_session_derives_the_given_node_and_a_reload_derives_an_equal_one() ->
     other = store.create("t")
     other.adopt_durable(list(session.events))
     assert _state(other.derive_messages()[0]) == _state(node)
+
+
+def test_a_block_already_frozen_by_the_chunk_log_is_shared_when_it_holds_every_field() -> None:
+    # ``dumps`` pairs (block, frozen fields) from the chunk log's ``block-end``s: the dump
+    # shares the frozen value of the same block object when nothing was left out of it, and
+    # the logged data is the same as without it in every case.
+    from agentloop_nb.session import FrozenDict
+    from agentloop_nb.session._frozen import freeze_fields
+
+    call = ToolCallBlock(id="a", name="x", arguments="{}")
+    other = ToolCallBlock(id="a", name="x", arguments="{}")  # equal, another object
+    bare = ReasoningBlock(text="r")  # its frozen fields leave ``signature: None`` out
+    message = AssistantMessage(content=(bare, call, other))
+    frozen = {id(b): freeze_fields(b.__dict__) for b in (call, other, bare)}
+    plain = logged_message(message)
+    assert plain is not None
+    for dumps in (
+        [(call, frozen[id(call)]), (other, frozen[id(other)])],
+        [(bare, frozen[id(bare)]), (call, frozen[id(call)])],
+        [(other, frozen[id(other)])],  # not in content order from ``call`` on: still correct
+        [(call, frozen[id(other)]), (other, frozen[id(call)])],
+    ):
+        logged = logged_message(message, dumps)
+        assert logged is not None
+        assert logged[0] == plain[0] and _state(logged[1]) == _state(plain[1])
+        content = logged[0]["content"]
+        assert all(type(b) is FrozenDict for b in content)
+        assert content[0] is not frozen[id(bare)]  # ``signature: None`` must be in the dump
+        for block, value in dumps:
+            if block is call:
+                assert content[1] is value
+    shared = logged_message(message, [(call, frozen[id(call)]), (other, frozen[id(other)])])
+    assert shared is not None and shared[0]["content"][2] is frozen[id(other)]

@@ -99,6 +99,34 @@ async def test_a_tool_call_block_is_logged_once_when_it_ends_and_text_deltas_joi
     ]
 
 
+async def test_the_message_event_shares_the_chunk_events_frozen_blocks_and_usage(
+    app: App,
+) -> None:
+    # What the chunk log froze of a tool-call block and of the usage is the very value the
+    # ``assistant/message`` holds again (one frozen copy in the log), and the data is what
+    # the dump gives; a reason that is only its kind is one shared finish chunk.
+    stream = combine(tool_call("a", "noop", {"q": 1}), tool_call("b", "noop", {"q": 2}, text="x"))
+    agent, _ = new_agent(app, stream, stream, text("end"))
+    await run(agent)
+    for step in (1, 2):
+        chunks = _chunks(agent, step=step)
+        (message,) = [e for e in events(agent, "assistant/message") if e.data["step"] == step]
+        calls = [c["block"] for c in chunks if c["type"] == "block-end" and "block" in c]
+        content = message.data["message"]["content"]
+        assert [b for b in content if b["type"] == "tool-call"] == calls
+        assert all(any(b is c for b in content) for c in calls)
+        (usage,) = [c["usage"] for c in chunks if c["type"] == "usage"]
+        assert message.data["usage"] is usage
+        typed, usage_model, _ = assemble(stream)
+        assert json.loads(json.dumps(message.data["message"])) == typed.model_dump(mode="json")
+        assert usage == usage_model.model_dump(mode="json", exclude_none=True)  # type: ignore[union-attr]
+    finishes = [c for c in _chunks(agent) if c["type"] == "finish"]
+    assert finishes[0] is finishes[1] and finishes[0] == {
+        "type": "finish",
+        "reason": {"kind": "tool-calls"},
+    }
+
+
 async def test_live_listeners_see_every_chunk_as_it_streams(app: App) -> None:
     stream = tool_call("c1", "noop", {"q": 1}, text="let me see")
     agent, _ = new_agent(app, stream, text("ok"))
@@ -300,6 +328,8 @@ def test_tool_parts_held_unfrozen_are_logged_and_shown_as_added_ones(ending: str
             )
             if deferred and is_tool_part:
                 log.add_tool_part(chunk.type, chunk.index, chunk, freeze)
+            elif deferred and chunk.type == "block-end":
+                assert log.end_tool_block(chunk.index, chunk, freeze)
             else:
                 log.add(freeze(chunk))
         held = log.held()
@@ -321,6 +351,32 @@ def test_tool_parts_held_unfrozen_are_logged_and_shown_as_added_ones(ending: str
         "resolved": ["block-start", "text-delta", "block-end"],
     }[ending]
     assert logged == expected
+
+
+def test_an_end_is_left_to_add_unless_it_ends_a_held_tool_block_nobody_watches() -> None:
+    # ``end_tool_block`` only takes the end of a tool-call block held unfrozen and unwatched;
+    # anything else is answered ``False`` untouched (the caller then ``add``s it frozen).
+    from agentloop_nb.session import freeze_json
+    from agentloop_nb.session._chunklog import ChunkLog
+
+    def freeze(chunk: Any) -> Any:
+        raise AssertionError("an end left to add is not frozen here")
+
+    owner = _Log()
+    log = ChunkLog(owner, 1, 1, lambda index: None)
+    log.add(freeze_json({"type": "block-start", "index": 0, "block_type": "text"}, label="c"))
+    assert not log.end_tool_block(0, BlockEnd(index=0), freeze)  # a text block's end
+    assert not log.end_tool_block(3, BlockEnd(index=3), freeze)  # a block never started
+    assert log.held() == [{"type": "block-start", "index": 0, "block_type": "text"}]
+
+    class _Watched(_Log):
+        def announce_chunk(self, log: Any, chunk: Any) -> None:
+            pass
+
+    watched = ChunkLog(_Watched(), 1, 1, lambda index: None, listened={"session/chunk"})
+    start = BlockStart(index=1, block_type="tool-call")
+    watched.add_tool_part(start.type, 1, start, lambda c: freeze_json(c.model_dump(), label="c"))
+    assert not watched.end_tool_block(1, BlockEnd(index=1), freeze)  # watched: add announces
 
 
 def test_a_held_response_is_bounded_by_the_timer_of_the_loop_it_streams_in() -> None:

@@ -8,11 +8,12 @@ which ``import agentloop_nb`` and ``%load_ext`` would otherwise pay. ``agentloop
 resolve here).
 """
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .._record import Record, set_field
+from .._twin import set_class
 from ..messages import Message
 
 if TYPE_CHECKING:
@@ -58,66 +59,55 @@ class LlmStreamPayload(Record):
 GenerateOptions.__module__ = "agentloop_nb"
 
 
-# The slots' own setters (a C call each; ``object.__setattr__``, which the frozen dataclass's
-# ``__init__`` calls per field, first looks the name up on the type). A field added to the
-# dataclass must be set in ``request_options`` too: tests/test_loop_request.py compares every
-# field with the constructor's.
-(
-    _provider,
-    _model,
-    _messages,
-    _system,
-    _tools,
-    _max_tokens,
-    _reasoning_effort,
-    _temperature,
-    _stop,
-    _session_id,
-    _signal,
-) = (
-    GenerateOptions.__dict__[name].__set__
-    for name in (
-        "provider",
-        "model",
-        "messages",
-        "system",
-        "tools",
+class _Options:
+    """``GenerateOptions``'s twin (``agentloop_nb._twin``): ``_Options(provider, ..., signal)``
+    is ``GenerateOptions(provider=..., ..., signal=...)`` with ``stop`` unset, built as its
+    ``__init__`` builds it (every slot set, nothing else runs), without a setter call per
+    field: the loop's request, one per model call (benchmarks/README.md "Step (session 12)",
+    "Step (session 14)"). A field added to the dataclass must be set here too:
+    tests/test_loop_request.py compares every field with the constructor's."""
+
+    __slots__ = (
         "max_tokens",
+        "messages",
+        "model",
+        "provider",
         "reasoning_effort",
-        "temperature",
-        "stop",
         "session_id",
         "signal",
+        "stop",
+        "system",
+        "temperature",
+        "tools",
     )
-)
-_new = object.__new__
+
+    def __init__(
+        self,
+        provider: str,
+        model: str,
+        messages: Sequence[Message],
+        system: str | None,
+        tools: Sequence[Mapping[str, Any]],
+        max_tokens: int | None,
+        reasoning_effort: str | None,
+        temperature: float | None,
+        session_id: str | None,
+        signal: "AbortSignal | None",
+    ) -> None:
+        self.provider = provider
+        self.model = model
+        self.messages = messages
+        self.system = system
+        self.tools = tools
+        self.max_tokens = max_tokens
+        self.reasoning_effort = reasoning_effort
+        self.temperature = temperature
+        self.stop = None
+        self.session_id = session_id
+        self.signal = signal
+        set_class(self, "__class__", GenerateOptions)
 
 
-def request_options(
-    provider: str,
-    model: str,
-    messages: Sequence[Message],
-    system: str | None,
-    tools: Sequence[Mapping[str, Any]],
-    max_tokens: int | None,
-    reasoning_effort: str | None,
-    temperature: float | None,
-    session_id: str | None,
-    signal: "AbortSignal | None",
-) -> GenerateOptions:
-    """``GenerateOptions(provider=..., ..., signal=...)`` with ``stop`` unset, built as its
-    ``__init__`` builds it (every slot set, nothing else runs): the loop's request, one per
-    model call (benchmarks/README.md "Step (session 12)")."""
-    options: GenerateOptions = _new(GenerateOptions)
-    _provider(options, provider)
-    _model(options, model)
-    _messages(options, messages)
-    _system(options, system)
-    _tools(options, tools)
-    _max_tokens(options, max_tokens)
-    _reasoning_effort(options, reasoning_effort)
-    _temperature(options, temperature)
-    _stop(options, None)
-    _session_id(options, session_id)
-    _signal(options, signal)
-    return options
+request_options: Callable[..., GenerateOptions] = _Options  # type: ignore[assignment]
+"""``request_options(provider, model, messages, system, tools, max_tokens, reasoning_effort,
+temperature, session_id, signal)``: the request's ``GenerateOptions`` (see ``_Options``)."""

@@ -57,7 +57,7 @@ from ..session._assistant_log import logged_message
 from ..session._frozen import FrozenDict, wrap_frozen
 from ..signals import AbortController, AbortError
 from ._inbox import Inbox, InboxChange, make_user_message
-from ._request import flat_dump
+from ._request import Reply, flat_dump
 from ._scheduler import run_tool_calls
 from ._state import Status, TurnState
 
@@ -352,10 +352,10 @@ async def _run_step(agent: Agent, st: TurnState, assembly: Any) -> bool:
     requests = st.requests
     assert requests is not None, "the agent loop sets the request path at creation"
     reply = await requests.request(turn, step, assembly, signal)
-    asm, kind, seqs = reply.assembler, reply.kind, reply.chunk_seqs
+    asm, kind = reply.assembler, reply.kind
     interrupted = kind == "aborted" or kind is None
     message = asm.message(interrupted=interrupted)
-    _log_message(session, asm, message, turn, step, interrupted, seqs)
+    _log_message(session, reply, message, turn, step, interrupted)
     if kind == "max-tokens":
         st.max_tokens = True
     calls = message.tool_calls
@@ -370,20 +370,20 @@ async def _run_step(agent: Agent, st: TurnState, assembly: Any) -> bool:
 
 
 def _log_message(
-    session: Any,
-    asm: Any,
-    message: Any,
-    turn: int,
-    step: int,
-    interrupted: bool,
-    seqs: list[int],
+    session: Any, reply: Reply, message: Any, turn: int, step: int, interrupted: bool
 ) -> None:
     """Append the step's ``assistant/message``: ``message.model_dump(mode="json")``, the usage,
-    the interrupted mark."""
-    logged = logged_message(message)
+    the interrupted mark. What the reply's chunks logged of the same blocks and usage is
+    shared, not frozen again (see ``Reply``)."""
+    seqs = reply.chunk_seqs
+    logged = logged_message(message, reply.block_dumps)
     dumped = message.model_dump(mode="json") if logged is None else logged[0]
     data: dict[str, Any] = {"turn": turn, "step": step, "message": dumped}
-    usage = None if asm.usage is None else flat_dump(asm.usage)
+    reported = reply.assembler.usage
+    usage: dict[str, Any] | None = None
+    if reported is not None:
+        kept = reply.usage_dump  # (the usage chunk's frozen fields: ``flat_dump``'s own)
+        usage = kept[1] if kept is not None and kept[0] is reported else flat_dump(reported)
     if usage is not None:
         data["usage"] = usage
     if interrupted:

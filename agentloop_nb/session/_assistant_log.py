@@ -13,6 +13,7 @@ validated one), which then takes the dump-and-parse path.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from pydantic import BaseModel
@@ -42,23 +43,33 @@ _set = object.__setattr__
 _ALL_SET: dict[type, set[str]] = {cls: set(names) for cls, names in _FIELDS.items()}
 _new_dict = dict.__new__
 _init_dict = dict.__init__
+# The message node's, likewise (session 14: a set a step the cyclic GC walked while it lived)
+_MESSAGE_SET = set(_MESSAGE_FIELDS)
 
 
-def _validated(cls: type, fields: dict[str, Any]) -> Any:
+def _validated(cls: type, fields: dict[str, Any], fields_set: set[str]) -> Any:
     """The instance ``cls.model_validate`` makes of a dump holding exactly ``fields``: those
-    values, every field set, no extra and no private values."""
+    values, every field set (``fields_set``, the names of ``fields``; shared, see above), no
+    extra and no private values."""
     obj: Any = _new(cls)
     _set(obj, "__dict__", fields)
-    _set(obj, "__pydantic_fields_set__", set(fields))
+    _set(obj, "__pydantic_fields_set__", fields_set)
     _set(obj, "__pydantic_extra__", None)
     _set(obj, "__pydantic_private__", None)
     return obj
 
 
-def logged_message(message: Any) -> tuple[FrozenDict, AssistantMessage | None] | None:
+def logged_message(
+    message: Any, dumps: Sequence[tuple[Any, FrozenDict]] = ()
+) -> tuple[FrozenDict, AssistantMessage | None] | None:
     """``(frozen dump, node)`` of ``message``: the frozen ``message.model_dump(mode="json")``
     and what the session derives from it (``None`` for an empty message, which derives
-    nothing); ``None`` when the message's fields do not fix both (see the module docstring)."""
+    nothing); ``None`` when the message's fields do not fix both (see the module docstring).
+
+    ``dumps``: ``(block, frozen)`` pairs already made of some of the message's blocks (the
+    chunk log's ``block-end`` data), in content order; a block's pair is used as its dump
+    when ``frozen`` holds exactly the block's fields (the same values, so the same dump), and
+    the log holds one frozen block, not two alike."""
     if type(message) is not AssistantMessage:
         return None
     fields = message.__dict__
@@ -69,6 +80,8 @@ def logged_message(message: Any) -> tuple[FrozenDict, AssistantMessage | None] |
         return None
     dumped: list[FrozenDict] = []
     blocks: list[Any] = []
+    known = iter(dumps)
+    pair = next(known, None)
     for block in content:
         cls = type(block)
         names = _FIELDS.get(cls)
@@ -82,9 +95,15 @@ def logged_message(message: Any) -> tuple[FrozenDict, AssistantMessage | None] |
                 return None
         if block.__pydantic_extra__ or block.__pydantic_private__:
             return None
-        # (``wrap_frozen`` and ``_validated`` inlined: two frames per block)
-        frozen_block: FrozenDict = _new_dict(FrozenDict)
-        _init_dict(frozen_block, values)
+        frozen_block: FrozenDict | None = None
+        if pair is not None and pair[0] is block:
+            if len(pair[1]) == len(values):  # (no ``None`` was left out of it)
+                frozen_block = pair[1]  # the chunk log's frozen fields of this block
+            pair = next(known, None)
+        if frozen_block is None:
+            # (``wrap_frozen`` and ``_validated`` inlined: two frames per block)
+            frozen_block = _new_dict(FrozenDict)
+            _init_dict(frozen_block, values)
         dumped.append(frozen_block)
         node: Any = _new(cls)
         _set_dict(node, dict(values))
@@ -95,4 +114,6 @@ def logged_message(message: Any) -> tuple[FrozenDict, AssistantMessage | None] |
     frozen = wrap_frozen({"role": "assistant", "content": tuple(dumped)})
     if not blocks:
         return frozen, None
-    return frozen, _validated(AssistantMessage, {"role": "assistant", "content": tuple(blocks)})
+    return frozen, _validated(
+        AssistantMessage, {"role": "assistant", "content": tuple(blocks)}, _MESSAGE_SET
+    )

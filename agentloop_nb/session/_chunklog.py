@@ -233,6 +233,28 @@ class ChunkLog:
         elif held >= MAX_HELD:
             self.flush()
 
+    def end_tool_block(self, index: int, raw: Any, freeze: Callable[[Any], FrozenDict]) -> bool:
+        """``add(freeze(raw))`` for ``raw``, the ``block-end`` of block ``index`` carrying no
+        block of its own, when that block is a held tool-call block and ``session/chunk`` has
+        no listener: the block is logged as its assembled form, so ``raw`` is frozen only when
+        there is none (benchmarks/README.md "Step (session 14)"). Answers whether it did;
+        ``False`` (nothing done) means: ``add`` the frozen chunk instead."""
+        if SESSION_CHUNK in self._listened:
+            return False
+        parts = self._open_tools.pop(index, None)
+        if parts is None:
+            return False
+        if self._run_key is not None:
+            self._end_run()
+        if not self._ended(index, parts):
+            self._pending.append(freeze(raw))
+        held = self._held = self._held + 1
+        if held == 1:
+            self._wait()
+        elif held >= MAX_HELD:
+            self.flush()
+        return True
+
     def _hold(self, ctype: str, chunk: FrozenDict) -> None:
         index: int = chunk.get("index", -1)
         tools = self._open_tools
@@ -241,21 +263,27 @@ class ChunkLog:
         elif ctype == "tool-call-delta":
             tools.setdefault(index, []).append(chunk)
         elif ctype == "block-end" and index in tools:
-            raw = tools.pop(index)
+            parts = tools.pop(index)
             if chunk.get("block") is not None:
                 self._pending.append(chunk)  # the adapter's block replaces the deltas
-                return
-            block = self.resolve(index)
-            if block is None:  # nothing to fold them into: keep the stream as it came
-                self._pending.extend(_frozen(raw))
+            elif not self._ended(index, parts):
                 self._pending.append(chunk)
-            else:
-                # (``wrap_frozen`` inlined: once per tool call of the response)
-                end: FrozenDict = _new_dict(FrozenDict)
-                _init_dict(end, {"type": ctype, "index": index, "block": block})
-                self._pending.append(end)
         else:
             self._pending.append(chunk)
+
+    def _ended(self, index: int, parts: list[Any]) -> bool:
+        """Log held tool-call block ``index`` as the ``block-end`` carrying its assembled
+        block, and answer ``True``; with nothing to fold ``parts`` into, log them as they came
+        and answer ``False`` (the caller logs the end as streamed)."""
+        block = self.resolve(index)
+        if block is None:  # nothing to fold them into: keep the stream as it came
+            self._pending.extend(_frozen(parts))
+            return False
+        # (``wrap_frozen`` inlined: once per tool call of the response)
+        end: FrozenDict = _new_dict(FrozenDict)
+        _init_dict(end, {"type": "block-end", "index": index, "block": block})
+        self._pending.append(end)
+        return True
 
     def _end_run(self) -> None:
         key = self._run_key
@@ -292,13 +320,15 @@ class ChunkLog:
     def flush(self) -> None:
         """Log what is held (except open tool-call blocks), one ``assistant/chunk`` per
         coalesced chunk; a no-op when nothing is. Raises like ``Session.append``."""
-        self._end_run()
+        if self._run_key is not None:  # (``_end_run``'s own test, without its frame)
+            self._end_run()
         flusher = self._flusher
         if flusher is not None:
             flusher.waiting.pop(self, None)
         pending = self._pending
         # Tool chunks still open stay held: their block is logged once, when it ends.
-        self._held = sum(map(len, self._open_tools.values()))
+        open_tools = self._open_tools
+        self._held = sum(map(len, open_tools.values())) if open_tools else 0
         if self._held:
             self._wait()
         if not pending:

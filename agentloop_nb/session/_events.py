@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import math
 import time as _time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, NoReturn
 
 from .._event_names import SURFACE_TYPES
 from .._json import dumps_str
+from .._twin import set_class
 from ..errors import InvalidTypeError, InvalidValueError
 from ._frozen import EMPTY, FrozenDict, freeze_json, freeze_plain_dict, wrap_frozen
 
@@ -240,32 +241,38 @@ _SET_EVENT = tuple(
     SessionEvent.__dict__[name].__set__
     for name in ("type", "seq", "time", "data", "surface_op", "source_event_seqs")
 )
-EVENT_SETTERS = _SET_EVENT
-"""``SessionEvent``'s slot setters in field order (``type`` .. ``source_event_seqs``): what
-:func:`make_event` sets, for a caller that inlines it."""
 _new_object = object.__new__
 
 
-def make_event(
-    type: str,
-    seq: int,
-    time: float,
-    data: FrozenDict,
-    surface_op: SurfaceOp | None = None,
-    seqs: tuple[int, ...] = (),
-) -> SessionEvent:
-    """Private fast path: build an event from fields that were already checked and frozen."""
-    event: SessionEvent = _new_object(SessionEvent)
-    # fast path (benchmarks/bench_loop.py ingest): the six slots set here, not in a helper
-    # (one event per logged chunk; a call costs about as much as two of these sets)
-    s_type, s_seq, s_time, s_data, s_op, s_seqs = _SET_EVENT
-    s_type(event, type)
-    s_seq(event, seq)
-    s_time(event, time)
-    s_data(event, data)
-    s_op(event, surface_op)
-    s_seqs(event, seqs)
-    return event
+class _Event:
+    """``SessionEvent``'s twin (``agentloop_nb._twin``): its six slots stored with plain stores,
+    then the instance becomes the ``SessionEvent`` (benchmarks/README.md "Step (session
+    14)": six setter calls cost about three times as much)."""
+
+    __slots__ = ("data", "seq", "source_event_seqs", "surface_op", "time", "type")
+
+    def __init__(
+        self,
+        type: str,
+        seq: int,
+        time: float,
+        data: FrozenDict,
+        surface_op: SurfaceOp | None = None,
+        seqs: tuple[int, ...] = (),
+    ) -> None:
+        self.type = type
+        self.seq = seq
+        self.time = time
+        self.data = data
+        self.surface_op = surface_op
+        self.source_event_seqs = seqs
+        set_class(self, "__class__", SessionEvent)
+
+
+make_event: Callable[..., SessionEvent] = _Event  # type: ignore[assignment]
+"""Private fast path: ``make_event(type, seq, time, data, surface_op=None, seqs=())``, an event
+built from fields that were already checked and frozen (one per logged event: ``Session.append``
+calls it, a loader too)."""
 
 
 def _rebuild_event(*fields: Any) -> SessionEvent:
