@@ -349,8 +349,8 @@ class Session:
         # fast path (benchmarks/bench_ab.py, unobserved hooks): no payload, no emit call
         if SESSION_EVENT in self._listened:
             # The payload without the frozen dataclass's ``__init__`` (two
-            # ``object.__setattr__`` lookups) and without a helper's frame: the persistence
-            # listens, so this runs once per logged event.
+            # ``object.__setattr__`` lookups) and without a helper's frame: while a view or a
+            # plugin listens, this runs once per logged event.
             payload: SessionEventPayload = _new_object(SessionEventPayload)
             _set_payload_session(payload, self)
             _set_payload_event(payload, event)
