@@ -14,6 +14,7 @@ other tenants), which separate processes measured minutes apart do not.
 ``--instructions`` also counts instructions per step under valgrind's callgrind, JSONL on and
 off (needs ``valgrind``; deterministic, so it shows differences of 1-2 % that timings on a
 loaded machine cannot): the count of 5 runs minus the count of 1 run, divided by 4 x N.
+``--frozen-heap`` counts with the warm-up heap frozen, as ``bench_loop.py`` times a step.
 """
 
 from __future__ import annotations
@@ -140,23 +141,31 @@ async def compare(names: list[str], steps: int, reps: int, tmp: Path) -> None:
             )
 
 
-def instructions(tmp: Path, name: str, steps: int, jsonl: bool) -> int:
+def instructions(tmp: Path, name: str, steps: int, jsonl: bool, frozen: bool = False) -> int:
     """Instructions per step of version ``name`` under callgrind, JSONL on or off (all threads:
-    the JSONL writer's work counts). ``PYTHONHASHSEED=0`` makes repeated counts identical."""
+    the JSONL writer's work counts). ``PYTHONHASHSEED=0`` makes repeated counts identical.
+
+    Each counted turn builds its App and starts with a full ``gc.collect()``. With ``frozen``
+    the heap the two warm-up turns leave (the imported package, its dependencies) is frozen
+    first (``gc.freeze()``, as ``bench_loop.py`` does before it times), so that collection
+    walks only what the turns made; without it, each turn also pays one walk of that heap
+    (about 75 k instructions a step at 200 steps), the figure earlier sessions recorded."""
 
     def count(runs: int) -> int:
         code = (
-            "import asyncio, sys, tempfile; from pathlib import Path\n"
+            "import asyncio, gc, sys, tempfile; from pathlib import Path\n"
             "sys.path.insert(0, sys.argv[1]); sys.path.insert(0, sys.argv[2]); import bench_ab as b\n"
             "v = b.Version(sys.argv[3], int(sys.argv[4]))\n"
             "def root(): return Path(tempfile.mkdtemp()) if sys.argv[6] == '1' else None\n"
             "async def main():\n"
-            "    for _ in range(2 + int(sys.argv[5])): await v.run(root())\n"
+            "    for _ in range(2): await v.run(root())\n"
+            "    if sys.argv[7] == '1': gc.collect(); gc.freeze()\n"
+            "    for _ in range(int(sys.argv[5])): await v.run(root())\n"
             "asyncio.run(main())\n"
         )
         valgrind = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null"]
         here = str(Path(__file__).parent)
-        argv = [tmp, here, name, steps, runs, int(jsonl)]
+        argv = [tmp, here, name, steps, runs, int(jsonl), int(frozen)]
         done = subprocess.run(
             [*valgrind, sys.executable, "-c", code, *map(str, argv)],
             capture_output=True,
@@ -178,6 +187,11 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--reps", type=int, default=21)
     parser.add_argument("--instructions", action="store_true", help="also count (callgrind)")
+    parser.add_argument(
+        "--frozen-heap",
+        action="store_true",
+        help="count with the warm-up heap frozen, as bench_loop.py times (see instructions())",
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
@@ -187,9 +201,12 @@ def main() -> None:
         print(f"A = {args.a}, B = {args.b}")
         asyncio.run(compare(["a", "b"], args.steps, args.reps, tmp / "logs"))
         if args.instructions:
-            print("\ninstructions per step (callgrind)")
+            heap = ", warm-up heap frozen" if args.frozen_heap else ""
+            print(f"\ninstructions per step (callgrind{heap})")
             for jsonl, label in ((True, "JSONL on"), (False, "no persistence")):
-                counts = {n: instructions(tmp, n, args.steps, jsonl) for n in ("a", "b")}
+                counts = {
+                    n: instructions(tmp, n, args.steps, jsonl, args.frozen_heap) for n in ("a", "b")
+                }
                 for n, c in counts.items():
                     print(f"  {label:15} {n}: {c:,}   ({c / counts['a']:.3f}x a)")
 
