@@ -56,6 +56,7 @@ from ..hooks import (
 from ..session import PersistenceError
 from ..session._assistant_log import logged_message
 from ..session._frozen import FrozenDict, wrap_frozen
+from ..session._user_log import logged_user
 from ..signals import AbortController, AbortError
 from ._inbox import Inbox, InboxChange, make_user_message
 from ._request import flat_dump
@@ -317,7 +318,7 @@ async def _run_steps(agent: Agent, st: TurnState) -> None:
         agent.session.append(STEP_START, wrap_frozen({"turn": turn, "step": step}))
         st.step_open = True
         for m in entered:
-            agent.session.append(USER_MESSAGE, {"message": m.model_dump(mode="json")})
+            _log_user(agent.session, m)
         had_tools = await _run_step(agent, st, assembly)
         agent.session.append(STEP_END, wrap_frozen({"turn": turn, "step": step}))
         st.step_open = False
@@ -368,6 +369,17 @@ async def _run_step(agent: Agent, st: TurnState, assembly: Any) -> bool:
     if interrupted or signal.aborted:
         raise AbortError(signal.reason)
     return bool(calls)
+
+
+def _log_user(session: Any, message: UserMessage) -> None:
+    """Append ``user/message``: ``message.model_dump(mode="json")``."""
+    logged = logged_user(message)
+    if logged is None:
+        session.append(USER_MESSAGE, {"message": message.model_dump(mode="json")})
+        return
+    # fast path (docs/architecture.md "Turn, session 14"): the frozen dump and the node the
+    # session derives, built from the message's fields
+    session.append(USER_MESSAGE, wrap_frozen({"message": logged[0]}), _node=logged[1])
 
 
 def _log_message(
