@@ -14,7 +14,7 @@ from agentloop_nb.loop._inbox import make_user_message, new_message_id
 from agentloop_nb.messages import ImageBlock, ReasoningBlock, TextBlock, ToolCallBlock, UserMessage
 from agentloop_nb.session import freeze_json
 from agentloop_nb.session._nodes import parse_node
-from agentloop_nb.session._user_log import logged_user, user_text_message
+from agentloop_nb.session._user_log import logged_user, user_dump, user_text_message
 
 
 def _state(model: Any) -> Any:
@@ -72,6 +72,9 @@ def test_logged_user_is_the_frozen_dump_and_the_parsed_node(name: str) -> None:
     assert _types(logged[0]) == _types(data)  # frozen the same way, tuples where tuples
     assert _state(logged[1]) == _state(node)
     assert logged[1] is not message  # the loop's own message keeps its fields-set
+    dump = user_dump(message)
+    assert dump == data
+    assert _types(dump) == _types(data)
 
 
 def _types(value: Any) -> Any:
@@ -104,6 +107,7 @@ DECLINED = {
 @pytest.mark.parametrize("name", DECLINED)
 def test_logged_user_declines_what_its_fields_do_not_fix(name: str) -> None:
     assert logged_user(DECLINED[name]) is None
+    assert user_dump(DECLINED[name]) is None
 
 
 def test_a_message_from_a_str_is_what_validation_builds() -> None:

@@ -57,7 +57,7 @@ from ..session import PersistenceError
 from ..session._assistant_log import logged_message
 from ..session._frozen import FrozenDict, wrap_frozen
 from ..session._user_log import logged_user
-from ..signals import AbortController, AbortError
+from ..signals import AbortController, AbortError, _cancel_scope
 from ._inbox import Inbox, InboxChange, make_user_message
 from ._request import flat_dump
 from ._scheduler import run_tool_calls
@@ -193,7 +193,9 @@ async def run_turn(agent: Agent, st: TurnState) -> dict[str, Any]:
         else:
             reason = _error_reason(exc)
             _report(agent, st, exc)
-    with anyio.CancelScope(shield=True):
+    # (the backend's scope made directly, as ``AbortScope`` makes its own: the same shielded
+    # scope without asking which async library runs)
+    with _cancel_scope(shield=True):
         # Flushed before and after turn/end: a write failure found by either ends this turn
         # error PERSISTENCE (once) and refuses the later ones.
         reason = await _flush_checked(agent, st, reason)

@@ -15,7 +15,7 @@ from .._event_names import AGENT_INBOX_SPLICED
 from ..errors import InvalidTypeError, NotFoundError
 from ..messages import CONTENT_ADAPTER, TextBlock, UserMessage
 from ..session._frozen import FrozenDict, wrap_frozen
-from ..session._user_log import logged_user, user_text_message
+from ..session._user_log import user_dump, user_text_message
 
 if TYPE_CHECKING:
     from ..session import Session
@@ -195,12 +195,12 @@ class Inbox:
         dumps: list[Any] = []
         frozen = True
         for m in inserted:
-            logged = logged_user(m)
-            if logged is None:
+            dump = user_dump(m)
+            if dump is None:
                 dumps.append(m.model_dump(mode="json"))
                 frozen = False
             else:
-                dumps.append(logged[0])
+                dumps.append(dump)
         data: dict[str, Any] = {
             "target": target,
             "start": start,

@@ -28,7 +28,7 @@ from ..messages import TextBlock, UserMessage
 from ._assistant_log import _ALL_SET, _FIELDS, _LITERAL, _NULLABLE
 from ._frozen import FrozenDict
 
-__all__ = ["logged_user", "user_text_message"]
+__all__ = ["logged_user", "user_dump", "user_text_message"]
 
 _MESSAGE_FIELDS = tuple(UserMessage.model_fields)
 # Every field counted as set (a parsed dump names them all): one set shared by every node
@@ -62,6 +62,17 @@ def logged_user(message: Any) -> tuple[FrozenDict, UserMessage] | None:
     """``(frozen dump, node)`` of ``message``: the frozen ``message.model_dump(mode="json")``
     and what the session derives from it; ``None`` when the message's fields do not fix both
     (see the module docstring)."""
+    return _logged(message, True)  # type: ignore[return-value]
+
+
+def user_dump(message: Any) -> FrozenDict | None:
+    """The frozen ``message.model_dump(mode="json")`` of :func:`logged_user`, without the node
+    (what an ``agent/inbox/spliced`` event logs of the messages it queues)."""
+    logged = _logged(message, False)
+    return None if logged is None else logged[0]
+
+
+def _logged(message: Any, with_node: bool) -> tuple[FrozenDict, UserMessage | None] | None:
     if type(message) is not UserMessage:
         return None
     fields = message.__dict__
@@ -92,10 +103,13 @@ def logged_user(message: Any) -> tuple[FrozenDict, UserMessage] | None:
         if block.__pydantic_extra__ or block.__pydantic_private__:
             return None
         dumped.append(_frozen(values))
-        blocks.append(_model(cls, dict(values), _ALL_SET[cls]))
+        if with_node:
+            blocks.append(_model(cls, dict(values), _ALL_SET[cls]))
     frozen = _frozen(
         {"role": "user", "id": id_, "content": tuple(dumped), "source": _frozen(source)}
     )
+    if not with_node:
+        return frozen, None
     node_fields = {"role": "user", "id": id_, "content": tuple(blocks), "source": dict(source)}
     return frozen, _model(UserMessage, node_fields, _MESSAGE_SET)
 
