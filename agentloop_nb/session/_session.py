@@ -441,6 +441,10 @@ class Session:
             return
         if self._chunks is not None:
             self._chunks.flush()  # what streamed so far is part of "every event appended"
+        if SESSION_FLUSH not in self._listened:
+            # fast path (docs/architecture.md "Turn, session 14"): nobody listens anywhere,
+            # so the dispatch would reach nobody (the loop flushes twice a turn)
+            return
         await dispatch.parallel(SESSION_FLUSH, SessionPayload(self))
 
     # -- life cycle (driven by the owning store) --------------------------------------------
