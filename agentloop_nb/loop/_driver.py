@@ -41,6 +41,10 @@ from .._hook_names import (
     AGENT_TURN_STOPPING,
 )
 from .._hook_payloads import pre_step_payload
+from .._model_slots import set_dict as _set_dict
+from .._model_slots import set_extra as _set_extra
+from .._model_slots import set_fields_set as _set_fields_set
+from .._model_slots import set_private as _set_private
 from ..agents import AgentRegistry
 from ..context import Lazy, listened
 from ..errors import InvalidTypeError
@@ -414,6 +418,8 @@ def _log_message(
     session.append(ASSISTANT_MESSAGE, data, source_event_seqs=seqs, _node=logged[1])
 
 
+_new_object = object.__new__
+
 # Decisions are frozen: one instance serves every empty claim (model_construct: no validator
 # is built at import for this literal, valid instance).
 _ENTER_NOTHING = Enter.model_construct()
@@ -431,7 +437,15 @@ def _enter_claimed(claimed: tuple[UserMessage, ...]) -> Enter:
     first): building a decision costs more than the unobserved dispatch itself."""
     if not claimed:
         return _ENTER_NOTHING
-    return Enter.model_construct(messages=claimed)
+    # fast path (docs/architecture.md "Turn, session 14"): what
+    # ``Enter.model_construct(messages=claimed)`` builds, its four slots set by their own
+    # setters (``model_construct`` walks every field in Python: once a turn)
+    decision: Enter = _new_object(Enter)
+    _set_dict(decision, {"kind": "enter", "messages": claimed})
+    _set_fields_set(decision, {"messages"})
+    _set_extra(decision, None)
+    _set_private(decision, None)
+    return decision
 
 
 def _context_message(extra: Any, call_id: str, name: str) -> UserMessage:
