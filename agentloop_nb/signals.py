@@ -268,27 +268,26 @@ def abort_outcome(signal: AbortSignal, exc: BaseException | None, strict: bool) 
     return False
 
 
-def _cancel_scope(shield: bool = False) -> anyio.CancelScope:
-    """A new anyio cancel scope of the running backend (``anyio.CancelScope(shield=shield)``).
-    A running asyncio loop means anyio's asyncio backend, as anyio itself assumes without
-    sniffio."""
+def _cancel_scope() -> anyio.CancelScope:
+    """A new anyio cancel scope of the running backend. A running asyncio loop means anyio's
+    asyncio backend, as anyio itself assumes without sniffio."""
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        return anyio.CancelScope(shield=shield)
+        return anyio.CancelScope()
     # fast path (benchmarks/README.md "Issue 28: a tool step's own work"): the backend's class,
     # learnt from the first scope, called directly; ``anyio.CancelScope()`` asks which async
     # library runs (four Python calls) at every scope, and a step enters two
     if _ASYNCIO_SCOPE:
-        return _ASYNCIO_SCOPE[0](shield=shield)
-    scope = anyio.CancelScope(shield=shield)
+        return _ASYNCIO_SCOPE[0]()
+    scope = anyio.CancelScope()
     _ASYNCIO_SCOPE.append(type(scope))
     return scope
 
 
 # The asyncio backend's cancel scope class, once a scope was made under asyncio (a constant
 # of the installed anyio, learnt lazily so that importing this module loads no backend).
-_ASYNCIO_SCOPE: list[Callable[..., anyio.CancelScope]] = []
+_ASYNCIO_SCOPE: list[Callable[[], anyio.CancelScope]] = []
 
 
 class _Canceller:

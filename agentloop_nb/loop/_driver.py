@@ -199,7 +199,9 @@ async def run_turn(agent: Agent, st: TurnState) -> dict[str, Any]:
             _report(agent, st, exc)
     # (the backend's scope made directly, as ``AbortScope`` makes its own: the same shielded
     # scope without asking which async library runs)
-    with _cancel_scope(shield=True):
+    shielded = _cancel_scope()
+    shielded.shield = True
+    with shielded:
         # Flushed before and after turn/end: a write failure found by either ends this turn
         # error PERSISTENCE (once) and refuses the later ones.
         reason = await _flush_checked(agent, st, reason)
