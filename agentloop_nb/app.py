@@ -12,7 +12,7 @@ from .agents import AgentRegistry
 from .context import Context
 from .llm import LlmRuntime
 from .loop import AgentLoop, AgentLoopConfig
-from .models import ModelTable
+from .models import DEFAULT_TABLE, ModelTable
 from .prompt import SystemPrompt
 from .session import SessionStore
 from .tools import ToolRuntime
@@ -154,7 +154,10 @@ class App:
         ctx.provide("tools", ToolRuntime(ctx))
         ctx.provide("system_prompt", SystemPrompt(ctx))
         ctx.provide("agents", AgentRegistry())
-        ctx.provide("models", ModelTable(cfg.models))
+        # No overrides: the built-in table itself (a table never changes after construction),
+        # whose per-model prefix answers every App then shares (docs/architecture.md "Turn,
+        # session 14": a fresh App's first step scanned every prefix again)
+        ctx.provide("models", ModelTable(cfg.models) if cfg.models else DEFAULT_TABLE)
         self._mcp = _LazyMCP()
         ctx.provide("mcp", self._mcp)
         self._register_providers(cfg.providers)

@@ -76,6 +76,17 @@ ROOM_REACHES: dict[tuple[str, str], str] = {
         "the assembled message logged from its fields with the node it derives: the loop's "
         "internal fast path, not public API"
     ),
+    ("agentloop_nb.loop._driver", "agentloop_nb.session._user_log"): (
+        "an entered user message logged from its fields with the node it derives: the loop's "
+        "internal fast path, not public API"
+    ),
+    ("agentloop_nb.loop._inbox", "agentloop_nb.session._user_log"): (
+        "a queued user message's logged dump built from its fields, and a message built from "
+        "a str as validation builds it: the loop's internal fast path, not public API"
+    ),
+    ("agentloop_nb.loop._inbox", "agentloop_nb.session._frozen"): (
+        "a splice of frozen dumps wrapped as-is (the unchecked wrapper)"
+    ),
     ("agentloop_nb.loop._scheduler", "agentloop_nb.session._frozen"): (
         "tool/call and tool/result data of exact strs and ints wrapped as-is (FrozenDict built "
         "as the unchecked wrapper builds it)"

@@ -417,3 +417,25 @@ async def test_the_summary_call_counts_in_the_agent_usage() -> None:
         assert agent.usage.output_tokens == before.output_tokens + 4
     finally:
         await app.aclose()
+
+
+async def test_a_new_header_naming_the_same_route_keeps_a_passing_verdict(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The verdict "no window" is read from the route; a request header that changes something
+    # else (the first one, or one with a new tool) leaves it standing, no lookup again.
+    app = make_app()
+    try:
+        agent, _ = new_agent(app, text("A1"), text("A2"), text("A3"))
+        plugin = app.ctx.compaction
+        looked: list[Any] = []
+        lookup = plugin._lookup
+        monkeypatch.setattr(plugin, "_lookup", lambda a: looked.append(a) or lookup(a))
+        await run(agent, "one")  # no header yet: looked up once
+        await run(agent, "two")  # the first header, naming the options' route
+        app.ctx.tools.register(echo)
+        await run(agent, "three")  # a changed header (a new tool), the same route
+        assert [e.data["reason"] for e in events(agent, "request/header")] == ["initial", "change"]
+        assert looked == [agent]
+    finally:
+        await app.aclose()

@@ -476,3 +476,58 @@ def test_the_request_options_the_loop_builds_are_what_the_constructor_builds() -
     with pytest.raises(dataclasses.FrozenInstanceError):
         built.model = "other"  # type: ignore[misc]
     assert dataclasses.replace(built, model="other").model == "other"
+
+
+OPTION_CASES = {
+    "route only": AgentOptions(provider="p", model="m"),
+    "every field": AgentOptions(
+        provider="p", model="m", max_tokens=5, temperature=0.5, reasoning_effort="low"
+    ),
+    "an int temperature, validated": AgentOptions(provider="p", model="m", temperature=1),
+    "an int temperature, unvalidated": AgentOptions.model_construct(
+        provider="p", model="m", temperature=1
+    ),
+    "nothing": AgentOptions(),
+}
+
+
+@pytest.mark.parametrize("name", OPTION_CASES)
+def test_the_seed_config_is_what_the_constructor_builds(name: str) -> None:
+    # The seed is built from validated options' fields (docs/architecture.md "Turn, session
+    # 14"); it must be the constructor's config in every respect.
+    from agentloop_nb.hooks import RequestConfig
+    from agentloop_nb.loop._request import seed_config
+
+    options = OPTION_CASES[name]
+    built = seed_config(options)
+    expected = RequestConfig(
+        provider=options.provider,
+        model=options.model,
+        max_tokens=options.max_tokens,
+        temperature=options.temperature,
+        reasoning_effort=options.reasoning_effort,
+    )
+    assert type(built) is RequestConfig
+    assert built.__getstate__() == expected.__getstate__()
+    assert [type(v) for v in built.__dict__.values()] == [
+        type(v) for v in expected.__dict__.values()
+    ]
+
+
+def test_the_seed_configs_field_types_are_the_request_configs() -> None:
+    from agentloop_nb.hooks import RequestConfig
+    from agentloop_nb.loop._request import _CONFIG_FIELDS, _CONFIG_TYPES
+
+    assert tuple(AgentOptions.model_fields) == _CONFIG_FIELDS
+    for name, kind in zip(_CONFIG_FIELDS, _CONFIG_TYPES, strict=True):
+        assert RequestConfig.model_fields[name].annotation == kind | None, name
+
+
+@pytest.mark.parametrize("name", OPTION_CASES)
+def test_the_headers_config_is_the_configs_dump(name: str) -> None:
+    from agentloop_nb.loop._request import _config_dump, seed_config
+    from agentloop_nb.session import freeze_json
+
+    config = seed_config(OPTION_CASES[name])
+    assert _config_dump(config) == config.model_dump(exclude_none=True)
+    assert freeze_json(_config_dump(config), label="x") == _config_dump(config)

@@ -147,6 +147,27 @@ def test_the_pre_step_payload_the_loop_builds_is_what_the_constructor_builds() -
         built.step = 4  # type: ignore[misc]
 
 
+def test_the_default_enter_decision_is_what_model_construct_builds() -> None:
+    """The loop sets the decision's slots itself (docs/architecture.md "Turn, session 14"):
+    the same state as ``Enter.model_construct(messages=...)``, still frozen, and its own
+    fields-set per decision."""
+    from pydantic import ValidationError
+
+    from agentloop_nb.hooks import Enter
+    from agentloop_nb.loop._driver import _enter_claimed
+
+    messages = (UserMessage(id="u", content=(TextBlock(text="hi"),)),)
+    built = _enter_claimed(messages)
+    expected = Enter.model_construct(messages=messages)
+    assert type(built) is Enter
+    assert built.__getstate__() == expected.__getstate__()
+    assert built.messages is messages
+    assert built == expected
+    assert _enter_claimed(messages).model_fields_set is not built.model_fields_set
+    with pytest.raises(ValidationError):
+        built.messages = ()  # type: ignore[misc]
+
+
 async def test_a_pre_step_listener_passing_a_later_step_on_enters_nothing_new(app: App) -> None:
     agent, _ = new_agent(app, tool_call("c1", "noop", {}), text("done"))
 

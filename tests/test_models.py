@@ -49,6 +49,19 @@ async def test_app_models_override_is_the_models_service() -> None:
         await app.aclose()
 
 
+async def test_an_app_without_overrides_serves_the_built_in_table_itself() -> None:
+    # A table never changes after construction, so every App without overrides shares the
+    # built-in one (and the longest prefix it found for each model name).
+    first, second = App(), App(models={})
+    try:
+        assert first.ctx.models is DEFAULT_TABLE
+        assert second.ctx.models is DEFAULT_TABLE
+        assert first.ctx.models.lookup("gpt-4o").input == KNOWN_MODELS["gpt-4o"].input
+    finally:
+        await first.aclose()
+        await second.aclose()
+
+
 @pytest.mark.parametrize(
     "entry",
     [{"window": 10}, {"input": -1.0}, {"context_window": 0}, {"output": "cheap"}],

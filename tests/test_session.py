@@ -676,3 +676,25 @@ def test_mark_durable_never_moves_backwards(session: Session) -> None:
     session.mark_durable(2)
     session.mark_durable(1)
     assert session.durable_seq == 2
+
+
+@pytest.mark.anyio
+async def test_flush_reaches_a_flush_listener_added_after_publication() -> None:
+    # With nobody listening the flush dispatches nothing; the names listened to are a live
+    # view, so a listener added later is awaited by the next flush.
+    from agentloop_nb.app import App
+
+    app = App(None)
+    try:
+        session = SessionStore(app.ctx).create("late-listener")
+        await session.flush()  # nobody listens: returns at once
+        flushed: list[str] = []
+
+        async def on_flush(payload: SessionPayload) -> None:
+            flushed.append(payload.session.id)
+
+        app.ctx.on("session/flush", on_flush)
+        await session.flush()
+        assert flushed == ["late-listener"]
+    finally:
+        await app.aclose()

@@ -41,6 +41,10 @@ from .._hook_names import (
     AGENT_TURN_STOPPING,
 )
 from .._hook_payloads import pre_step_payload
+from .._model_slots import set_dict as _set_dict
+from .._model_slots import set_extra as _set_extra
+from .._model_slots import set_fields_set as _set_fields_set
+from .._model_slots import set_private as _set_private
 from .._step_decisions import Enter, Reject
 from ..agents import AgentRegistry
 from ..context import Lazy, listened
@@ -55,7 +59,8 @@ from ..hooks import (
 from ..session import PersistenceError
 from ..session._assistant_log import logged_message
 from ..session._frozen import FrozenDict, wrap_frozen
-from ..signals import AbortController, AbortError
+from ..session._user_log import logged_user
+from ..signals import AbortController, AbortError, _cancel_scope
 from ._inbox import Inbox, InboxChange, make_user_message
 from ._request import Reply, flat_dump
 from ._scheduler import run_tool_calls
@@ -191,7 +196,11 @@ async def run_turn(agent: Agent, st: TurnState) -> dict[str, Any]:
         else:
             reason = _error_reason(exc)
             _report(agent, st, exc)
-    with anyio.CancelScope(shield=True):
+    # (the backend's scope made directly, as ``AbortScope`` makes its own: the same shielded
+    # scope without asking which async library runs)
+    shielded = _cancel_scope()
+    shielded.shield = True
+    with shielded:
         # Flushed before and after turn/end: a write failure found by either ends this turn
         # error PERSISTENCE (once) and refuses the later ones.
         reason = await _flush_checked(agent, st, reason)
@@ -316,7 +325,7 @@ async def _run_steps(agent: Agent, st: TurnState) -> None:
         agent.session.append(STEP_START, wrap_frozen({"turn": turn, "step": step}))
         st.step_open = True
         for m in entered:
-            agent.session.append(USER_MESSAGE, {"message": m.model_dump(mode="json")})
+            _log_user(agent.session, m)
         had_tools = await _run_step(agent, st, assembly)
         agent.session.append(STEP_END, wrap_frozen({"turn": turn, "step": step}))
         st.step_open = False
@@ -369,6 +378,17 @@ async def _run_step(agent: Agent, st: TurnState, assembly: Any) -> bool:
     return bool(calls)
 
 
+def _log_user(session: Any, message: UserMessage) -> None:
+    """Append ``user/message``: ``message.model_dump(mode="json")``."""
+    logged = logged_user(message)
+    if logged is None:
+        session.append(USER_MESSAGE, {"message": message.model_dump(mode="json")})
+        return
+    # fast path (docs/architecture.md "Turn, session 14"): the frozen dump and the node the
+    # session derives, built from the message's fields
+    session.append(USER_MESSAGE, wrap_frozen({"message": logged[0]}), _node=logged[1])
+
+
 def _log_message(
     session: Any, reply: Reply, message: Any, turn: int, step: int, interrupted: bool
 ) -> None:
@@ -399,6 +419,8 @@ def _log_message(
     session.append(ASSISTANT_MESSAGE, data, source_event_seqs=seqs, _node=logged[1])
 
 
+_new_object = object.__new__
+
 # Decisions are frozen: one instance serves every empty claim (model_construct: no validator
 # is built at import for this literal, valid instance).
 _ENTER_NOTHING = Enter.model_construct()
@@ -416,7 +438,15 @@ def _enter_claimed(claimed: tuple[UserMessage, ...]) -> Enter:
     first): building a decision costs more than the unobserved dispatch itself."""
     if not claimed:
         return _ENTER_NOTHING
-    return Enter.model_construct(messages=claimed)
+    # fast path (docs/architecture.md "Turn, session 14"): what
+    # ``Enter.model_construct(messages=claimed)`` builds, its four slots set by their own
+    # setters (``model_construct`` walks every field in Python: once a turn)
+    decision: Enter = _new_object(Enter)
+    _set_dict(decision, {"kind": "enter", "messages": claimed})
+    _set_fields_set(decision, {"messages"})
+    _set_extra(decision, None)
+    _set_private(decision, None)
+    return decision
 
 
 def _context_message(extra: Any, call_id: str, name: str) -> UserMessage:

@@ -7,13 +7,15 @@ change, so the inbox can be rebuilt from the log (``Inbox.restore``) after a res
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Literal
-from uuid import uuid4
 
 from .._event_names import AGENT_INBOX_SPLICED
 from ..errors import InvalidTypeError, NotFoundError
 from ..messages import CONTENT_ADAPTER, TextBlock, UserMessage
+from ..session._frozen import FrozenDict, wrap_frozen
+from ..session._user_log import user_dump, user_text_message
 
 if TYPE_CHECKING:
     from ..session import Session
@@ -28,7 +30,11 @@ claiming turn for ``claimed``, else 0). The agent's owner turns it into hook eve
 
 
 def new_message_id() -> str:
-    return f"msg-{uuid4().hex[:16]}"
+    """``msg-`` and the first 16 hex digits of a random UUID (version 4: the 13th digit is
+    always ``4``), from 8 random bytes without building the ``UUID`` (a Python ``__init__``
+    with its checks, once per message)."""
+    digits = os.urandom(8).hex()
+    return f"msg-{digits[:12]}4{digits[13:]}"
 
 
 def make_user_message(content: Any, source: Any) -> UserMessage:
@@ -39,6 +45,10 @@ def make_user_message(content: Any, source: Any) -> UserMessage:
         if source is not None:
             return content.model_copy(update={"source": _source(source)})
         return content
+    if type(content) is str:
+        # fast path (docs/architecture.md "Turn, session 14"): the message validation would
+        # build of these exact values, from its fields
+        return user_text_message(new_message_id(), content, _source(source))
     if isinstance(content, str):
         blocks: tuple[Any, ...] = (TextBlock(text=content),)
     else:
@@ -180,13 +190,25 @@ class Inbox:
         *,
         outcome: str | None = None,
     ) -> None:
+        # fast path (docs/architecture.md "Turn, session 14"): each message's frozen dump
+        # built from its fields where they fix it; the data is then wrapped, not walked
+        dumps: list[Any] = []
+        frozen = True
+        for m in inserted:
+            dump = user_dump(m)
+            if dump is None:
+                dumps.append(m.model_dump(mode="json"))
+                frozen = False
+            else:
+                dumps.append(dump)
         data: dict[str, Any] = {
             "target": target,
             "start": start,
             "removed_count": removed,
-            "inserted": [m.model_dump(mode="json") for m in inserted],
+            "inserted": tuple(dumps) if frozen else dumps,
         }
         if outcome is not None:
             data["outcome"] = outcome
-        self._session.append(AGENT_INBOX_SPLICED, data)  # durable first
+        record: FrozenDict | dict[str, Any] = wrap_frozen(data) if frozen else data
+        self._session.append(AGENT_INBOX_SPLICED, record)  # durable first
         self._lists[target][start : start + removed] = list(inserted)

@@ -25,8 +25,13 @@ from functools import partial
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Protocol
 
+from .._creation import AgentOptions
 from .._event_names import ASSISTANT_ATTEMPT, REQUEST_HEADER
 from .._hook_names import AGENT_REQUEST, AGENT_REQUEST_ERROR
+from .._model_slots import set_dict as _set_dict
+from .._model_slots import set_extra as _set_extra
+from .._model_slots import set_fields_set as _set_fields_set
+from .._model_slots import set_private as _set_private
 from .._step_decisions import RequestConfig, RequestPayload, Retry
 from ..context import Lazy, listened
 from ..errors import InvalidTypeError
@@ -129,6 +134,21 @@ def effective_assembly(assembly: Assembly, agent: Any, config: RequestConfig) ->
 
 def seed_config(options: _Options) -> RequestConfig:
     """The first proposal of an agent: its options as a request config."""
+    if type(options) is AgentOptions and not options.__pydantic_extra__:
+        # fast path (docs/architecture.md "Turn, session 14"): validated options hold exact
+        # values of the config's own types, which validation would pass through unchanged;
+        # the config is built from them as its constructor builds it (every field named)
+        fields = options.__dict__
+        if tuple(fields) == _CONFIG_FIELDS and all(
+            value is None or type(value) is kind
+            for value, kind in zip(fields.values(), _CONFIG_TYPES, strict=True)
+        ):
+            config: RequestConfig = _new_object(RequestConfig)
+            _set_dict(config, dict(fields))
+            _set_fields_set(config, set(_CONFIG_FIELDS))
+            _set_extra(config, None)
+            _set_private(config, None)
+            return config
     return RequestConfig(
         provider=options.provider,
         model=options.model,
@@ -136,6 +156,15 @@ def seed_config(options: _Options) -> RequestConfig:
         temperature=options.temperature,
         reasoning_effort=options.reasoning_effort,
     )
+
+
+# ``AgentOptions`` and ``RequestConfig`` declare the same fields in the same order (checked
+# per call: an options object with others takes the constructor); a value of its field's
+# exact type (or ``None``) is what validation passes through unchanged (an ``int``
+# temperature would become a ``float``, so it takes the constructor).
+_CONFIG_FIELDS = tuple(RequestConfig.model_fields)
+_CONFIG_TYPES = (str, str, int, float, str)
+_new_object = object.__new__
 
 
 def explicit_config(header: dict[str, Any] | None) -> dict[str, Any]:
@@ -295,7 +324,7 @@ class RequestPath:
             return  # the same inputs build the same header: nothing to log, nothing to dump
         self._header_inputs = (config, marks, system, tools)
         header: dict[str, Any] = {
-            "config": config.model_dump(exclude_none=True),
+            "config": _config_dump(config),
             "system": system,
             "tools": list(tools),
         }
@@ -484,6 +513,19 @@ def flat_dump(model: Any) -> dict[str, Any]:
     except Fallback:
         dumped: dict[str, Any] = model.model_dump(mode="json", exclude_none=True)
         return dumped
+
+
+def _config_dump(config: RequestConfig) -> dict[str, Any]:
+    """``config.model_dump(exclude_none=True)``; frozen from the fields of an exact
+    ``RequestConfig`` of plain scalars (its dump is those fields, in order, without ``None``),
+    so logging the header does not walk it again."""
+    if type(config) is RequestConfig and not config.__pydantic_extra__:
+        try:
+            return freeze_fields(config.__dict__)
+        except Fallback:
+            pass
+    dumped: dict[str, Any] = config.model_dump(exclude_none=True)
+    return dumped
 
 
 def _block_json(reply: Reply, index: int) -> FrozenDict | None:

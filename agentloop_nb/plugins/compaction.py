@@ -105,8 +105,9 @@ class CompactionPlugin:
         self._repaired: dict[str, tuple[int, int]] = {}  # agent id -> (turn, step) repaired
         self._reported: dict[tuple[str, str], int] = {}  # (provider, model) -> reported window
         # agent id -> what made its last step pass with no window: (header, options, service
-        # generation, ``ctx.llm``, adapters generation); see ``_on_pre_step``.
-        self._passing: dict[str, tuple[Any, Any, int, Any, int]] = {}
+        # generation, ``ctx.llm``, adapters generation, the route read from the header and
+        # options); see ``_on_pre_step``.
+        self._passing: dict[str, tuple[Any, Any, int, Any, int, tuple[Any, Any]]] = {}
         ctx.on(AGENT_PRE_STEP, self._on_pre_step)
         ctx.on(AGENT_REQUEST_ERROR, self._on_request_error)
         ctx.on(AGENT_DISPOSED, self._forget)
@@ -199,13 +200,19 @@ class CompactionPlugin:
         passing = self._passing.get(agent.id)
         if (
             passing is not None
-            and passing[0] is header
             and passing[1] is agent.options
             and passing[2] == ctx.service_generation
             and passing[4] == passing[3].adapters_generation
             and self.config.context_window is None
         ):
-            return next()
+            if passing[0] is header:
+                return next()
+            # A new header naming the same route (the first request's, which names the
+            # options' route) leaves the verdict as it was: it was read from the route.
+            route = _route_of(header, agent.options)
+            if route == passing[5]:
+                self._passing[agent.id] = (header, *passing[1:5], route)
+                return next()
         window, key, table = self._lookup(agent)
         if window is None:
             provider, model = key
@@ -223,6 +230,7 @@ class CompactionPlugin:
                     ctx.service_generation,
                     llm,
                     llm.adapters_generation,
+                    _route_of(header, agent.options),
                 )
                 return next()
         return self._pre_step(payload, next, window)
@@ -406,11 +414,13 @@ class CompactionPlugin:
 def _route(agent: Any) -> tuple[str | None, str | None]:
     """The agent's effective provider and model: the last logged request header's, else its
     options'."""
-    header = agent.session.request_header()
+    return _route_of(agent.session.request_header(), agent.options)
+
+
+def _route_of(header: Any, options: Any) -> tuple[str | None, str | None]:
+    """:func:`_route` of a request header (or ``None``) and an agent's options."""
     config = header.get("config", {}) if header else {}
-    provider = config.get("provider") or agent.options.provider
-    model = config.get("model") or agent.options.model
-    return provider, model
+    return config.get("provider") or options.provider, config.get("model") or options.model
 
 
 async def _output_cap(agent: Any) -> int | None:

@@ -300,9 +300,9 @@ class Session:
         ``time`` (epoch seconds) defaults to now; pass it to keep the time of an event copied
         from another log (seeds, forks).
 
-        ``_node`` is private to the loop (its ``assistant/message``): the message the event's
-        ``data`` derives, built from the same fields as ``data`` by ``logged_message``, so it is
-        not parsed again. Nothing else may pass it: a node that disagrees with ``data`` would
+        ``_node`` is private to the loop (its ``assistant/message`` and ``user/message``): the
+        message the event's ``data`` derives, built from the same fields as ``data`` by
+        ``logged_message`` / ``logged_user``, so it is not parsed again. Nothing else may pass it: a node that disagrees with ``data`` would
         make the derived history disagree with the log.
 
         ``data`` must be a ``dict`` (the ``TypedDict``s of ``agentloop_nb.events`` are dicts).
@@ -467,6 +467,10 @@ class Session:
             return
         if self._chunks is not None:
             self._chunks.flush()  # what streamed so far is part of "every event appended"
+        if SESSION_FLUSH not in self._listened:
+            # fast path (docs/architecture.md "Turn, session 14"): nobody listens anywhere,
+            # so the dispatch would reach nobody (the loop flushes twice a turn)
+            return
         await dispatch.parallel(SESSION_FLUSH, SessionPayload(self))
 
     # -- life cycle (driven by the owning store) --------------------------------------------

@@ -49,7 +49,6 @@ from __future__ import annotations
 
 import asyncio
 import atexit
-import contextlib
 import logging
 import threading
 import weakref
@@ -95,9 +94,12 @@ class _Waiter(_Control):
     def resolve(self, error: BaseException | None = None) -> None:
         if self.future is None or self.loop is None:
             return
-        # A closed loop raises RuntimeError: then nobody is waiting any more.
-        with contextlib.suppress(RuntimeError):
+        # A closed loop raises RuntimeError: then nobody is waiting any more. (``try``, not a
+        # ``suppress`` object: a flush resolves twice a turn.)
+        try:
             self.loop.call_soon_threadsafe(_settle, self.future, error)
+        except RuntimeError:
+            return
 
 
 class _Open(_Control):
