@@ -9,9 +9,11 @@ build with what validation builds.
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import BaseModel
 
-__all__ = ["set_dict", "set_extra", "set_fields_set", "set_private"]
+__all__ = ["built", "set_dict", "set_extra", "set_fields_set", "set_private"]
 
 set_dict, set_fields_set, set_extra, set_private = (
     BaseModel.__dict__[name].__set__
@@ -22,3 +24,17 @@ set_dict, set_fields_set, set_extra, set_private = (
         "__pydantic_private__",
     )
 )
+
+
+def built(cls: type, fields: dict[str, Any], fields_set: set[str]) -> Any:
+    """The instance of ``cls`` holding exactly ``fields`` (every field, in declaration order,
+    the values validation would hand back), ``fields_set`` counted as set (a set its callers
+    may share between instances: pydantic copies it before changing it, and these models are
+    frozen), no extra and no private values: what validation builds when it has nothing to
+    convert."""
+    obj: Any = object.__new__(cls)
+    set_dict(obj, fields)
+    set_fields_set(obj, fields_set)
+    set_extra(obj, None)
+    set_private(obj, None)
+    return obj

@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from .._model_slots import built
 from .._model_slots import set_dict as _set_dict
 from .._model_slots import set_extra as _set_extra
 from .._model_slots import set_fields_set as _set_fields_set
@@ -70,18 +71,6 @@ _BLOCK_TYPES: dict[type, str] = {
 }
 
 
-def _built(cls: type, fields: dict[str, Any], fields_set: set[str]) -> Any:
-    """The instance ``cls(**kwargs)`` validates into when every value is an exact ``str``
-    (validation passes those through unchanged): ``fields`` holds every field in declaration
-    order, defaults included; ``fields_set`` the names passed."""
-    obj: Any = _new(cls)
-    _set_dict(obj, fields)
-    _set_fields_set(obj, fields_set)
-    _set_extra(obj, None)
-    _set_private(obj, None)
-    return obj
-
-
 class _Partial:
     """One block being assembled."""
 
@@ -109,7 +98,7 @@ class _Partial:
         if kind == "tool-call":
             id, name = self.id, self.name
             if type(id) is str and type(name) is str:
-                # (``_built`` inlined: a frame per tool call of the message)
+                # (``built`` inlined: a frame per tool call of the message)
                 block: Any = _new(ToolCallBlock)
                 _set_dict(block, {"type": "tool-call", "id": id, "name": name, "arguments": text})
                 _set_fields_set(block, _CALL_SET)
@@ -121,8 +110,8 @@ class _Partial:
             return None
         if kind == "reasoning":
             fields: dict[str, Any] = {"type": "reasoning", "text": text, "signature": None}
-            return _built(ReasoningBlock, fields, _TEXT_SET)
-        return _built(TextBlock, {"type": "text", "text": text}, _TEXT_SET)
+            return built(ReasoningBlock, fields, _TEXT_SET)
+        return built(TextBlock, {"type": "text", "text": text}, _TEXT_SET)
 
 
 class BlockAssembler:
@@ -303,7 +292,7 @@ class BlockAssembler:
                 return AssistantMessage(content=tuple(content))
         # fast path (see ``build``): validation would hand every block back as it is
         fields = {"role": "assistant", "content": tuple(content)}
-        return _built(AssistantMessage, fields, _MESSAGE_SET)
+        return built(AssistantMessage, fields, _MESSAGE_SET)
 
 
 def assemble(

@@ -18,14 +18,11 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from .._model_slots import set_dict as _set_dict
-from .._model_slots import set_extra as _set_extra
-from .._model_slots import set_fields_set as _set_fields_set
-from .._model_slots import set_private as _set_private
+from .._model_slots import built
 from ..messages import AssistantMessage, ImageBlock, ReasoningBlock, TextBlock, ToolCallBlock
 from ._frozen import FrozenDict, wrap_frozen
 
-__all__ = ["logged_message"]
+__all__ = ["block_node", "logged_message", "plain_block"]
 
 # Each block class's fields in declaration order (the order of a validated ``__dict__`` and of
 # the dump), and its ``type`` literal.
@@ -35,8 +32,6 @@ _LITERAL: dict[type, str] = {cls: cls.model_fields["type"].default for cls in _B
 _MESSAGE_FIELDS = tuple(AssistantMessage.model_fields)
 _NULLABLE = "signature"  # the one field a block may hold as None (ReasoningBlock's)
 
-_new = object.__new__
-_set = object.__setattr__
 # A block's node has every field set: one field-name set per block class, shared by every
 # node built here (pydantic copies a model's set before changing it, ``model_copy``, and the
 # blocks are frozen; one set per block was a container the cyclic GC walked while it lived)
@@ -47,16 +42,31 @@ _init_dict = dict.__init__
 _MESSAGE_SET = set(_MESSAGE_FIELDS)
 
 
-def _validated(cls: type, fields: dict[str, Any], fields_set: set[str]) -> Any:
-    """The instance ``cls.model_validate`` makes of a dump holding exactly ``fields``: those
-    values, every field set (``fields_set``, the names of ``fields``; shared, see above), no
-    extra and no private values."""
-    obj: Any = _new(cls)
-    _set(obj, "__dict__", fields)
-    _set(obj, "__pydantic_fields_set__", fields_set)
-    _set(obj, "__pydantic_extra__", None)
-    _set(obj, "__pydantic_private__", None)
-    return obj
+def plain_block(block: Any) -> dict[str, Any] | None:
+    """``block``'s fields when they alone fix its dump and its node: an exact block class,
+    its fields in declaration order, every value a plain ``str`` (a reasoning block's
+    ``signature`` may be ``None``), no extra and no private values; else ``None``. The one
+    rule of the assistant and the user message logs."""
+    cls = type(block)
+    names = _FIELDS.get(cls)
+    if names is None:
+        return None
+    values: dict[str, Any] = block.__dict__
+    if tuple(values) != names or values["type"] != _LITERAL[cls]:
+        return None
+    for name, value in values.items():
+        if type(value) is not str and (value is not None or name != _NULLABLE):
+            return None
+    if block.__pydantic_extra__ or block.__pydantic_private__:
+        return None
+    return values
+
+
+def block_node(block: Any, values: dict[str, Any]) -> Any:
+    """The node validation makes of the dump of ``block``, whose ``values`` passed
+    :func:`plain_block`: the same values, every field set."""
+    cls = type(block)
+    return built(cls, dict(values), _ALL_SET[cls])
 
 
 def logged_message(
@@ -83,17 +93,8 @@ def logged_message(
     known = iter(dumps)
     pair = next(known, None)
     for block in content:
-        cls = type(block)
-        names = _FIELDS.get(cls)
-        if names is None:
-            return None
-        values = block.__dict__
-        if tuple(values) != names or values["type"] != _LITERAL[cls]:
-            return None
-        for name, value in values.items():
-            if type(value) is not str and (value is not None or name != _NULLABLE):
-                return None
-        if block.__pydantic_extra__ or block.__pydantic_private__:
+        values = plain_block(block)
+        if values is None:
             return None
         frozen_block: FrozenDict | None = None
         if pair is not None and pair[0] is block:
@@ -101,19 +102,14 @@ def logged_message(
                 frozen_block = pair[1]  # the chunk log's frozen fields of this block
             pair = next(known, None)
         if frozen_block is None:
-            # (``wrap_frozen`` and ``_validated`` inlined: two frames per block)
+            # (``wrap_frozen`` inlined: a frame per block)
             frozen_block = _new_dict(FrozenDict)
             _init_dict(frozen_block, values)
         dumped.append(frozen_block)
-        node: Any = _new(cls)
-        _set_dict(node, dict(values))
-        _set_fields_set(node, _ALL_SET[cls])
-        _set_extra(node, None)
-        _set_private(node, None)
-        blocks.append(node)
+        blocks.append(block_node(block, values))
     frozen = wrap_frozen({"role": "assistant", "content": tuple(dumped)})
     if not blocks:
         return frozen, None
-    return frozen, _validated(
+    return frozen, built(
         AssistantMessage, {"role": "assistant", "content": tuple(blocks)}, _MESSAGE_SET
     )

@@ -20,12 +20,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._model_slots import set_dict as _set_dict
-from .._model_slots import set_extra as _set_extra
-from .._model_slots import set_fields_set as _set_fields_set
-from .._model_slots import set_private as _set_private
+from .._model_slots import built
 from ..messages import TextBlock, UserMessage
-from ._assistant_log import _ALL_SET, _FIELDS, _LITERAL, _NULLABLE
+from ._assistant_log import block_node, plain_block
 from ._frozen import FrozenDict
 
 __all__ = ["logged_user", "user_dump", "user_text_message"]
@@ -38,7 +35,6 @@ _MESSAGE_SET = set(_MESSAGE_FIELDS)
 # What the constructor calls below count as set: the fields they name.
 _BUILT_SET = {"id", "content", "source"}
 _TEXT_SET = {"text"}
-_new = object.__new__
 _new_dict = dict.__new__
 _init_dict = dict.__init__
 
@@ -47,15 +43,6 @@ def _frozen(items: dict[str, Any]) -> FrozenDict:
     fd: FrozenDict = _new_dict(FrozenDict)
     _init_dict(fd, items)
     return fd
-
-
-def _model(cls: type, fields: dict[str, Any], fields_set: set[str]) -> Any:
-    obj: Any = _new(cls)
-    _set_dict(obj, fields)
-    _set_fields_set(obj, fields_set)
-    _set_extra(obj, None)
-    _set_private(obj, None)
-    return obj
 
 
 def logged_user(message: Any) -> tuple[FrozenDict, UserMessage] | None:
@@ -90,34 +77,25 @@ def _logged(message: Any, with_node: bool) -> tuple[FrozenDict, UserMessage | No
     dumped: list[FrozenDict] = []
     blocks: list[Any] = []
     for block in content:
-        cls = type(block)
-        names = _FIELDS.get(cls)
-        if names is None:
-            return None
-        values = block.__dict__
-        if tuple(values) != names or values["type"] != _LITERAL[cls]:
-            return None
-        for name, value in values.items():
-            if type(value) is not str and (value is not None or name != _NULLABLE):
-                return None
-        if block.__pydantic_extra__ or block.__pydantic_private__:
+        values = plain_block(block)
+        if values is None:
             return None
         dumped.append(_frozen(values))
         if with_node:
-            blocks.append(_model(cls, dict(values), _ALL_SET[cls]))
+            blocks.append(block_node(block, values))
     frozen = _frozen(
         {"role": "user", "id": id_, "content": tuple(dumped), "source": _frozen(source)}
     )
     if not with_node:
         return frozen, None
     node_fields = {"role": "user", "id": id_, "content": tuple(blocks), "source": dict(source)}
-    return frozen, _model(UserMessage, node_fields, _MESSAGE_SET)
+    return frozen, built(UserMessage, node_fields, _MESSAGE_SET)
 
 
 def user_text_message(id: str, text: str, source: dict[str, Any]) -> UserMessage:
     """What ``UserMessage(id=id, content=(TextBlock(text=text),), source=source)`` builds, for
     an exact ``str`` id and text and a ``source`` dict nobody else holds (validation would
     pass these through, copying the dict): the same fields, the same fields counted as set."""
-    block = _model(TextBlock, {"type": "text", "text": text}, _TEXT_SET)
+    block = built(TextBlock, {"type": "text", "text": text}, _TEXT_SET)
     fields = {"role": "user", "id": id, "content": (block,), "source": source}
-    return _model(UserMessage, fields, _BUILT_SET)
+    return built(UserMessage, fields, _BUILT_SET)
