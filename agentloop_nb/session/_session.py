@@ -302,8 +302,9 @@ class Session:
 
         ``_node`` is private to the loop (its ``assistant/message`` and ``user/message``): the
         message the event's ``data`` derives, built from the same fields as ``data`` by
-        ``logged_message`` / ``logged_user``, so it is not parsed again. Nothing else may pass it: a node that disagrees with ``data`` would
-        make the derived history disagree with the log.
+        ``logged_message`` / ``logged_user``, so it is not parsed again. Nothing else may pass
+        it: a node that disagrees with ``data`` would make the derived history disagree with
+        the log.
 
         ``data`` must be a ``dict`` (the ``TypedDict``s of ``agentloop_nb.events`` are dicts).
         Raises, logging nothing: ``TypeError`` when ``data`` is not lossless JSON (naming the
