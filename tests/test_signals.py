@@ -388,24 +388,3 @@ def test_a_controller_built_following_is_a_followed_controller() -> None:
     assert not built.signal.aborted
     late = controller_following(parent.signal)  # an aborted parent: aborted at once
     assert late.signal.reason == "stop" and parent.signal._callbacks == []
-
-
-@pytest.mark.anyio
-async def test_a_shielded_backend_scope_keeps_an_outer_cancel_out() -> None:
-    import anyio.lowlevel
-
-    from agentloop_nb.signals import _cancel_scope
-
-    _cancel_scope()  # the backend's class is learnt: the next scope is made from it
-    reached = []
-    with anyio.CancelScope() as outer:
-        outer.cancel()
-        inner = _cancel_scope()
-        inner.shield = True
-        with inner:
-            await anyio.lowlevel.checkpoint()  # the outer cancel is not delivered in here
-            reached.append("inside")
-        await anyio.lowlevel.checkpoint()
-        reached.append("after")  # pragma: no cover - the outer cancel is delivered here
-    assert reached == ["inside"]
-    assert outer.cancelled_caught

@@ -41,10 +41,7 @@ from .._hook_names import (
     AGENT_TURN_STOPPING,
 )
 from .._hook_payloads import pre_step_payload
-from .._model_slots import set_dict as _set_dict
-from .._model_slots import set_extra as _set_extra
-from .._model_slots import set_fields_set as _set_fields_set
-from .._model_slots import set_private as _set_private
+from .._model_slots import built
 from .._step_decisions import Enter, Reject
 from ..agents import AgentRegistry
 from ..context import Lazy, listened
@@ -60,7 +57,7 @@ from ..session import PersistenceError
 from ..session._assistant_log import logged_message
 from ..session._frozen import FrozenDict, wrap_frozen
 from ..session._user_log import logged_user
-from ..signals import AbortController, AbortError, _cancel_scope
+from ..signals import AbortController, AbortError
 from ._inbox import Inbox, InboxChange, make_user_message
 from ._request import Reply, flat_dump
 from ._scheduler import run_tool_calls
@@ -196,11 +193,7 @@ async def run_turn(agent: Agent, st: TurnState) -> dict[str, Any]:
         else:
             reason = _error_reason(exc)
             _report(agent, st, exc)
-    # (the backend's scope made directly, as ``AbortScope`` makes its own: the same shielded
-    # scope without asking which async library runs)
-    shielded = _cancel_scope()
-    shielded.shield = True
-    with shielded:
+    with anyio.CancelScope(shield=True):
         # Flushed before and after turn/end: a write failure found by either ends this turn
         # error PERSISTENCE (once) and refuses the later ones.
         reason = await _flush_checked(agent, st, reason)
@@ -419,8 +412,6 @@ def _log_message(
     session.append(ASSISTANT_MESSAGE, data, source_event_seqs=seqs, _node=logged[1])
 
 
-_new_object = object.__new__
-
 # Decisions are frozen: one instance serves every empty claim (model_construct: no validator
 # is built at import for this literal, valid instance).
 _ENTER_NOTHING = Enter.model_construct()
@@ -439,13 +430,9 @@ def _enter_claimed(claimed: tuple[UserMessage, ...]) -> Enter:
     if not claimed:
         return _ENTER_NOTHING
     # fast path (docs/architecture.md "Turn, session 14"): what
-    # ``Enter.model_construct(messages=claimed)`` builds, its four slots set by their own
-    # setters (``model_construct`` walks every field in Python: once a turn)
-    decision: Enter = _new_object(Enter)
-    _set_dict(decision, {"kind": "enter", "messages": claimed})
-    _set_fields_set(decision, {"messages"})
-    _set_extra(decision, None)
-    _set_private(decision, None)
+    # ``Enter.model_construct(messages=claimed)`` builds (``model_construct`` walks every
+    # field in Python: once a turn)
+    decision: Enter = built(Enter, {"kind": "enter", "messages": claimed}, {"messages"})
     return decision
 
 

@@ -28,10 +28,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from .._creation import AgentOptions
 from .._event_names import ASSISTANT_ATTEMPT, REQUEST_HEADER
 from .._hook_names import AGENT_REQUEST, AGENT_REQUEST_ERROR
-from .._model_slots import set_dict as _set_dict
-from .._model_slots import set_extra as _set_extra
-from .._model_slots import set_fields_set as _set_fields_set
-from .._model_slots import set_private as _set_private
+from .._model_slots import built
 from .._step_decisions import RequestConfig, RequestPayload, Retry
 from ..context import Lazy, listened
 from ..errors import InvalidTypeError
@@ -143,11 +140,7 @@ def seed_config(options: _Options) -> RequestConfig:
             value is None or type(value) is kind
             for value, kind in zip(fields.values(), _CONFIG_TYPES, strict=True)
         ):
-            config: RequestConfig = _new_object(RequestConfig)
-            _set_dict(config, dict(fields))
-            _set_fields_set(config, set(_CONFIG_FIELDS))
-            _set_extra(config, None)
-            _set_private(config, None)
+            config: RequestConfig = built(RequestConfig, dict(fields), set(_CONFIG_FIELDS))
             return config
     return RequestConfig(
         provider=options.provider,
@@ -164,7 +157,6 @@ def seed_config(options: _Options) -> RequestConfig:
 # temperature would become a ``float``, so it takes the constructor).
 _CONFIG_FIELDS = tuple(RequestConfig.model_fields)
 _CONFIG_TYPES = (str, str, int, float, str)
-_new_object = object.__new__
 
 
 def explicit_config(header: dict[str, Any] | None) -> dict[str, Any]:
