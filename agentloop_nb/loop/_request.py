@@ -83,7 +83,8 @@ class Reply:
     so that event shares it instead of freezing the same fields twice (session 14; equal
     content either way): ``block_dumps``, each ``(block, frozen)`` a tool-call block's
     ``block-end`` logged, in the order they were logged, and ``usage_dump``, ``(usage,
-    frozen)`` of the last ``usage`` chunk whose usage froze as ``flat_dump`` freezes it."""
+    logged)`` of the last ``usage`` chunk (what its event holds of the usage: the usage's
+    ``flat_dump``, equal either way)."""
 
     __slots__ = ("assembler", "block_dumps", "chunk_seqs", "kind", "usage_dump")
 
@@ -369,16 +370,9 @@ class RequestPath:
                     except Fallback:
                         data = _chunk_data(chunk)
                 elif kind == "usage":
-                    # the usage frozen as ``flat_dump`` freezes it, and kept: the message's
-                    # ``usage`` shares it (session 14)
-                    usage = chunk.usage
-                    try:
-                        frozen = freeze_fields(usage.__dict__)
-                    except Fallback:
-                        data = _chunk_data(chunk)
-                    else:
-                        reply.usage_dump = (usage, frozen)
-                        data = wrap_frozen({"type": kind, "usage": frozen})
+                    # kept: the message's ``usage`` shares what this chunk logs (session 14)
+                    data = _chunk_data(chunk)
+                    reply.usage_dump = (chunk.usage, data["usage"])
                 else:
                     data = _chunk_data(chunk)
                 add(data)
@@ -508,16 +502,13 @@ def flat_dump(model: Any) -> dict[str, Any]:
 
 
 def _config_dump(config: RequestConfig) -> dict[str, Any]:
-    """``config.model_dump(exclude_none=True)``; frozen from the fields of an exact
-    ``RequestConfig`` of plain scalars (its dump is those fields, in order, without ``None``),
-    so logging the header does not walk it again."""
-    if type(config) is RequestConfig and not config.__pydantic_extra__:
-        try:
-            return freeze_fields(config.__dict__)
-        except Fallback:
-            pass
-    dumped: dict[str, Any] = config.model_dump(exclude_none=True)
-    return dumped
+    """``config.model_dump(exclude_none=True)``, frozen from its fields by :func:`flat_dump`
+    (so logging the header does not walk it again) unless it holds extra values, which its
+    fields do not."""
+    if config.__pydantic_extra__:
+        dumped: dict[str, Any] = config.model_dump(exclude_none=True)
+        return dumped
+    return flat_dump(config)
 
 
 def _block_json(reply: Reply, index: int) -> FrozenDict | None:
