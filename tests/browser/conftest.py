@@ -105,7 +105,7 @@ def lab_page(
 ) -> Iterator[Page]:
     """A fresh page (own context) that can only reach loopback; screenshot + kernel cleanup after."""
     context = chromium_browser.new_context(viewport={"width": 1400, "height": 1000})
-    context.route("**/*", harness.block_external)
+    harness.confine_to_loopback(context)
     page = context.new_page()
     page.set_default_timeout(30_000)
     console: list[str] = []

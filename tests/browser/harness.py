@@ -6,7 +6,9 @@ Contract for test authors (fixtures live in ``tests/browser/conftest.py``):
   127.0.0.1 with a random token and isolated Jupyter config/data dirs. Notebook paths are
   relative to the repository root, e.g. ``"notebooks/01-quickstart.ipynb"``.
 - ``lab_page`` (function fixture) is a fresh Playwright ``Page`` whose context aborts every
-  request that is not to 127.0.0.1 / localhost / data: / blob:. On teardown it saves a screenshot
+  request that is not to 127.0.0.1 / localhost / data: / blob: (:func:`confine_to_loopback`;
+  loopback requests are never routed, so the page reaches Lab while the test thread waits on
+  something else, e.g. a :class:`KernelRunner` cell). On teardown it saves a screenshot
   under ``artifacts/screenshots/`` (``<test>-passed.png`` or ``<test>-failed.png``) and shuts
   down every kernel the test started.
 - :func:`run_all` opens a notebook, restarts its kernel and runs all cells through the menu, and
@@ -47,7 +49,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from playwright.sync_api import Browser, Locator, Page, Playwright, Route
+    from playwright.sync_api import Browser, BrowserContext, Locator, Page, Playwright, Route
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = REPO_ROOT / "artifacts"
@@ -432,23 +434,34 @@ def launch_chromium(playwright: Playwright) -> Browser:
     )
 
 
-_LOCAL_HOSTS = frozenset({"127.0.0.1", "localhost", "[::1]", "::1"})
+# Every URL that is not loopback http(s)/ws(s) or in-page (data:, blob:, about:). Playwright
+# matches a route's pattern in its driver process, so only these requests are intercepted.
+EXTERNAL_URL = re.compile(
+    r"^(?!(?:https?|wss?)://(?:127\.0\.0\.1|localhost|\[::1\])(?::\d+)?(?:[/?#]|$)"
+    r"|(?:data|blob|about):)",
+    re.IGNORECASE,
+)
 
 
 def is_local_url(url: str) -> bool:
-    """True for loopback http(s)/ws(s) URLs and in-page data:/blob: URLs."""
-    parsed = urllib.parse.urlsplit(url)
-    if parsed.scheme in ("data", "blob", "about"):
-        return True
-    return parsed.hostname in _LOCAL_HOSTS
+    """True for loopback http(s)/ws(s) URLs and in-page data:/blob:/about: URLs."""
+    return EXTERNAL_URL.match(url) is None
 
 
-def block_external(route: Route) -> None:
-    """Playwright route handler: only loopback traffic leaves the page."""
-    if is_local_url(route.request.url):
-        route.continue_()
-    else:
-        route.abort()
+def confine_to_loopback(context: BrowserContext) -> None:
+    """Abort every request of ``context``'s pages that is not to loopback (:data:`EXTERNAL_URL`).
+
+    Only those requests are routed, never the page's own traffic to Lab. Playwright holds a
+    routed request until its handler ran, and the sync API runs handlers only while the test
+    thread is inside a Playwright call: with every request routed, a page reloaded while the
+    test waited on a kernel client (a driver's cell) could not fetch ``/api/sessions``, so it
+    opened no kernel connection, and its bridge stayed disconnected, until that cell ended.
+    """
+    context.route(EXTERNAL_URL, _abort)
+
+
+def _abort(route: Route) -> None:
+    route.abort()
 
 
 # ---------------------------------------------------------------------------------------------

@@ -48,7 +48,7 @@ def test_a_second_page_sees_the_agents_inserted_cell_within_two_seconds(
         pages = []
         for _ in range(2):
             context = chromium_browser.new_context(viewport={"width": 1400, "height": 1000})
-            context.route("**/*", harness.block_external)
+            harness.confine_to_loopback(context)
             page = context.new_page()
             page.set_default_timeout(30_000)
             pages.append(page)
