@@ -58,6 +58,7 @@ class _StepTools:
         "gate",
         "links",
         "prepared",
+        "registry",
         "results",
         "running",
         "signal",
@@ -81,7 +82,9 @@ class _StepTools:
     ) -> None:
         self.agent = agent
         self.tools = tools  # ``agent.ctx.tools``, resolved once per step
-        self.table = registry_of(tools).tools  # the tool table it looks names up in
+        # the registry the phases are handed (as the facade hands it) and its tool table
+        self.registry = registry_of(tools)
+        self.table = self.registry.tools
         self.turn = turn
         self.step = step
         self.signal = signal
@@ -284,21 +287,58 @@ def _mark_started(st: _StepTools, i: int) -> None:
 
 
 async def _run_one(st: _StepTools, i: int) -> None:
+    """A call run alone in the step's task (a lone call, or an exclusive one): the phases as
+    ``ctx.tools.pre_execute``/``dispatch``/``post_execute`` run them, without a coroutine
+    where nothing is to be awaited (as in the pool)."""
+    PENDING, admit_now, dispatch_now, settle_now = _PHASES or _load_phases()
     tools = st.tools
     execution = _start(st, i)
     try:
         try:
-            result = await tools.pre_execute(execution)
+            # without a coroutine when nothing is to be awaited (no pre-execute listener, no
+            # guard)
+            result = admit_now(execution, st.registry)
+            if result is PENDING:
+                result = await tools.pre_execute(execution)
             if result is None:
-                result = await _dispatch(st, execution)
+                gate = st.gate
+                if gate.try_acquire():
+                    # _dispatch's common case inlined (a free slot taken without an await):
+                    # on the straight path the body's own coroutine, in a scope of its own
+                    try:
+                        if execution.tool is not None:
+                            result = await dispatch_now(execution, st.registry, None)
+                        else:
+                            result = await tools.dispatch(execution)
+                    finally:
+                        gate.release()
+                else:
+                    result = await _dispatch(st, execution)
         finally:
             _settled(st, i)
         # post-execute sees every result (denials too), so tools/result observers see them all
-        result = await tools.post_execute(execution, result)
+        settled = settle_now(execution, result)
+        result = settled if settled is not None else await tools.post_execute(execution, result)
     except Exception as exc:  # a raising tools/* listener: a plugin failure
         st.failure = exc
         result = _failed_result(exc)
     _commit(st, i, result)
+
+
+# The phases a call runs without the facade's frames (``PENDING``, ``admit_now``,
+# ``dispatch_now``, ``settle_now``), loaded with the first call: ``import agentloop_nb``
+# loads no phase (start-up cost); one global read per call after, not three imports.
+_PHASES: tuple[Any, Any, Any, Any] | None = None
+
+
+def _load_phases() -> tuple[Any, Any, Any, Any]:
+    global _PHASES
+    from ..tools._admit import PENDING, admit_now
+    from ..tools._dispatch import dispatch_now
+    from ..tools._settle import settle_now
+
+    _PHASES = (PENDING, admit_now, dispatch_now, settle_now)
+    return _PHASES
 
 
 async def _run_pool(st: _StepTools, idxs: list[int], cap: int) -> None:
@@ -310,7 +350,7 @@ async def _run_pool(st: _StepTools, idxs: list[int], cap: int) -> None:
     ``tools/post-execute`` and the durable commit run in model order in a separate task."""
     # (the pipeline's phases load with a first call)
     from ..tools._admit import PENDING, admit_now
-    from ..tools._dispatch import WorkerScope, dispatch_pooled
+    from ..tools._dispatch import WorkerScope, dispatch_now
     from ..tools._settle import settle_now
 
     tools, gate, signal = st.tools, st.gate, st.signal
@@ -391,7 +431,7 @@ async def _run_pool(st: _StepTools, idxs: list[int], cap: int) -> None:
                                 # ``dispatch`` is a frame around it; it refuses the rest),
                                 # on its straight path the body's coroutine alone
                                 if execution.tool is not None:
-                                    result = await dispatch_pooled(execution, registry, scope)
+                                    result = await dispatch_now(execution, registry, scope)
                                 else:
                                     hand_scope(execution, scope)
                                     result = await tools.dispatch(execution)
