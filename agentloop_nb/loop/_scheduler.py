@@ -48,6 +48,9 @@ if TYPE_CHECKING:
     from ..tools._dispatch import WorkerScope
     from ._agent import Agent
 
+    #: What :func:`open_body_scope` opens (for annotations outside the tools room).
+    BodyScope = WorkerScope
+
 
 class _StepTools:
     # A plain slotted class, not a dataclass: no generated code to compile at import.
@@ -61,6 +64,7 @@ class _StepTools:
         "registry",
         "results",
         "running",
+        "scope",
         "signal",
         "started",
         "step",
@@ -79,6 +83,7 @@ class _StepTools:
         calls: tuple[ToolCallBlock, ...],
         running: dict[str, AbortController],
         gate: Any,
+        scope: WorkerScope | None,
     ) -> None:
         self.agent = agent
         self.tools = tools  # ``agent.ctx.tools``, resolved once per step
@@ -100,6 +105,8 @@ class _StepTools:
         self.started: set[int] = set()
         self.links: dict[int, AbortController] = {}
         self.failure: BaseException | None = None
+        # the turn's body scope (its task's current anyio scope here), or None: a scope a call
+        self.scope = scope
 
 
 async def run_tool_calls(
@@ -109,12 +116,15 @@ async def run_tool_calls(
     step: int,
     signal: AbortSignal,
     running: dict[str, AbortController] | None = None,
+    scope: WorkerScope | None = None,
 ) -> list[tuple[str, ...]]:
     """Run the step's tool calls; return, in model order, the ``additional_contexts`` of
     their final results (the results themselves are logged: ``tool/result``).
 
     ``running`` (the agent's registry of cancellable calls) holds each started call's
-    controller until its body settles. Raises the first plugin failure (a raising ``tools/*``
+    controller until its body settles. ``scope`` (from :func:`open_body_scope`) is where the
+    calls run alone in this task run their bodies; without it each gets an ``AbortScope``
+    of its own (the same cancellation either way). Raises the first plugin failure (a raising ``tools/*``
     listener) after every started call has drained and every unstarted call has its synthetic
     result. A cancellation (or any other exception out of the scheduler) propagates after every
     call left without a result has one (``_answer_open``)."""
@@ -128,6 +138,7 @@ async def run_tool_calls(
         calls,
         running if running is not None else {},
         ctx.agent_loop.limits.tool_calls,
+        scope,
     )
     try:
         return await _run_groups(st)
@@ -140,6 +151,21 @@ async def run_tool_calls(
     finally:
         for i in list(st.links):
             _settled(st, i)
+
+
+def open_body_scope() -> WorkerScope:
+    """A body scope (``WorkerScope``) for the calls a task runs alone one after another,
+    opened in the calling task: hand it to each step's :func:`run_tool_calls` (``scope``) and
+    close it (``close()``, from the same task, with whatever propagates) when the steps end.
+    Between the two it must be the task's current anyio scope whenever a call's body starts
+    and ends (nothing opened around a step may stay open across its calls). One anyio scope
+    then serves a turn's lone calls, not one each (an anyio scope entered and left is about
+    25 k instructions)."""
+    from ..tools._dispatch import WorkerScope
+
+    scope = WorkerScope()
+    scope.open()
+    return scope
 
 
 async def _run_groups(st: _StepTools) -> list[tuple[str, ...]]:
@@ -307,13 +333,13 @@ async def _run_one(st: _StepTools, i: int) -> None:
                     # on the straight path the body's own coroutine, in a scope of its own
                     try:
                         if execution.tool is not None:
-                            result = await dispatch_now(execution, st.registry, None)
+                            result = await dispatch_now(execution, st.registry, st.scope)
                         else:
                             result = await tools.dispatch(execution)
                     finally:
                         gate.release()
                 else:
-                    result = await _dispatch(st, execution)
+                    result = await _dispatch(st, execution, st.scope)
         finally:
             _settled(st, i)
         # post-execute sees every result (denials too), so tools/result observers see them all
