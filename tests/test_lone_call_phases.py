@@ -134,3 +134,45 @@ async def test_a_lone_call_of_a_tool_defined_by_hand_runs_its_execute(app: App) 
     agent, _ = new_agent(app, tool_call("c1", "plain", {}), text("done"))
     await run(agent)
     assert _results(agent) == [("ran c1", None)]
+
+
+async def test_a_lone_call_of_a_turn_aborted_before_it_starts_gets_a_synthetic_pair(
+    app: App,
+) -> None:
+    ran: list[str] = []
+
+    @tool
+    async def never() -> str:
+        """Must not run."""
+        ran.append("ran")
+        return "ran"
+
+    register(app, never)
+    agent, _ = new_agent(app, tool_call("c1", "never", {}), text("done"))
+
+    def on_event(payload: Any) -> None:
+        if payload.event.type == "assistant/message":
+            agent.cancel()  # the step's message is logged; its call has not started
+
+    app.ctx.on("session/event", on_event)
+    await run(agent)
+    assert ran == []
+    [call] = data(agent, "tool/call")
+    assert call["call_id"] == "c1"
+    [(_content, code)] = _results(agent)
+    assert code == "ABORTED_BEFORE_DISPATCH"
+
+
+async def test_a_lone_call_whose_pre_execute_listener_raises_ends_the_turn_error_with_its_result_logged(
+    app: App,
+) -> None:
+    def boom(payload: Any, next: Any) -> Any:
+        raise RuntimeError("plugin bug")
+
+    app.ctx.on("tools/pre-execute", boom)
+    register(app, answer)
+    agent, _ = new_agent(app, tool_call("c1", "answer", {}), text("done"))
+    await run(agent)
+    [(content, code)] = _results(agent)
+    assert code == "TOOL_ERROR" and "plugin bug" in content
+    assert [d["reason"]["kind"] for d in data(agent, "turn/end")] == ["error"]

@@ -149,8 +149,9 @@ async def run_tool_calls(
         _answer_open(st)
         raise
     finally:
-        for i in list(st.links):
-            _settled(st, i)
+        if st.links:  # (every settled call left it: empty unless a body did not settle)
+            for i in list(st.links):
+                _settled(st, i)
 
 
 def open_body_scope() -> WorkerScope:
@@ -170,6 +171,16 @@ def open_body_scope() -> WorkerScope:
 
 async def _run_groups(st: _StepTools) -> list[tuple[str, ...]]:
     agent, calls, signal = st.agent, st.calls, st.signal
+    if len(calls) == 1:
+        # fast path (benchmarks/bench_ab.py, one call a step): a lone call runs alone
+        # whatever its mode, as the groups below would run it (no groups, no loops)
+        if signal.aborted:
+            _log_synthetic(st, 0)
+        else:
+            await _run_one(st, 0)
+        if st.failure is not None:
+            raise st.failure
+        return [st.results[0]]
     for mode, idxs in _groups(st):
         if signal.aborted or st.failure is not None:
             break
@@ -190,9 +201,8 @@ async def _run_groups(st: _StepTools) -> list[tuple[str, ...]]:
 
 
 def _groups(st: _StepTools) -> list[tuple[str, list[int]]]:
+    # (two calls or more: a lone call runs alone whatever its mode, see _run_groups)
     calls, tools = st.calls, st.tools
-    if len(calls) == 1:  # a lone call runs alone whatever its mode: skip classifying it
-        return [("exclusive", [0])]
     groups: list[tuple[str, list[int]]] = []
     prepared = st.prepared
     for i, call in enumerate(calls):
@@ -301,12 +311,6 @@ class _ApprovalNote:
 _new_note = object.__new__
 
 
-def _start(st: _StepTools, i: int) -> ToolExecution:
-    execution = _execution(st, i)
-    _mark_started(st, i)
-    return execution
-
-
 def _mark_started(st: _StepTools, i: int) -> None:
     st.started.add(i)
     st.running[_log_call(st, i)] = st.links[i]
@@ -318,7 +322,8 @@ async def _run_one(st: _StepTools, i: int) -> None:
     where nothing is to be awaited (as in the pool)."""
     PENDING, admit_now, dispatch_now, settle_now = _PHASES or _load_phases()
     tools = st.tools
-    execution = _start(st, i)
+    execution = _execution(st, i)
+    _mark_started(st, i)
     try:
         try:
             # without a coroutine when nothing is to be awaited (no pre-execute listener, no
