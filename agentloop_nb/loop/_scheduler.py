@@ -123,10 +123,10 @@ async def run_tool_calls(
 
     ``running`` (the agent's registry of cancellable calls) holds each started call's
     controller until its body settles. ``scope`` (from :func:`open_body_scope`) is where the
-    calls run alone in this task run their bodies; without it each gets an ``AbortScope``
-    of its own (the same cancellation either way). Raises the first plugin failure (a raising ``tools/*``
-    listener) after every started call has drained and every unstarted call has its synthetic
-    result. A cancellation (or any other exception out of the scheduler) propagates after every
+    calls run alone in this task run their bodies; without it each gets an ``AbortScope`` of
+    its own (the same cancellation either way). Raises the first plugin failure (a raising
+    ``tools/*`` listener) after every started call has drained and every unstarted call has
+    its synthetic result. A cancellation (or any other exception out of the scheduler) propagates after every
     call left without a result has one (``_answer_open``)."""
     ctx = agent.ctx
     st = _StepTools(
@@ -335,7 +335,8 @@ async def _run_one(st: _StepTools, i: int) -> None:
                 gate = st.gate
                 if gate.try_acquire():
                     # _dispatch's common case inlined (a free slot taken without an await):
-                    # on the straight path the body's own coroutine, in a scope of its own
+                    # on the straight path the body's own coroutine, in the turn's body
+                    # scope when the caller holds one (else in a scope of its own)
                     try:
                         if execution.tool is not None:
                             result = await dispatch_now(execution, st.registry, st.scope)

@@ -216,7 +216,8 @@ def _body_error(execution: ToolExecution, exc: Exception) -> ToolResult:
 
 
 class WorkerScope:
-    """The cancel scope of the bodies one pool worker runs one after another, in place of an
+    """The cancel scope of the bodies one task runs one after another (a pool worker's, or
+    a turn's lone calls: ``loop._scheduler.open_body_scope``), in place of an
     :class:`AbortScope` per body (an anyio scope made, entered and left per call: the largest
     single piece of a pooled call's own work; benchmarks/README.md "Pool (session 11)").
 
