@@ -1,5 +1,5 @@
 """A pooled call's dispatch: the body's own coroutine while nothing listens to
-``tools/execute`` (``_dispatch.dispatch_pooled``), the ``dispatch`` phase as before once
+``tools/execute`` (``_dispatch.dispatch_now``), the ``dispatch`` phase as before once
 something does; whether anything does is decided per call."""
 
 from __future__ import annotations

@@ -48,6 +48,9 @@ if TYPE_CHECKING:
     from ..tools._dispatch import WorkerScope
     from ._agent import Agent
 
+    #: What :func:`open_body_scope` opens (for annotations outside the tools room).
+    BodyScope = WorkerScope
+
 
 class _StepTools:
     # A plain slotted class, not a dataclass: no generated code to compile at import.
@@ -58,8 +61,10 @@ class _StepTools:
         "gate",
         "links",
         "prepared",
+        "registry",
         "results",
         "running",
+        "scope",
         "signal",
         "started",
         "step",
@@ -78,10 +83,13 @@ class _StepTools:
         calls: tuple[ToolCallBlock, ...],
         running: dict[str, AbortController],
         gate: Any,
+        scope: WorkerScope | None,
     ) -> None:
         self.agent = agent
         self.tools = tools  # ``agent.ctx.tools``, resolved once per step
-        self.table = registry_of(tools).tools  # the tool table it looks names up in
+        # the registry the phases are handed (as the facade hands it) and its tool table
+        self.registry = registry_of(tools)
+        self.table = self.registry.tools
         self.turn = turn
         self.step = step
         self.signal = signal
@@ -97,6 +105,8 @@ class _StepTools:
         self.started: set[int] = set()
         self.links: dict[int, AbortController] = {}
         self.failure: BaseException | None = None
+        # the turn's body scope (its task's current anyio scope here), or None: a scope a call
+        self.scope = scope
 
 
 async def run_tool_calls(
@@ -106,14 +116,17 @@ async def run_tool_calls(
     step: int,
     signal: AbortSignal,
     running: dict[str, AbortController] | None = None,
+    scope: WorkerScope | None = None,
 ) -> list[tuple[str, ...]]:
     """Run the step's tool calls; return, in model order, the ``additional_contexts`` of
     their final results (the results themselves are logged: ``tool/result``).
 
     ``running`` (the agent's registry of cancellable calls) holds each started call's
-    controller until its body settles. Raises the first plugin failure (a raising ``tools/*``
-    listener) after every started call has drained and every unstarted call has its synthetic
-    result. A cancellation (or any other exception out of the scheduler) propagates after every
+    controller until its body settles. ``scope`` (from :func:`open_body_scope`) is where the
+    calls run alone in this task run their bodies; without it each gets an ``AbortScope`` of
+    its own (the same cancellation either way). Raises the first plugin failure (a raising
+    ``tools/*`` listener) after every started call has drained and every unstarted call has
+    its synthetic result. A cancellation (or any other exception out of the scheduler) propagates after every
     call left without a result has one (``_answer_open``)."""
     ctx = agent.ctx
     st = _StepTools(
@@ -125,6 +138,7 @@ async def run_tool_calls(
         calls,
         running if running is not None else {},
         ctx.agent_loop.limits.tool_calls,
+        scope,
     )
     try:
         return await _run_groups(st)
@@ -135,12 +149,38 @@ async def run_tool_calls(
         _answer_open(st)
         raise
     finally:
-        for i in list(st.links):
-            _settled(st, i)
+        if st.links:  # (every settled call left it: empty unless a body did not settle)
+            for i in list(st.links):
+                _settled(st, i)
+
+
+def open_body_scope() -> WorkerScope:
+    """A body scope (``WorkerScope``) for the calls a task runs alone one after another,
+    opened in the calling task: hand it to each step's :func:`run_tool_calls` (``scope``) and
+    close it (``close()``, from the same task, with whatever propagates) when the steps end.
+    Between the two it must be the task's current anyio scope whenever a call's body starts
+    and ends (nothing opened around a step may stay open across its calls). One anyio scope
+    then serves a turn's lone calls, not one each (an anyio scope entered and left is about
+    25 k instructions)."""
+    from ..tools._dispatch import WorkerScope
+
+    scope = WorkerScope()
+    scope.open()
+    return scope
 
 
 async def _run_groups(st: _StepTools) -> list[tuple[str, ...]]:
     agent, calls, signal = st.agent, st.calls, st.signal
+    if len(calls) == 1:
+        # fast path (benchmarks/bench_ab.py, one call a step): a lone call runs alone
+        # whatever its mode, as the groups below would run it (no groups, no loops)
+        if signal.aborted:
+            _log_synthetic(st, 0)
+        else:
+            await _run_one(st, 0)
+        if st.failure is not None:
+            raise st.failure
+        return [st.results[0]]
     for mode, idxs in _groups(st):
         if signal.aborted or st.failure is not None:
             break
@@ -161,9 +201,8 @@ async def _run_groups(st: _StepTools) -> list[tuple[str, ...]]:
 
 
 def _groups(st: _StepTools) -> list[tuple[str, list[int]]]:
+    # (two calls or more: a lone call runs alone whatever its mode, see _run_groups)
     calls, tools = st.calls, st.tools
-    if len(calls) == 1:  # a lone call runs alone whatever its mode: skip classifying it
-        return [("exclusive", [0])]
     groups: list[tuple[str, list[int]]] = []
     prepared = st.prepared
     for i, call in enumerate(calls):
@@ -272,33 +311,66 @@ class _ApprovalNote:
 _new_note = object.__new__
 
 
-def _start(st: _StepTools, i: int) -> ToolExecution:
-    execution = _execution(st, i)
-    _mark_started(st, i)
-    return execution
-
-
 def _mark_started(st: _StepTools, i: int) -> None:
     st.started.add(i)
     st.running[_log_call(st, i)] = st.links[i]
 
 
 async def _run_one(st: _StepTools, i: int) -> None:
+    """A call run alone in the step's task (a lone call, or an exclusive one): the phases as
+    ``ctx.tools.pre_execute``/``dispatch``/``post_execute`` run them, without a coroutine
+    where nothing is to be awaited (as in the pool)."""
+    PENDING, admit_now, dispatch_now, settle_now = _PHASES or _load_phases()
     tools = st.tools
-    execution = _start(st, i)
+    execution = _execution(st, i)
+    _mark_started(st, i)
     try:
         try:
-            result = await tools.pre_execute(execution)
+            # without a coroutine when nothing is to be awaited (no pre-execute listener, no
+            # guard)
+            result = admit_now(execution, st.registry)
+            if result is PENDING:
+                result = await tools.pre_execute(execution)
             if result is None:
-                result = await _dispatch(st, execution)
+                gate = st.gate
+                if gate.try_acquire():
+                    # _dispatch's common case inlined (a free slot taken without an await):
+                    # on the straight path the body's own coroutine, in the turn's body
+                    # scope when the caller holds one (else in a scope of its own)
+                    try:
+                        if execution.tool is not None:
+                            result = await dispatch_now(execution, st.registry, st.scope)
+                        else:
+                            result = await tools.dispatch(execution)
+                    finally:
+                        gate.release()
+                else:
+                    result = await _dispatch(st, execution, st.scope)
         finally:
             _settled(st, i)
         # post-execute sees every result (denials too), so tools/result observers see them all
-        result = await tools.post_execute(execution, result)
+        settled = settle_now(execution, result)
+        result = settled if settled is not None else await tools.post_execute(execution, result)
     except Exception as exc:  # a raising tools/* listener: a plugin failure
         st.failure = exc
         result = _failed_result(exc)
     _commit(st, i, result)
+
+
+# The phases a call runs without the facade's frames (``PENDING``, ``admit_now``,
+# ``dispatch_now``, ``settle_now``), loaded with the first call: ``import agentloop_nb``
+# loads no phase (start-up cost); one global read per call after, not three imports.
+_PHASES: tuple[Any, Any, Any, Any] | None = None
+
+
+def _load_phases() -> tuple[Any, Any, Any, Any]:
+    global _PHASES
+    from ..tools._admit import PENDING, admit_now
+    from ..tools._dispatch import dispatch_now
+    from ..tools._settle import settle_now
+
+    _PHASES = (PENDING, admit_now, dispatch_now, settle_now)
+    return _PHASES
 
 
 async def _run_pool(st: _StepTools, idxs: list[int], cap: int) -> None:
@@ -310,7 +382,7 @@ async def _run_pool(st: _StepTools, idxs: list[int], cap: int) -> None:
     ``tools/post-execute`` and the durable commit run in model order in a separate task."""
     # (the pipeline's phases load with a first call)
     from ..tools._admit import PENDING, admit_now
-    from ..tools._dispatch import WorkerScope, dispatch_pooled
+    from ..tools._dispatch import WorkerScope, dispatch_now
     from ..tools._settle import settle_now
 
     tools, gate, signal = st.tools, st.gate, st.signal
@@ -391,7 +463,7 @@ async def _run_pool(st: _StepTools, idxs: list[int], cap: int) -> None:
                                 # ``dispatch`` is a frame around it; it refuses the rest),
                                 # on its straight path the body's coroutine alone
                                 if execution.tool is not None:
-                                    result = await dispatch_pooled(execution, registry, scope)
+                                    result = await dispatch_now(execution, registry, scope)
                                 else:
                                     hand_scope(execution, scope)
                                     result = await tools.dispatch(execution)

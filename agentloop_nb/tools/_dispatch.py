@@ -41,7 +41,7 @@ from ._define import Tool, call_execute
 from ._hooks import EXECUTE, SETTLED
 from ._results import ResultRejected, to_result
 
-__all__ = ["WorkerScope", "dispatch", "dispatch_pooled", "run_body"]
+__all__ = ["WorkerScope", "dispatch", "dispatch_now", "run_body"]
 
 _log = logging.getLogger("agentloop_nb.tools")
 
@@ -93,13 +93,15 @@ async def dispatch(execution: ToolExecution, source: BodySource) -> ToolResult:
     return _dispatched(execution, result, names)
 
 
-def dispatch_pooled(
-    execution: ToolExecution, source: BodySource, scope: WorkerScope
+def dispatch_now(
+    execution: ToolExecution, source: BodySource, scope: WorkerScope | None
 ) -> Awaitable[ToolResult]:
-    """:func:`dispatch` for a pool worker's call, its body run in the worker's ``scope``
-    (see :class:`WorkerScope`): on the straight path (no ``tools/execute`` listener, the
-    signal not aborted) the body's own coroutine, which ends as ``dispatch`` would, without
-    ``dispatch``'s coroutine around it (one frame fewer at every step of a pooled body)."""
+    """:func:`dispatch` for a resolved tool, without ``dispatch``'s coroutine on the straight
+    path (no ``tools/execute`` listener, the signal not aborted): there it is the body's own
+    coroutine (``run_body``), which ends as ``dispatch`` would (one frame fewer at every step
+    of a body); otherwise ``dispatch`` as ever. The body runs in ``scope`` (a pool worker's,
+    see :class:`WorkerScope`) or, ``None``, in a scope of its own (a call the step runs
+    alone)."""
     names = getattr(execution.ctx, "listened", EVERY_NAME)  # (``listened`` inlined)
     if EXECUTE in names or execution.signal.aborted:
         hand_scope(execution, scope)  # dispatch takes it for the body, or drops it
@@ -139,7 +141,7 @@ async def run_body(
     cannot be serialised within the caps gives ``TOOL_ERROR`` naming what happened.
 
     With ``names`` (the context's live listened view) the result is also ended as the
-    dispatch phase ends it (see :func:`dispatch_pooled`).
+    dispatch phase ends it (see :func:`dispatch_now`).
     """
     tool = execution.tool
     assert isinstance(tool, Tool), "run_body needs a resolved tool"
@@ -214,7 +216,8 @@ def _body_error(execution: ToolExecution, exc: Exception) -> ToolResult:
 
 
 class WorkerScope:
-    """The cancel scope of the bodies one pool worker runs one after another, in place of an
+    """The cancel scope of the bodies one task runs one after another (a pool worker's, or
+    a turn's lone calls: ``loop._scheduler.open_body_scope``), in place of an
     :class:`AbortScope` per body (an anyio scope made, entered and left per call: the largest
     single piece of a pooled call's own work; benchmarks/README.md "Pool (session 11)").
 
