@@ -455,6 +455,33 @@ def test_a_watcher_sees_each_append_before_session_event_while_the_session_is_pu
     assert seen[4:] == ["event 0"]
 
 
+def test_a_watcher_is_skipped_while_the_session_is_in_its_unless_container() -> None:
+    bus = FakeBus()
+    store = SessionStore(bus)
+    session = store.prepare("u")
+    store.enter(session)
+    told: set[Session] = set()
+    calls: list[int] = []
+    plain: list[int] = []
+
+    def watch(watched: Session) -> None:
+        calls.append(len(watched.events) - 1)
+        told.add(watched)  # what a writer does when it queues the session
+
+    session.watch_appends(watch, unless=told)
+    session.watch_appends(lambda s: plain.append(len(s.events) - 1))
+    session.append("a")
+    session.append("b")  # already told: no call
+    assert calls == [0] and plain == [0, 1]
+    told.discard(session)  # served (the writer took it): the next append calls again
+    session.append("c")
+    assert calls == [0, 2] and plain == [0, 1, 2]
+    session.unwatch_appends(watch)
+    told.clear()
+    session.append("d")
+    assert calls == [0, 2] and plain == [0, 1, 2, 3]
+
+
 def test_a_vetoed_publication_drops_the_watchers_it_gained() -> None:
     bus = FakeBus()
     store = SessionStore(bus)

@@ -12,7 +12,7 @@ import pytest
 from agentloop_nb._twin import same_slots, set_class
 from agentloop_nb.llm import GenerateOptions
 from agentloop_nb.llm._options import _Options
-from agentloop_nb.session import FrozenDict, SessionEvent
+from agentloop_nb.session import FrozenDict, SessionEvent, SessionStore
 from agentloop_nb.session._events import _Event, make_event
 
 
@@ -33,6 +33,29 @@ def test_a_twin_built_event_is_the_event_the_constructor_builds() -> None:
         built.seq = 4  # type: ignore[misc]
     default = make_event("turn/start", 0, 1.0, data)
     assert default.surface_op is None and default.source_event_seqs == ()
+
+
+def test_an_appended_event_is_the_event_the_constructor_builds_slot_by_slot() -> None:
+    # ``Session.append`` makes the twin's stores itself (not through ``make_event``): every
+    # slot must be set as the constructor sets it, and nothing else.
+    session = SessionStore().prepare("twin")
+    data = FrozenDict({"turn": 1, "step": 2})
+    session.append("turn/start", data, time=7.5)
+    appended = session.append("step/start", data, source_event_seqs=[0], time=12.5)
+    expected = SessionEvent("step/start", 1, 12.5, data, None, (0,))
+    assert type(appended) is SessionEvent and appended == expected
+    for name in SessionEvent.__slots__:
+        assert getattr(appended, name) == getattr(expected, name), name
+    assert appended.data is data
+    with pytest.raises(AttributeError, match="immutable"):
+        appended.seq = 4  # type: ignore[misc]
+    surface = session.append(
+        "user/message",
+        {"message": {"role": "user", "id": "u", "content": [{"type": "text", "text": "hi"}]}},
+        surface_op="append",
+    )
+    assert surface.surface_op == "append" and surface.source_event_seqs == ()
+    assert pickle.loads(pickle.dumps(surface)) == surface
 
 
 def test_twin_built_options_are_frozen_options() -> None:

@@ -279,10 +279,13 @@ async def _run_steps(agent: Agent, st: TurnState) -> None:
     signal = st.controller.signal
     turn = st.turn
     names = listened(ctx)  # live: asked once a turn, tested once a step
+    requests = st.requests
+    assert requests is not None, "the agent loop sets the request path at creation"
     generation: int = -1
     system_prompt: Any = None
     while True:
-        signal.throw_if_aborted()
+        if signal.aborted:  # (``throw_if_aborted`` inlined: ``aborted`` is a C-level getter)
+            raise AbortError(signal.reason)
         claimed = inbox.claim("next-step", None, turn)
         if st.step == 0:
             claimed += inbox.claim("next-turn", 1, turn)
@@ -314,15 +317,34 @@ async def _run_steps(agent: Agent, st: TurnState) -> None:
             return  # nothing to say: the turn completes without a step
         st.step = step
         st.claimed.extend(entered)
-        # Frozen here (the loop's own ints), not walked by append: twice per step.
-        agent.session.append(STEP_START, wrap_frozen({"turn": turn, "step": step}))
+        session = agent.session
+        # Frozen here (the loop's own ints), not walked by append; one object serves the
+        # step's start and end (equal data, immutable: no reader can tell it is shared).
+        marker = wrap_frozen({"turn": turn, "step": step})
+        session.append(STEP_START, marker)
         st.step_open = True
         for m in entered:
-            _log_user(agent.session, m)
-        had_tools = await _run_step(agent, st, assembly)
-        agent.session.append(STEP_END, wrap_frozen({"turn": turn, "step": step}))
+            _log_user(session, m)
+        # The step: one model call (through the agent's request path) plus its tool calls.
+        # (Here, not in a coroutine of its own: one coroutine a step fewer.)
+        reply = await requests.request(turn, step, assembly, signal)
+        kind = reply.kind
+        interrupted = kind == "aborted" or kind is None
+        message = reply.assembler.message(interrupted=interrupted)
+        _log_message(session, reply, message, turn, step, interrupted)
+        if kind == "max-tokens":
+            st.max_tokens = True
+        calls = message.tool_calls
+        if calls:
+            contexts = await run_tool_calls(agent, calls, turn, step, signal, st.calls)
+            for call, extras in zip(calls, contexts, strict=True):
+                for extra in extras:
+                    inbox.insert("next-step", _context_message(extra, call.id, call.name))
+        if interrupted or signal.aborted:
+            raise AbortError(signal.reason)
+        session.append(STEP_END, marker)
         st.step_open = False
-        if had_tools or inbox.has_pending("next-step"):
+        if calls or inbox.has_pending("next-step"):
             continue
         await ctx.serial(
             AGENT_TURN_STOPPING, Lazy(TurnStoppingPayload, agent, turn, signal), signal=signal
@@ -343,32 +365,6 @@ def _entered(decision: Any) -> tuple[UserMessage, ...] | Reject:
             f"an agent/pre-step listener returned {decision!r}; return Enter(messages) or Reject()"
         )
     return decision.messages
-
-
-async def _run_step(agent: Agent, st: TurnState, assembly: Any) -> bool:
-    """One model call (through the agent's request path) plus its tool calls; returns whether
-    tools ran (the turn continues)."""
-    session = agent.session
-    signal = st.controller.signal
-    turn, step = st.turn, st.step
-    requests = st.requests
-    assert requests is not None, "the agent loop sets the request path at creation"
-    reply = await requests.request(turn, step, assembly, signal)
-    asm, kind = reply.assembler, reply.kind
-    interrupted = kind == "aborted" or kind is None
-    message = asm.message(interrupted=interrupted)
-    _log_message(session, reply, message, turn, step, interrupted)
-    if kind == "max-tokens":
-        st.max_tokens = True
-    calls = message.tool_calls
-    if calls:
-        contexts = await run_tool_calls(agent, calls, turn, step, signal, st.calls)
-        for call, extras in zip(calls, contexts, strict=True):
-            for extra in extras:
-                agent.inbox.insert("next-step", _context_message(extra, call.id, call.name))
-    if interrupted or signal.aborted:
-        raise AbortError(signal.reason)
-    return bool(calls)
 
 
 def _log_user(session: Any, message: UserMessage) -> None:

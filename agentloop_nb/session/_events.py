@@ -14,7 +14,6 @@ from typing import Any, NoReturn
 
 from .._event_names import SURFACE_TYPES
 from .._json import dumps_str
-from .._twin import set_class
 from ..errors import InvalidTypeError, InvalidValueError
 from ._frozen import EMPTY, FrozenDict, freeze_json, freeze_plain_dict, wrap_frozen
 
@@ -266,7 +265,9 @@ class _Event:
         self.data = data
         self.surface_op = surface_op
         self.source_event_seqs = seqs
-        set_class(self, "__class__", SessionEvent)
+        # A plain store, not ``set_class``: the twin has no ``__setattr__``, so this reaches
+        # the ``__class__`` setter without the wrapper call (about 800 instructions an event)
+        self.__class__ = SessionEvent  # type: ignore[assignment]
 
 
 make_event: Callable[..., SessionEvent] = _Event  # type: ignore[assignment]

@@ -17,8 +17,8 @@ from ._events import (
     EVENT_TYPES,
     SessionEvent,
     SessionHeader,
+    _Event,
     freeze_data,
-    make_event,
     normalize_source_seqs,
     normalize_surface_op,
 )
@@ -186,9 +186,10 @@ class Session:
         self._durable_seq = -1
         self._header_durable = False
         self._chunks: ChunkLog | None = None  # the response streaming now, if any
-        # Called with the session after each append while published (``watch_appends``).
-        # Written by the loop thread only; cleared whenever the session stops being published.
-        self._watchers: tuple[Callable[[Session], object], ...] = ()
+        # ``(callback, unless)`` per watcher (``watch_appends``): called with the session after
+        # each append while published, unless the session is in ``unless`` then. Written by
+        # the loop thread only; cleared whenever the session stops being published.
+        self._watchers: tuple[tuple[Callable[[Session], object], Container[Session]], ...] = ()
 
     # -- read side -------------------------------------------------------------------------
 
@@ -331,9 +332,19 @@ class Session:
             node = parse_node(type, frozen, seq) if _node is _UNSET else _node
             if op is not None and not isinstance(op, str):
                 self._check_span(type, op)
-        # fast path (benchmarks/README.md "Step (session 14)"): the slots stored by the
-        # event's twin, not a setter call each
-        event = make_event(type, seq, _now() if time is None else time, frozen, op, seqs)
+        # fast path (benchmarks/README.md "Step (session 14)"): the slots stored through the
+        # event's twin, not a setter call each; its stores made here, not by its ``__init__``
+        # (a class call runs ``__init__`` in a new C-level frame: about 800 instructions an
+        # event). Keep in step with ``_Event.__init__`` (tests/test_twin.py compares both with
+        # the constructor, slot by slot).
+        event: Any = _new_object(_Event)  # a ``SessionEvent`` once its class is set
+        event.type = type
+        event.seq = seq
+        event.time = _now() if time is None else time
+        event.data = frozen
+        event.surface_op = op
+        event.source_event_seqs = seqs
+        event.__class__ = SessionEvent
         events.append(event)
         if surface:
             self._nodes[seq] = node
@@ -342,7 +353,9 @@ class Session:
         if self._watchers:
             # Watchers run before ``session/event``'s listeners: one of those may append from
             # its handler, and a writer must have seen the event that led to it first.
-            for watch in self._watchers:
+            for watch, unless in self._watchers:
+                if self in unless:  # already told (the writer's usual case): no call
+                    continue
                 try:
                     watch(self)
                 except Exception:  # the event is logged: a watcher's bug must not undo that
@@ -358,23 +371,29 @@ class Session:
             self._emit(SESSION_EVENT, payload)
         return event
 
-    def watch_appends(self, callback: Callable[[Session], object]) -> None:
+    def watch_appends(
+        self, callback: Callable[[Session], object], *, unless: Container[Session] = ()
+    ) -> None:
         """Call ``callback(session)`` after each append from now on, while the session stays
         published, before ``session/event`` is emitted (the persistence seam: a write-behind
         backend watches each session it writes, so a logged event costs it one call, not an
-        announcement). Unpublishing or detaching the session drops every watcher; watching
-        twice with the same callback is one watcher. Errors are logged, never raised: the
-        event is already in the log. Raises ``UsageError`` unless published."""
+        announcement). An append skips the call while the session is in ``unless`` (a live
+        container the watcher keeps, read at each append: a writer's set of sessions it has
+        been told about and not yet served, so a logged event usually costs it no call at
+        all). Unpublishing or detaching the session drops every watcher; watching twice with
+        the same callback is one watcher (the first ``unless`` stays). Errors are logged,
+        never raised: the event is already in the log. Raises ``UsageError`` unless
+        published."""
         if self._state != "published":
             raise UsageError(
                 f"session {self.id!r} is {self._state}: only a published session is watched"
             )
-        if callback not in self._watchers:
-            self._watchers = (*self._watchers, callback)
+        if all(watch != callback for watch, _ in self._watchers):
+            self._watchers = (*self._watchers, (callback, unless))
 
     def unwatch_appends(self, callback: Callable[[Session], object]) -> None:
         """Stop calling ``callback`` (a no-op when it does not watch)."""
-        self._watchers = tuple(w for w in self._watchers if w != callback)
+        self._watchers = tuple(w for w in self._watchers if w[0] != callback)
 
     def open_chunks(self, turn: int, step: int, resolve: Resolve) -> ChunkLog:
         """Start logging a streamed response of step ``step`` of turn ``turn``: its chunks go

@@ -224,13 +224,15 @@ class WriteBehind:
     def _open(self, session: Session) -> None:
         """Have the worker write what ``session`` logged so far (its header first if new),
         and watch its appends from now on."""
-        session.watch_appends(self._on_append)
+        # ``unless``: a session already queued is skipped by the append itself (no call)
+        session.watch_appends(self._on_append, unless=self._marked)
         self._watched.add(session)
         self._put(_Open(session))
 
     def _on_append(self, session: Session) -> None:
-        """The watcher of each session written: queue it unless it is already queued."""
-        if session in self._marked:  # once per logged event: the usual case ends here
+        """The watcher of each session written: queue it unless it is already queued (the
+        session skips the call itself while it is in ``_marked``: see ``_open``)."""
+        if session in self._marked:
             return
         self._marked.add(session)
         self._queue.put(session)
