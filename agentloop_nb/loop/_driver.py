@@ -60,12 +60,13 @@ from ..session._user_log import logged_user
 from ..signals import AbortController, AbortError
 from ._inbox import Inbox, InboxChange, make_user_message
 from ._request import Reply, flat_dump
-from ._scheduler import run_tool_calls
+from ._scheduler import open_body_scope, run_tool_calls
 from ._state import Status, TurnState
 
 if TYPE_CHECKING:
     from ..messages import UserMessage
     from ._agent import Agent
+    from ._scheduler import BodyScope
 
 Spawn = Callable[[Coroutine[Any, Any, None], str], "asyncio.Task[None]"]
 
@@ -177,7 +178,13 @@ async def run_turn(agent: Agent, st: TurnState) -> dict[str, Any]:
         signal.throw_if_aborted()
         if st.failure is not None:  # the session cannot be written: refuse, call no model
             raise _refusal(st.failure)
-        await _run_steps(agent, st)
+        # One body scope for the turn's lone calls (docs/architecture.md "Step, session 15"),
+        # not an anyio scope each; nothing around a step stays open across its calls.
+        scope = open_body_scope()
+        try:
+            await _run_steps(agent, st, scope)
+        finally:
+            scope.close()
         reason = {"kind": "max-tokens" if st.max_tokens else st.end}
         if st.detail is not None:
             reason["reason"] = st.detail
@@ -273,7 +280,7 @@ def _abort_reason(cause: Any) -> dict[str, Any]:
     return {"kind": "aborted", "cause": cause}
 
 
-async def _run_steps(agent: Agent, st: TurnState) -> None:
+async def _run_steps(agent: Agent, st: TurnState, scope: BodyScope) -> None:
     ctx = agent.ctx
     inbox: Inbox = agent.inbox
     signal = st.controller.signal
@@ -336,7 +343,7 @@ async def _run_steps(agent: Agent, st: TurnState) -> None:
             st.max_tokens = True
         calls = message.tool_calls
         if calls:
-            contexts = await run_tool_calls(agent, calls, turn, step, signal, st.calls)
+            contexts = await run_tool_calls(agent, calls, turn, step, signal, st.calls, scope)
             for call, extras in zip(calls, contexts, strict=True):
                 for extra in extras:
                     inbox.insert("next-step", _context_message(extra, call.id, call.name))
