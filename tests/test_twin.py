@@ -9,7 +9,7 @@ import pickle
 
 import pytest
 
-from agentloop_nb._twin import same_slots, set_class
+from agentloop_nb._twin import same_slots
 from agentloop_nb.llm import GenerateOptions
 from agentloop_nb.llm._options import _Options
 from agentloop_nb.session import FrozenDict, SessionEvent, SessionStore
@@ -74,8 +74,9 @@ def test_a_twin_that_drifts_from_its_class_fails_instead_of_building() -> None:
 
     for drifted in (Extra, Fewer):
         assert not same_slots(drifted, SessionEvent)
+        instance = drifted()
         with pytest.raises(TypeError):
-            set_class(drifted(), "__class__", SessionEvent)
+            instance.__class__ = SessionEvent  # the twin's store: refused across layouts
 
     class Guarded:
         __slots__ = ("data", "seq", "source_event_seqs", "surface_op", "time", "type")

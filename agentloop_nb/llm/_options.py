@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .._record import Record, set_field
-from .._twin import set_class
 from ..messages import Message
 
 if TYPE_CHECKING:
@@ -105,7 +104,7 @@ class _Options:
         self.stop = None
         self.session_id = session_id
         self.signal = signal
-        set_class(self, "__class__", GenerateOptions)
+        self.__class__ = GenerateOptions  # type: ignore[assignment]  # the twin's rule
 
 
 request_options: Callable[..., GenerateOptions] = _Options  # type: ignore[assignment]

@@ -265,8 +265,8 @@ class _Event:
         self.data = data
         self.surface_op = surface_op
         self.source_event_seqs = seqs
-        # A plain store, not ``set_class``: the twin has no ``__setattr__``, so this reaches
-        # the ``__class__`` setter without the wrapper call (about 800 instructions an event)
+        # A plain store (``_twin``): the twin has no ``__setattr__``, so this reaches the
+        # ``__class__`` setter without ``object.__setattr__``'s wrapper call
         self.__class__ = SessionEvent  # type: ignore[assignment]
 
 
