@@ -20,6 +20,7 @@ import re
 import weakref
 from collections.abc import Coroutine, Mapping
 from functools import lru_cache, partial
+from operator import itemgetter
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
@@ -82,9 +83,6 @@ class SystemPrompt:
         # (the sections, the variables' values, the tool schemas), so the rendered text and the
         # request header's comparison are kept too (benchmarks/README.md "Step (session 12)").
         self._collected: weakref.WeakKeyDictionary[Any, Assembly] = weakref.WeakKeyDictionary()
-        # The last of them, with a weak reference to its agent: the next step's collection is
-        # usually for the same agent (a C-level call, not the weak dictionary's Python ``get``)
-        self._last: tuple[weakref.ref[Any], Assembly] | None = None
         # (service generation, ``ctx.tools`` or None) as last resolved (``_tool_schemas``)
         self._tools: tuple[int | None, Any] = (None, None)
         if persona is not None:
@@ -136,7 +134,7 @@ class SystemPrompt:
         and the tool schemas are what they were at the agent's last collection, that same
         ``Assembly`` object is returned (it is immutable)."""
         registry = self._sections
-        resolved: list[tuple[int, str, Section]] = []
+        resolved: list[tuple[int, int, Section]] = []
         for name, spec in registry.visible(agent):
             source = spec.source
             text = source if isinstance(source, str) else source(agent)
@@ -150,9 +148,9 @@ class SystemPrompt:
             section = spec.section
             if section is None or section.text != text:
                 section = spec.section = Section(name, text, spec.order)
-            resolved.append((spec.order, name, section))
-        if len(resolved) > 1:  # (ranked by ``(order, first registration)``)
-            resolved.sort(key=lambda r: (r[0], registry.position(r[1])))
+            resolved.append((spec.order, registry.position(name), section))
+        if len(resolved) > 1:
+            resolved.sort(key=_RANK)
         variables: dict[str, str | None] = {}
         for name, fn in self._variables.visible(agent):
             value = fn(agent)
@@ -165,16 +163,10 @@ class SystemPrompt:
         sections = tuple([r[2] for r in resolved])
         tools = self._tool_schemas(agent)
         keep = True
-        held = self._last
-        if held is not None and agent is not None and held[0]() is agent:  # (dead: None)
-            last: Assembly | None = held[1]
-        else:
-            try:
-                last = self._collected.get(agent)
-            except TypeError:  # an agent that takes no weak reference (e.g. None): nothing kept
-                last, keep = None, False
-            if last is not None:
-                self._last = (weakref.ref(agent), last)
+        try:
+            last = self._collected.get(agent)
+        except TypeError:  # an agent that takes no weak reference (e.g. None): nothing kept
+            last, keep = None, False
         # fast path (benchmarks/README.md "Step (session 12)"): the same parts, the same
         # assembly (tuples compare their items by identity first: the sections are reused
         # above and an unchanged tool's schema is the same dict)
@@ -190,7 +182,6 @@ class SystemPrompt:
         )
         if keep:
             self._collected[agent] = assembly
-            self._last = (weakref.ref(agent), assembly)
         _ASSEMBLY_MODULE.own(assembly)  # its text is kept once rendered
         return assembly
 
@@ -318,6 +309,10 @@ def __dir__() -> list[str]:
 
 def _order(section: Section) -> int:
     return section.order
+
+
+# (order, first registration): the rank of a resolved section (``collect``)
+_RANK = itemgetter(0, 1)
 
 
 @lru_cache(maxsize=256)

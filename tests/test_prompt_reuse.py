@@ -5,8 +5,6 @@ assembly the collection built is kept; one built elsewhere is rendered each time
 
 from __future__ import annotations
 
-import gc
-import weakref
 from types import MappingProxyType
 from typing import Any
 
@@ -107,27 +105,6 @@ async def test_each_agent_keeps_its_own_assembly() -> None:
     assert SystemPrompt.render(first_b) == "I am b"
     assert await assemble(a) is first_a
     assert await assemble(b) is first_b
-
-
-def test_the_last_agents_assembly_serves_no_other_agent_nor_none_once_that_agent_is_gone() -> None:
-    # The last collection is kept with a weak reference to its agent: asked for another agent
-    # (or for ``None`` after the agent was collected, when the reference answers ``None``),
-    # the collection is made for that one.
-    ctx = make_ctx()
-    ctx.system_prompt.section("s", "I am {{me}}")
-    ctx.system_prompt.variable("me", lambda agent: "nobody" if agent is None else agent.id)
-    service = ctx.system_prompt.service
-    a, b = FakeAgent(ctx, "a"), FakeAgent(ctx, "b")
-    kept_a = service.collect(a)
-    assert SystemPrompt.render(service.collect(b)) == "I am b"
-    assert service.collect(a) is kept_a
-    assert SystemPrompt.render(service.collect(None)) == "I am nobody"
-    gone = weakref.ref(a)
-    a.ctx.fiber.dispose()  # (its context tree no longer holds it)
-    del a, kept_a
-    gc.collect()
-    assert gone() is None
-    assert SystemPrompt.render(service.collect(None)) == "I am nobody"
 
 
 @pytest.mark.anyio
