@@ -35,16 +35,25 @@ Handler = Callable[..., Any]
 
 class Listener:
     """One registration: ``fn`` is what dispatch calls (a self-disposing wrapper for ``once``),
-    ``handler`` what the user registered (for reports), ``agent`` its scope filter."""
+    ``handler`` what the user registered (for reports), ``agent`` its scope filter, ``passes``
+    the waterfall listener's own "I would only pass this on" test (see ``Context.on``)."""
 
-    __slots__ = ("agent", "fiber", "fn", "handler", "live")
+    __slots__ = ("agent", "fiber", "fn", "handler", "live", "passes")
 
-    def __init__(self, fn: Handler, handler: Handler, agent: object, fiber: Fiber) -> None:
+    def __init__(
+        self,
+        fn: Handler,
+        handler: Handler,
+        agent: object,
+        fiber: Fiber,
+        passes: Callable[[Any], bool] | None = None,
+    ) -> None:
         self.fn = fn
         self.handler = handler
         self.agent = agent
         self.fiber = fiber
         self.live = True
+        self.passes = passes
 
 
 _NONE: tuple[Listener, ...] = ()
@@ -109,12 +118,19 @@ class Bus:
     # -- registration -----------------------------------------------------------------------
 
     def add(
-        self, name: str, fn: Handler, handler: Handler, agent: object, fiber: Fiber, prepend: bool
+        self,
+        name: str,
+        fn: Handler,
+        handler: Handler,
+        agent: object,
+        fiber: Fiber,
+        prepend: bool,
+        passes: Callable[[Any], bool] | None = None,
     ) -> Disposer:
         """Add a listener owned by ``fiber``; raises ``InactiveContextError`` when disposed."""
         fiber.check_active("register a listener")
         listeners = self.listeners
-        lst = Listener(fn, handler, agent, fiber)
+        lst = Listener(fn, handler, agent, fiber, passes)
         current = listeners.get(name, _NONE)
         listeners[name] = (lst, *current) if prepend else (*current, lst)
 
@@ -255,16 +271,27 @@ class Bus:
         if first < 0:
             # fast path (benchmarks/bench_bus.py "unobserved waterfall"): the default itself
             return await call_default(default)
-        built = payload() if type(payload) is Lazy else payload  # ``_built`` inlined
-        chain = _Chain(listeners, built, default, agent)  # type: ignore[arg-type]
+        assert listeners  # (``first`` is a listener's index)
+        asked = first  # (its ``passes`` answered here: the chain does not ask it again)
+        passes = listeners[first].passes
+        if passes is not None and passes(agent):
+            # fast path (docs/architecture.md "Step, session 15"): stepped over here, as
+            # ``_Chain.start`` steps over it; when it was the last listener, no chain at all
+            first += 1
+        # (the payload is built by the chain, at its first listener called: one that says it
+        # would only pass the dispatch on is stepped over without it)
+        chain = None if first == len(listeners) else _Chain(listeners, payload, default, agent)
         if signal is None:
-            return await chain.run(first)
+            return await (call_default(default) if chain is None else chain.run(first, asked))
         # fast path (benchmarks/README.md "Step and pool (session 8)"): the chain's synchronous
         # part runs before the cancel scope, which is entered only to await what it left
         # (an async listener's coroutine, not started yet, so every scope that listener opens
         # nests inside ours); a chain that answers synchronously enters none.
         try:
-            result = chain.start(first)
+            if chain is not None:
+                result = chain.start(first, asked)
+            else:  # every listener stepped over: the chain's end, the default, is its answer
+                result = None if default is None else default()
         except Exception as exc:
             if signal.aborted:  # as the scope's exit: an error after the abort is the abort
                 raise AbortError(signal.reason) from exc
@@ -327,7 +354,8 @@ class Bus:
 
 class _Chain:
     """One waterfall dispatch: ``run(i)`` calls the next reachable listener from ``i`` with a
-    ``next`` that continues after it, and finally ``default``."""
+    ``next`` that continues after it, and finally ``default``. ``payload`` may be a ``Lazy``
+    until a listener is called (then it is the built payload)."""
 
     __slots__ = ("agent", "default", "listeners", "payload")
 
@@ -343,18 +371,21 @@ class _Chain:
         self.default = default
         self.agent = agent
 
-    async def run(self, index: int) -> Any:
+    async def run(self, index: int, asked: int = -1) -> Any:
         """The chain from ``index``: its synchronous part (``start``), then what that left."""
-        result = self.start(index)
+        result = self.start(index, asked)
         if result is not None and is_awaitable(result):
             result = await result
         return result
 
-    def start(self, index: int) -> Any:
+    def start(self, index: int, asked: int = -1) -> Any:
         """The chain from ``index`` as far as it runs without awaiting: a listener's (or the
         default's) answer, or the awaitable it returned, not awaited. A listener that only
         passes the dispatch on (returns ``next()`` unawaited) is stepped over here: its
-        unstarted coroutine is closed and the chain continues, as awaiting it would."""
+        unstarted coroutine is closed and the chain continues, as awaiting it would; one
+        whose ``passes(agent)`` answers true is stepped over without being called (nor the
+        payload built for it): the listener says that is all it would do. The listener at
+        ``asked`` was asked that already (and said no)."""
         listeners, agent = self.listeners, self.agent
         count = len(listeners)
         while index < count:
@@ -363,8 +394,14 @@ class _Chain:
             owner = lst.agent  # ``_reaches`` inlined: once per listener of every dispatch
             if not lst.live or (owner is not None and agent is not None and owner is not agent):
                 continue
+            passes = lst.passes
+            if passes is not None and index - 1 != asked and passes(agent):
+                continue
+            payload = self.payload
+            if type(payload) is Lazy:  # built once, for the first listener called
+                payload = self.payload = payload()
             after = _Next(self, index)
-            result = lst.fn(self.payload, after)
+            result = lst.fn(payload, after)
             made = after.made
             if (
                 result is not made

@@ -277,12 +277,26 @@ class Context:
 
     # -- registration -----------------------------------------------------------------------
 
-    def on(self, name: str, handler: Handler, *, prepend: bool = False) -> Disposer:
+    def on(
+        self,
+        name: str,
+        handler: Handler,
+        *,
+        prepend: bool = False,
+        passes: Callable[[Any], bool] | None = None,
+    ) -> Disposer:
         """Listen to ``name``; the listener is owned by this context's scope and remembers its
         agent for scope filtering. ``prepend`` puts it first. Raises
         :class:`InactiveContextError` when this context was disposed. A ``name`` that is not
         a catalogued hook but nearly is one (``"tools/pre-exec"``) warns, naming the hook
-        meant: such a listener would silently never run."""
+        meant: such a listener would silently never run.
+
+        ``passes`` (waterfall listeners only): ``passes(agent)``, asked before each waterfall
+        dispatch reaches the listener with the dispatching context's agent (``None`` outside
+        agents), answers true when calling the listener would do nothing but pass the
+        dispatch on (``return next()``); the chain then steps over it without calling it or
+        building the payload for it. It must not raise, and must answer false whenever the
+        listener could do anything else."""
         if name not in CATALOGUED and (meant := _near_miss(name)) is not None:
             warnings.warn(
                 f"ctx.on({name!r}): no hook has this name; did you mean {meant!r}? "
@@ -290,7 +304,7 @@ class Context:
                 UserWarning,
                 stacklevel=2,
             )
-        return self._bus.add(name, handler, handler, self.agent, self.fiber, prepend)
+        return self._bus.add(name, handler, handler, self.agent, self.fiber, prepend, passes)
 
     def once(self, name: str, handler: Handler) -> Disposer:
         """Like :meth:`on`, but the listener disposes itself just before its first call."""

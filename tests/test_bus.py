@@ -178,6 +178,66 @@ async def test_listeners_that_pass_on_synchronously_reach_the_default_with_nothi
 
 
 @pytest.mark.anyio
+async def test_a_waterfall_listener_that_says_it_passes_is_stepped_over_without_its_payload() -> (
+    None
+):
+    # ``passes(agent)`` true: the chain goes on without calling the listener or building
+    # the payload for it; the next listener still gets the payload, built once.
+    ctx = Context()
+    controller = AbortController()
+    factory = Counted()
+    asked: list[Any] = []
+    called: list[str] = []
+
+    def passes(agent: Any) -> bool:
+        asked.append(agent)
+        return True
+
+    def skipped(payload: Any, next: Callable[[], Any]) -> Any:
+        called.append("skipped")
+        return next()
+
+    ctx.on("hook", skipped, passes=passes)
+    lazy = Lazy(factory, "v")
+    assert await ctx.waterfall("hook", lazy, lambda: "default", signal=controller.signal) == (
+        "default"
+    )
+    assert (called, factory.built, asked) == ([], 0, [None])
+
+    def later(payload: Any, next: Callable[[], Any]) -> Any:
+        called.append(f"later {payload['value']}")
+        return next()
+
+    ctx.on("hook", later)
+    assert await ctx.waterfall("hook", lazy, lambda: "default") == "default"
+    assert (called, factory.built) == (["later v"], 1)
+
+
+@pytest.mark.anyio
+async def test_a_waterfall_listener_is_called_when_its_passes_test_says_no() -> None:
+    # The test is asked per dispatch, with the dispatching context's agent: a false answer
+    # calls the listener as usual (and a listener without a test is always called).
+    ctx = Context()
+    agent = object()
+    child = ctx.child(agent=agent)
+    answer = {"passes": False}
+    asked: list[Any] = []
+
+    def passes(who: Any) -> bool:
+        asked.append(who)
+        return answer["passes"]
+
+    async def acts(payload: Any, next: Callable[[], Awaitable[Any]]) -> Any:
+        return f"acted on {payload}"
+
+    ctx.on("hook", acts, passes=passes)
+    assert await child.waterfall("hook", "p", lambda: "default") == "acted on p"
+    answer["passes"] = True
+    assert await child.waterfall("hook", "p", lambda: "default") == "default"
+    assert asked == [agent, agent]
+
+
+@pytest.mark.anyio
 async def test_an_async_listener_after_one_that_passes_on_is_still_interrupted_by_the_abort() -> (
     None
 ):

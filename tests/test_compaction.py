@@ -439,3 +439,31 @@ async def test_a_new_header_naming_the_same_route_keeps_a_passing_verdict(
         assert looked == [agent]
     finally:
         await app.aclose()
+
+
+async def test_a_standing_passing_verdict_skips_the_pre_step_listener_until_something_changes() -> (
+    None
+):
+    # While a step passes for the reasons the last one did, the bus steps over compaction's
+    # ``agent/pre-step`` listener (its ``passes`` test); once a window is known (here: a
+    # ``models`` table naming one) the listener runs again and compacts under pressure.
+    app = make_app()
+    app.ctx.plugin(CompactionPlugin, {"keep_recent_turns": 0, "trigger_ratio": 0.5})
+    try:
+        agent, _ = new_agent(
+            app, answer("A1", 600), answer("A2", 600), text("gist"), answer("A3", 10)
+        )
+        called: list[int] = []
+        [lst] = app.ctx._bus.listeners["agent/pre-step"]
+        listener = lst.fn
+        lst.fn = lambda payload, next: called.append(payload.turn) or listener(payload, next)
+        await run(agent, "one")  # no verdict yet: the listener runs
+        await run(agent, "two")  # the verdict stands: stepped over
+        assert called == [1]
+        agent.ctx.provide("models", ModelTable({"m": {"context_window": 1000}}))
+        await run(agent, "three")
+        assert called == [1, 3]
+        [event] = events(agent, "compaction/summary")
+        assert (event.data["start"], event.data["end"]) == (0, 3)
+    finally:
+        await app.aclose()

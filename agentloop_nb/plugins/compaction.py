@@ -108,7 +108,9 @@ class CompactionPlugin:
         # generation, ``ctx.llm``, adapters generation, the route read from the header and
         # options); see ``_on_pre_step``.
         self._passing: dict[str, tuple[Any, Any, int, Any, int, tuple[Any, Any]]] = {}
-        ctx.on(AGENT_PRE_STEP, self._on_pre_step)
+        # ``passes``: while an agent's verdict stands, its steps skip this listener (the bus
+        # steps over it without building the payload or the ``next()`` coroutine)
+        ctx.on(AGENT_PRE_STEP, self._on_pre_step, passes=self._passes)
         ctx.on(AGENT_REQUEST_ERROR, self._on_request_error)
         ctx.on(AGENT_DISPOSED, self._forget)
         ctx.provide("compaction", self)
@@ -184,35 +186,45 @@ class CompactionPlugin:
 
     # -- hooks --------------------------------------------------------------------------------
 
+    def _passes(self, agent: Any) -> bool:
+        """Whether ``agent``'s step passes with no window for the reasons its last passing
+        step did: nothing the verdict was read from changed. The route (the last request
+        header, the options: frozen, replaced whole), the model table and ``ctx.llm``
+        (services: their generation), the provider's adapter (its routes' generation) and
+        what providers reported (clears the verdicts) (benchmarks/README.md "Step (session
+        11)"). Also the pre-step listener's ``passes`` test (the bus asks it with the
+        dispatching context's agent: the loop dispatches ``agent/pre-step`` through the
+        stepping agent's own context), so it never raises."""
+        passing = self._passing.get(getattr(agent, "id", ""))  # (no agent: no verdict)
+        if (
+            passing is None
+            or passing[1] is not agent.options
+            or passing[2] != agent.ctx.service_generation
+            or passing[4] != passing[3].adapters_generation
+            or self.config.context_window is not None
+        ):
+            return False
+        header = agent.session.request_header()
+        if passing[0] is header:
+            return True
+        # A new header naming the same route (the first request's, which names the options'
+        # route) leaves the verdict as it was: it was read from the route.
+        route = _route_of(header, agent.options)
+        if route != passing[5]:
+            return False
+        self._passing[agent.id] = (header, *passing[1:5], route)
+        return True
+
     def _on_pre_step(self, payload: Any, next: Callable[[], Awaitable[Any]]) -> Awaitable[Any]:
         # Synchronous while it knows the window without asking the provider: with no window
         # there is nothing to check, and the listener only passes the step on, returning
         # ``next()`` unawaited, which the bus steps over without a cancel scope or a frame of
         # ours (benchmarks/README.md "Step and pool (session 8)").
         agent = payload.agent
+        if self._passes(agent):
+            return next()
         ctx = agent.ctx
         header = agent.session.request_header()
-        # fast path (benchmarks/README.md "Step (session 11)"): a step that passed with no
-        # window passes again while nothing the verdict was read from changed: the route
-        # (the last request header, the options: frozen, replaced whole), the model table and
-        # ``ctx.llm`` (services: their generation), the provider's adapter (its routes'
-        # generation) and what providers reported (clears these).
-        passing = self._passing.get(agent.id)
-        if (
-            passing is not None
-            and passing[1] is agent.options
-            and passing[2] == ctx.service_generation
-            and passing[4] == passing[3].adapters_generation
-            and self.config.context_window is None
-        ):
-            if passing[0] is header:
-                return next()
-            # A new header naming the same route (the first request's, which names the
-            # options' route) leaves the verdict as it was: it was read from the route.
-            route = _route_of(header, agent.options)
-            if route == passing[5]:
-                self._passing[agent.id] = (header, *passing[1:5], route)
-                return next()
         window, key, table = self._lookup(agent)
         if window is None:
             provider, model = key
