@@ -151,7 +151,11 @@ def render_hooks() -> str:
         "exceptions propagate.\n",
         "- `waterfall` — handlers form a middleware chain: `async def h(payload, next)`, "
         "`return await next()` to continue; the return value of the outermost handler is the "
-        "answer, and the default runs after the last handler.\n\n",
+        "answer, and the default runs after the last handler. A handler that most of the time "
+        "would only `return await next()` can say so cheaply: `ctx.on(name, handler, "
+        "passes=test)` steps over it (no call, no payload built for it) while `test(agent)` "
+        "answers true; `test` must not raise and must answer false whenever the handler could "
+        "do anything else.\n\n",
         "`agent/*` and `tools/*` hooks dispatched for an agent reach handlers registered on the "
         "root context and on that agent's `agent.ctx`, never another agent's. The names are "
         "constants in `agentloop_nb.hooks` (e.g. `AGENT_PRE_STEP`), and so are the payload "
