@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 
 from agentloop_nb.app import App
 from agentloop_nb.loop import Agent, AgentOptions
@@ -280,3 +281,30 @@ def finished_turns(session: Session, turns: int) -> Session:
         session.append("assistant/message", {"turn": turn, "step": 1, "message": answer})
         session.append("turn/end", {"turn": turn, "reason": {"kind": "completed"}})
     return session
+
+
+class Shielded:
+    """An async tool ``shielded`` (``concurrency_safe`` when ``safe``) that waits in a shielded
+    section until released, then checks for a cancellation once outside it. ``inside`` is set
+    once it waits; ``seen`` records "shielded part done" and, when cancelled after the shield,
+    "cancelled after the shield"."""
+
+    def __init__(self, *, safe: bool = False) -> None:
+        self.inside = anyio.Event()
+        self.release = anyio.Event()
+        self.seen: list[str] = []
+
+        async def shielded() -> str:
+            """Wait in a shielded section, then once more outside it."""
+            with anyio.CancelScope(shield=True):
+                self.inside.set()
+                await self.release.wait()
+                self.seen.append("shielded part done")
+            try:
+                await anyio.lowlevel.checkpoint()
+            except anyio.get_cancelled_exc_class():
+                self.seen.append("cancelled after the shield")
+                raise
+            return "not cancelled"
+
+        self.tool = tool(concurrency_safe=safe)(shielded)

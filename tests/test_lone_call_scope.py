@@ -8,7 +8,7 @@ from __future__ import annotations
 import anyio
 import anyio.lowlevel
 import pytest
-from _loop_helpers import WAIT, data, idle, new_agent, reasons, register
+from _loop_helpers import WAIT, Shielded, data, idle, new_agent, reasons, register
 
 from agentloop_nb.app import App
 from agentloop_nb.testing import text, tool_call
@@ -66,36 +66,20 @@ async def test_a_lone_call_cancelled_alone_is_cancelled_level_triggered_and_the_
 async def test_a_lone_body_cancelled_in_a_shielded_section_finishes_it_then_is_cancelled(
     app: App,
 ) -> None:
-    inside, release = anyio.Event(), anyio.Event()
-    seen: list[str] = []
-
-    @tool
-    async def shielded() -> str:
-        """Wait in a shielded section, then once more outside it."""
-        with anyio.CancelScope(shield=True):
-            inside.set()
-            await release.wait()
-            seen.append("shielded part done")
-        try:
-            await anyio.lowlevel.checkpoint()
-        except anyio.get_cancelled_exc_class():
-            seen.append("cancelled after the shield")
-            raise
-        return "not cancelled"
-
-    register(app, shielded, after)
+    body = Shielded()
+    register(app, body.tool, after)
     agent, _ = new_agent(
         app, tool_call("c1", "shielded", {}), tool_call("c2", "after", {}), text("ok")
     )
     agent.followup("go")
     with anyio.fail_after(WAIT):
-        await inside.wait()
+        await body.inside.wait()
     assert agent.cancel_tool("c1") is True
     await anyio.wait_all_tasks_blocked()
-    assert seen == []  # the shield holds the cancellation back
-    release.set()
+    assert body.seen == []  # the shield holds the cancellation back
+    body.release.set()
     await idle(agent)
-    assert seen == ["shielded part done", "cancelled after the shield"]
+    assert body.seen == ["shielded part done", "cancelled after the shield"]
     results = {d["call_id"]: d for d in data(agent, "tool/result")}
     assert results["c1"]["error"]["code"] == "CANCELLED"
     assert results["c2"]["content"] == "after ran"

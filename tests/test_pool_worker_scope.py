@@ -12,7 +12,7 @@ from typing import Any
 import anyio
 import anyio.lowlevel
 import pytest
-from _loop_helpers import WAIT, data, idle, make_app, new_agent, reasons, register
+from _loop_helpers import WAIT, Shielded, data, idle, make_app, new_agent, reasons, register
 
 from agentloop_nb.app import App
 from agentloop_nb.signals import AbortController, AbortError
@@ -102,40 +102,25 @@ async def test_a_pooled_call_cancelled_alone_is_cancelled_level_triggered_and_it
 async def test_a_pooled_body_cancelled_in_a_shielded_section_finishes_it_then_is_cancelled(
     app: App,
 ) -> None:
-    inside, release = anyio.Event(), anyio.Event()
-    seen: list[str] = []
-
-    @tool(concurrency_safe=True)
-    async def shielded() -> str:
-        """Wait in a shielded section, then once more outside it."""
-        with anyio.CancelScope(shield=True):
-            inside.set()
-            await release.wait()
-            seen.append("shielded part done")
-        try:
-            await anyio.lowlevel.checkpoint()
-        except anyio.get_cancelled_exc_class():
-            seen.append("cancelled after the shield")
-            raise
-        return "not cancelled"
+    body = Shielded(safe=True)
 
     @tool(concurrency_safe=True)
     async def quick() -> str:
         """Return at once."""
         return "quick"
 
-    register(app, shielded, quick)
+    register(app, body.tool, quick)
     script = combine(tool_call("c1", "shielded", {}), tool_call("c2", "quick", {}))
     agent, _ = new_agent(app, script, text("ok"))
     agent.followup("go")
     with anyio.fail_after(WAIT):
-        await inside.wait()
+        await body.inside.wait()
     assert agent.cancel_tool("c1") is True
     await anyio.wait_all_tasks_blocked()
-    assert seen == []  # the shield holds the cancellation back
-    release.set()
+    assert body.seen == []  # the shield holds the cancellation back
+    body.release.set()
     await idle(agent)
-    assert seen == ["shielded part done", "cancelled after the shield"]
+    assert body.seen == ["shielded part done", "cancelled after the shield"]
     results = {d["call_id"]: d for d in data(agent, "tool/result")}
     assert results["c1"]["error"]["code"] == "CANCELLED"
     assert results["c2"]["content"] == "quick"
