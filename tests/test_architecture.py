@@ -87,11 +87,11 @@ ROOM_REACHES: dict[tuple[str, str], str] = {
     ("agentloop_nb.loop._inbox", "agentloop_nb.session._frozen"): (
         "a splice of frozen dumps wrapped as-is (the unchecked wrapper)"
     ),
-    ("agentloop_nb.loop._scheduler", "agentloop_nb.session._frozen"): (
+    ("agentloop_nb.loop._call_log", "agentloop_nb.session._frozen"): (
         "tool/call and tool/result data of exact strs and ints wrapped as-is (FrozenDict built "
         "as the unchecked wrapper builds it)"
     ),
-    ("agentloop_nb.loop._scheduler", "agentloop_nb.session._nodes"): (
+    ("agentloop_nb.loop._call_log", "agentloop_nb.session._nodes"): (
         "tool_result_node: a committed plain result's message handed to append with its data "
         "(as the driver's assistant message), not parsed back; the loop's internal fast path"
     ),

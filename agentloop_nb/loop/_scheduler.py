@@ -2,12 +2,12 @@
 
 Calls are grouped in model order: an exclusive call is its own group (a barrier); a run of
 consecutive parallel-safe calls is one group run as a rolling pool of at most
-``max_parallel_tool_calls`` bodies. A pooled call is classified again right before it starts:
-one whose ``concurrency_safe`` now says otherwise waits for the running bodies and runs alone.
-``tools/pre-execute`` and ``tools/post-execute`` run in model order; each started call logs its
-own ``tool/call`` (and, for an ``Ask``, a ``tool/approval`` when the approval service is asked
-and another when it answers); ``tool/result`` events are committed in model order (``tools/settled`` fires
-earlier, as each call's outcome is known). Calls that never start (abort, scheduler failure)
+``max_parallel_tool_calls`` bodies. A pooled call is classified again right before it starts: one
+whose ``concurrency_safe`` now says otherwise waits for the running bodies and runs alone.
+``tools/pre-execute`` and ``tools/post-execute`` run in model order; each started call logs its own
+``tool/call`` (and, for an ``Ask``, a ``tool/approval`` when the approval service is asked and
+another when it answers); ``tool/result`` events are committed in model order (``tools/settled``
+fires earlier, as each call's outcome is known). Calls that never start (abort, scheduler failure)
 get a synthetic ``tool/call`` + ``ABORTED_BEFORE_DISPATCH`` pair, so no tool call is ever left
 dangling. That holds when the step's task is cancelled without an abort too (App teardown by the
 supervisor, ``asyncio.run`` cancelling what is left): before the cancellation propagates, each
@@ -26,21 +26,24 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from .._event_names import TOOL_APPROVAL, TOOL_CALL, TOOL_RESULT
 from ..messages import ToolCallBlock
-from ..session._frozen import FrozenDict
-from ..session._nodes import tool_result_node
 from ..signals import AbortController, AbortError, controller_following
 from ..tools import (
-    ABORTED,
-    TOOL_ERROR,
     ToolExecution,
     ToolResult,
     aborted_before_dispatch,
-    error_result,
 )
 from ..tools._decisions import hand_scope, want_admitted
 from ..tools._runtime import registry_of
+from ._call_log import (
+    ApprovalNote,
+    answer_open,
+    commit,
+    failed_result,
+    log_call,
+    log_synthetic,
+    new_note,
+)
 from ._pool import Running, Slots, StartLock
 
 if TYPE_CHECKING:
@@ -105,7 +108,8 @@ class _StepTools:
         self.started: set[int] = set()
         self.links: dict[int, AbortController] = {}
         self.failure: BaseException | None = None
-        # the turn's body scope (its task's current anyio scope here), or None: a scope a call
+        # the turn's body scope (its task's current anyio scope here), or None: a scope of
+        # its own for each call run alone
         self.scope = scope
 
 
@@ -121,13 +125,13 @@ async def run_tool_calls(
     """Run the step's tool calls; return, in model order, the ``additional_contexts`` of
     their final results (the results themselves are logged: ``tool/result``).
 
-    ``running`` (the agent's registry of cancellable calls) holds each started call's
-    controller until its body settles. ``scope`` (from :func:`open_body_scope`) is where the
-    calls run alone in this task run their bodies; without it each gets an ``AbortScope`` of
-    its own (the same cancellation either way). Raises the first plugin failure (a raising
-    ``tools/*`` listener) after every started call has drained and every unstarted call has
-    its synthetic result. A cancellation (or any other exception out of the scheduler) propagates after every
-    call left without a result has one (``_answer_open``)."""
+    ``running`` (the agent's registry of cancellable calls) holds each started call's controller
+    until its body settles. ``scope`` (from :func:`open_body_scope`) is where the calls run alone
+    in this task run their bodies; without it each gets an ``AbortScope`` of its own (the same
+    cancellation either way). Raises the first plugin failure (a raising ``tools/*`` listener)
+    after every started call has drained and every unstarted call has its synthetic result. A
+    cancellation (or any other exception out of the scheduler) propagates after every call left
+    without a result has one (``answer_open``)."""
     ctx = agent.ctx
     st = _StepTools(
         agent,
@@ -146,7 +150,7 @@ async def run_tool_calls(
         # Cancelled without an abort, the workers stop at their next await: inside a body, in
         # pre-execute, or (asyncio's lock takes a free lock without one) right after logging one
         # more ``tool/call``. Answer them here, synchronously, as the abort path would have.
-        _answer_open(st)
+        answer_open(st)
         raise
     finally:
         if st.links:  # (every settled call left it: empty unless a body did not settle)
@@ -175,7 +179,7 @@ async def _run_groups(st: _StepTools) -> list[tuple[str, ...]]:
         # fast path (benchmarks/bench_ab.py, one call a step): a lone call runs alone
         # whatever its mode, as the groups below would run it (no groups, no loops)
         if signal.aborted:
-            _log_synthetic(st, 0)
+            log_synthetic(st, 0)
         else:
             await _run_one(st, 0)
         if st.failure is not None:
@@ -194,7 +198,7 @@ async def _run_groups(st: _StepTools) -> list[tuple[str, ...]]:
             await _run_pool(st, idxs, cap)
     for i in range(len(calls)):
         if i not in st.started:
-            _log_synthetic(st, i)
+            log_synthetic(st, i)
     if st.failure is not None:
         raise st.failure
     return [st.results[i] for i in range(len(calls))]
@@ -242,7 +246,7 @@ def _execution(st: _StepTools, i: int) -> ToolExecution:
         # registry's table, as ``ctx.tools.lookup`` reads it for an agent: a frame fewer.)
         execution.tool = st.table.lookup(execution.name, st.agent)
         execution.signal = controller.signal
-    note = _new_note(_ApprovalNote)  # (its two fields set here: no __init__ frame a call)
+    note = new_note(ApprovalNote)  # (its two fields set here: no __init__ frame a call)
     note.st = st
     note.i = i
     execution.on_approval = note
@@ -261,59 +265,9 @@ def _settled(st: _StepTools, i: int) -> None:
         del st.running[call_id]
 
 
-def _log_call(st: _StepTools, i: int) -> str:
-    """Log the call's ``tool/call``; its id."""
-    call = st.calls[i]
-    # (each field read once: a model's attribute goes through pydantic's ``__getattr__`` hook)
-    call_id, name, arguments = call.id, call.name, call.arguments
-    data = {
-        "turn": st.turn,
-        "step": st.step,
-        "call_id": call_id,
-        "name": name,
-        "arguments": arguments,
-    }
-    # fast path (benchmarks/bench_loop.py pool): exact strs and ints are frozen as they are
-    # (no walk; ``wrap_frozen`` inlined); a str subclass (an enum) takes the walk, which
-    # normalises it
-    if type(call_id) is str and type(name) is str and type(arguments) is str:
-        frozen: FrozenDict = _new_dict(FrozenDict)
-        _init_dict(frozen, data)
-        st.agent.session.append(TOOL_CALL, frozen)
-    else:
-        st.agent.session.append(TOOL_CALL, data)
-    return call_id
-
-
-class _ApprovalNote:
-    """A call's ``on_approval``: logs an ``Ask``'s question and answer (views time the wait
-    for a person from these). One object per call: a ``partial`` was three (its arguments
-    tuple and keyword dict), each a container the cyclic GC tracks."""
-
-    __slots__ = ("i", "st")
-
-    st: _StepTools
-    i: int  # (both set by ``_execution``, which makes it without an ``__init__`` frame)
-
-    def __call__(self, state: str, reason: str | None) -> None:
-        st = self.st
-        data: dict[str, Any] = {
-            "turn": st.turn,
-            "step": st.step,
-            "call_id": st.calls[self.i].id,
-            "state": state,
-        }
-        if reason:
-            data["reason"] = reason
-        st.agent.session.append(TOOL_APPROVAL, data)
-
-
-_new_note = object.__new__
-
-
 def _mark_started(st: _StepTools, i: int) -> None:
     st.started.add(i)
-    st.running[_log_call(st, i)] = st.links[i]
+    st.running[log_call(st, i)] = st.links[i]
 
 
 async def _run_one(st: _StepTools, i: int) -> None:
@@ -353,8 +307,8 @@ async def _run_one(st: _StepTools, i: int) -> None:
         result = settled if settled is not None else await tools.post_execute(execution, result)
     except Exception as exc:  # a raising tools/* listener: a plugin failure
         st.failure = exc
-        result = _failed_result(exc)
-    _commit(st, i, result)
+        result = failed_result(exc)
+    commit(st, i, result)
 
 
 # The phases a call runs without the facade's frames (``PENDING``, ``admit_now``,
@@ -400,7 +354,7 @@ async def _run_pool(st: _StepTools, idxs: list[int], cap: int) -> None:
         except Exception as exc:
             if st.failure is None:
                 st.failure = exc
-            return _failed_result(exc)
+            return failed_result(exc)
 
     async def worker() -> None:
         # One cancel scope for the bodies this worker runs (not one per body; see WorkerScope)
@@ -445,7 +399,7 @@ async def _run_pool(st: _StepTools, idxs: list[int], cap: int) -> None:
                             result = await tools.pre_execute(execution)
                     except Exception as exc:
                         st.failure = exc
-                        result = _failed_result(exc)
+                        result = failed_result(exc)
                     if alone and result is None:
                         result = await body(execution, scope)
                 finally:
@@ -474,7 +428,7 @@ async def _run_pool(st: _StepTools, idxs: list[int], cap: int) -> None:
                     except Exception as exc:
                         if st.failure is None:
                             st.failure = exc
-                        result = _failed_result(exc)
+                        result = failed_result(exc)
                 _settled(st, i)
                 # (``running.leave()`` and ``slots.put`` inlined where they only count and
                 # store, a frame each a call)
@@ -508,7 +462,7 @@ async def _run_pool(st: _StepTools, idxs: list[int], cap: int) -> None:
                         result = settled_now
                 except Exception as exc:
                     st.failure = exc
-            _commit(st, i, result)
+            commit(st, i, result)
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(commit_in_order)
@@ -539,75 +493,3 @@ async def _dispatch(
         return await st.tools.dispatch(execution)
     finally:
         gate.release()
-
-
-def _commit(st: _StepTools, i: int, result: ToolResult) -> None:
-    call = st.calls[i]
-    # (each field read once: a model's attribute goes through pydantic's ``__getattr__`` hook)
-    call_id, name = call.id, call.name
-    content, is_error, error, meta = result.content, result.is_error, result.error, result.meta
-    st.results[i] = result.additional_contexts
-    data: dict[str, Any] = {
-        "turn": st.turn,
-        "step": st.step,
-        "call_id": call_id,
-        "name": name,
-        "content": content,
-        "is_error": is_error,
-    }
-    if error is not None:
-        code, message = error.code, error.message
-        data["error"] = {"code": code, "message": message}
-    if meta:
-        data["meta"] = dict(meta)
-    elif (
-        type(call_id) is str
-        and type(name) is str
-        and type(content) is str
-        and type(is_error) is bool
-        and (error is None or (type(code) is str and type(message) is str))
-    ):
-        # fast path (benchmarks/bench_loop.py pool): every value is an exact str/int/bool, so
-        # the data is frozen as it is (``wrap_frozen`` inlined) and its message built from
-        # the same values; blocks, meta and str subclasses take the walk and the parse
-        if error is not None:
-            nested: FrozenDict = _new_dict(FrozenDict)
-            _init_dict(nested, data["error"])
-            data["error"] = nested
-        frozen: FrozenDict = _new_dict(FrozenDict)
-        _init_dict(frozen, data)
-        node = tool_result_node(call_id, name, content, is_error)
-        st.agent.session.append(TOOL_RESULT, frozen, _node=node)
-        return
-    st.agent.session.append(TOOL_RESULT, data)
-
-
-_new_dict = dict.__new__
-_init_dict = dict.__init__
-
-_CANCELLED_RUNNING = (
-    "tool call aborted: its agent's task was cancelled before the result was logged "
-    "(it may or may not have taken effect)"
-)
-
-
-def _answer_open(st: _StepTools) -> None:
-    """Log a result, in model order, for every call of the step that has none: ``ABORTED`` for
-    a started one (its ``tool/call`` is logged; its outcome, even a finished body's, was not
-    through post-execute), a synthetic pair for one that never started."""
-    for i in range(len(st.calls)):
-        if i in st.results:
-            continue
-        if i in st.started:
-            _commit(st, i, error_result(ABORTED, _CANCELLED_RUNNING, call_id=st.calls[i].id))
-        else:
-            _log_synthetic(st, i)
-
-
-def _log_synthetic(st: _StepTools, i: int) -> None:
-    _log_call(st, i)
-    _commit(st, i, aborted_before_dispatch(st.calls[i].id))
-
-
-def _failed_result(exc: BaseException) -> ToolResult:
-    return error_result(TOOL_ERROR, f"a tools/* plugin raised {type(exc).__name__}: {exc}")

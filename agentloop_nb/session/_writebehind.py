@@ -1,15 +1,16 @@
 """``WriteBehind``: the write-behind machinery both persistence backends share.
 
-The backend watches each session it writes (``Session.watch_appends``, from ``_open``): the
-watcher (``_on_append``) never blocks and keeps nothing of the event: it puts the session itself
-on a FIFO queue, once until a worker has taken it (the ``_marked`` set), so a session with
-events to write has one wake item queued however many events it logs meanwhile. A worker thread owned by the backend (started lazily, stopped by ``aclose``)
-takes the queue in batches and writes each marked session's events from its own log, from the
-last one written up to the last one appended (``_store_header``, ``_store_events``), then
-advances ``session.durable_seq``. Control items (open, flush, close, stop) ride the same
-queue, so each runs after everything queued before it: ``session/flush`` puts a barrier and
-awaits it, returning once everything appended before it is written, or raising the session's
-``PersistenceError``.
+The backend watches each session it writes (``Session.watch_appends``, from ``_open``): the watcher
+(``_on_append``) never blocks and keeps nothing of the event: it puts the session itself on a FIFO
+queue, once until a worker has taken it (the ``_marked`` set, which the session reads itself before
+it calls the watcher: ``watch_appends(..., unless=)``), so a session with events to write has one
+wake item queued however many events it logs meanwhile. A worker thread owned by the backend
+(started lazily, stopped by ``aclose``) takes the queue in batches and writes each marked session's
+events from its own log, from the last one written up to the last one appended (``_store_header``,
+``_store_events``), then advances ``session.durable_seq``. Control items (open, flush, close, stop)
+ride the same queue, so each runs after everything queued before it: ``session/flush`` puts a
+barrier and awaits it, returning once everything appended before it is written, or raising the
+session's ``PersistenceError``.
 
 Why the session and not the event: the log is append-only and the worker is its only reader
 off the loop, so the events to write are always ``events[written + 1:]``. Queuing each
