@@ -308,3 +308,16 @@ class Shielded:
             return "not cancelled"
 
         self.tool = tool(concurrency_safe=safe)(shielded)
+
+    async def cancel_inside(self, agent: Agent, call_id: str) -> None:
+        """Cancel call ``call_id`` (this tool) while it waits in its shield, check the shield
+        holds the cancellation back, release it, and check the body is cancelled right after
+        the shield once the agent is idle."""
+        with anyio.fail_after(WAIT):
+            await self.inside.wait()
+        assert agent.cancel_tool(call_id) is True
+        await anyio.wait_all_tasks_blocked()
+        assert self.seen == []  # the shield holds the cancellation back
+        self.release.set()
+        await idle(agent)
+        assert self.seen == ["shielded part done", "cancelled after the shield"]

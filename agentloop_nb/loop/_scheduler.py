@@ -272,9 +272,9 @@ def _mark_started(st: _StepTools, i: int) -> None:
 
 async def _run_one(st: _StepTools, i: int) -> None:
     """A call run alone in the step's task (a lone call, or an exclusive one): the phases as
-    ``ctx.tools.pre_execute``/``dispatch``/``post_execute`` run them, without a coroutine
-    where nothing is to be awaited (as in the pool)."""
-    PENDING, admit_now, dispatch_now, settle_now = _PHASES or _load_phases()
+    ``ctx.tools.pre_execute``/``dispatch``/``post_execute`` run them, admitted and settled
+    without a coroutine where nothing is to be awaited (as in the pool)."""
+    PENDING, admit_now, _, settle_now = _PHASES or _load_phases()  # (dispatch: _dispatch)
     tools = st.tools
     execution = _execution(st, i)
     _mark_started(st, i)
@@ -286,20 +286,8 @@ async def _run_one(st: _StepTools, i: int) -> None:
             if result is PENDING:
                 result = await tools.pre_execute(execution)
             if result is None:
-                gate = st.gate
-                if gate.try_acquire():
-                    # _dispatch's common case inlined (a free slot taken without an await):
-                    # on the straight path the body's own coroutine, in the turn's body
-                    # scope when the caller holds one (else in a scope of its own)
-                    try:
-                        if execution.tool is not None:
-                            result = await dispatch_now(execution, st.registry, st.scope)
-                        else:
-                            result = await tools.dispatch(execution)
-                    finally:
-                        gate.release()
-                else:
-                    result = await _dispatch(st, execution, st.scope)
+                # in the turn's body scope when the caller holds one (else a scope of its own)
+                result = await _dispatch(st, execution, st.scope)
         finally:
             _settled(st, i)
         # post-execute sees every result (denials too), so tools/result observers see them all
@@ -334,10 +322,8 @@ async def _run_pool(st: _StepTools, idxs: list[int], cap: int) -> None:
     A call reclassified as exclusive waits (holding the lock, so nothing else starts) for the
     running bodies, then runs its body still holding the lock: alone.
     ``tools/post-execute`` and the durable commit run in model order in a separate task."""
-    # (the pipeline's phases load with a first call)
-    from ..tools._admit import PENDING, admit_now
-    from ..tools._dispatch import WorkerScope, dispatch_now
-    from ..tools._settle import settle_now
+    PENDING, admit_now, dispatch_now, settle_now = _PHASES or _load_phases()
+    from ..tools._dispatch import WorkerScope  # (loaded with the phases)
 
     tools, gate, signal = st.tools, st.gate, st.signal
     registry = registry_of(tools)
@@ -479,7 +465,8 @@ async def _dispatch(
     st: _StepTools, execution: ToolExecution, scope: WorkerScope | None = None
 ) -> ToolResult:
     """Run the body inside the loop's global tool gate (``max_parallel_tool_calls_total``),
-    in ``scope`` (a pool worker's: its task's current anyio scope) or a scope of its own.
+    in ``scope`` (a pool worker's, or the turn's body scope: its task's current anyio scope)
+    or, ``None``, a scope of its own.
     A call whose turn aborts while it waits for a slot never starts its body: it ends
     ``ABORTED_BEFORE_DISPATCH``."""
     gate = st.gate
@@ -488,8 +475,13 @@ async def _dispatch(
             await gate.acquire(st.signal)
         except AbortError:
             return aborted_before_dispatch(execution.call_id)
-    hand_scope(execution, scope)  # dispatch takes it for the body, or drops it
     try:
+        if execution.tool is not None:
+            # the phase itself for a resolved tool (the facade's ``dispatch`` is a frame
+            # around it): on its straight path the body's own coroutine
+            dispatch_now = (_PHASES or _load_phases())[2]
+            return await dispatch_now(execution, st.registry, scope)
+        hand_scope(execution, scope)  # dispatch takes it for the body, or drops it
         return await st.tools.dispatch(execution)
     finally:
         gate.release()
