@@ -215,7 +215,7 @@ class AbortScope:
             raise AbortError(signal._reason)
         if self._cancel is not None:
             raise UsageError("an AbortScope can be entered only once")
-        cancel = self._cancel = _cancel_scope()
+        cancel = self._cancel = cancel_scope()
         cancel.__enter__()
         # One bound callable, appended and removed directly: the scope runs around hot awaits.
         self._on_abort = _Canceller(cancel)
@@ -268,26 +268,28 @@ def abort_outcome(signal: AbortSignal, exc: BaseException | None, strict: bool) 
     return False
 
 
-def _cancel_scope() -> anyio.CancelScope:
-    """A new anyio cancel scope of the running backend. A running asyncio loop means anyio's
-    asyncio backend, as anyio itself assumes without sniffio."""
+def cancel_scope(*, shield: bool = False) -> anyio.CancelScope:
+    """``anyio.CancelScope(shield=shield)`` of the running backend (not in ``__all__``: the
+    package's own scopes, e.g. ``AbortScope``'s, the tool bodies' and the turn end's shield).
+    A running asyncio loop means anyio's asyncio backend, as anyio itself assumes without
+    sniffio."""
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        return anyio.CancelScope()
+        return anyio.CancelScope(shield=shield)
     # fast path (benchmarks/README.md "Issue 28: a tool step's own work"): the backend's class,
     # learnt from the first scope, called directly; ``anyio.CancelScope()`` asks which async
-    # library runs (four Python calls) at every scope, and a step enters two
+    # library runs (four Python calls, about 12 k instructions) at every scope
     if _ASYNCIO_SCOPE:
-        return _ASYNCIO_SCOPE[0]()
-    scope = anyio.CancelScope()
+        return _ASYNCIO_SCOPE[0](shield=shield)
+    scope = anyio.CancelScope(shield=shield)
     _ASYNCIO_SCOPE.append(type(scope))
     return scope
 
 
 # The asyncio backend's cancel scope class, once a scope was made under asyncio (a constant
 # of the installed anyio, learnt lazily so that importing this module loads no backend).
-_ASYNCIO_SCOPE: list[Callable[[], anyio.CancelScope]] = []
+_ASYNCIO_SCOPE: list[Callable[..., anyio.CancelScope]] = []
 
 
 class _Canceller:

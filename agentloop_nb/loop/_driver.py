@@ -57,7 +57,7 @@ from ..session import PersistenceError
 from ..session._assistant_log import logged_message
 from ..session._frozen import FrozenDict, wrap_frozen
 from ..session._user_log import logged_user
-from ..signals import AbortController, AbortError
+from ..signals import AbortController, AbortError, cancel_scope
 from ._inbox import Inbox, InboxChange, make_user_message
 from ._request import Reply, flat_dump
 from ._scheduler import open_body_scope, run_tool_calls
@@ -200,11 +200,23 @@ async def run_turn(agent: Agent, st: TurnState) -> dict[str, Any]:
         else:
             reason = _error_reason(exc)
             _report(agent, st, exc)
-    with anyio.CancelScope(shield=True):
-        # Flushed before and after turn/end: a write failure found by either ends this turn
-        # error PERSISTENCE (once) and refuses the later ones.
+    # Flushed before and after turn/end, shielded: a write failure found by either ends this
+    # turn error PERSISTENCE (once) and refuses the later ones.
+    session = agent.session
+    closed = False
+    if not session.flush_waits():
+        # fast path (docs/architecture.md "Turn, session 16"): nobody listens to
+        # ``session/flush``, so the flush returns without suspending: no cancellation can
+        # reach it, and a shield (an anyio scope entered and left) would change nothing
         reason = await _flush_checked(agent, st, reason)
         _close(agent, st, reason)
+        if not session.flush_waits():  # (a ``turn/end`` listener may start listening)
+            return await _flush_checked(agent, st, reason)
+        closed = True
+    with cancel_scope(shield=True):
+        if not closed:
+            reason = await _flush_checked(agent, st, reason)
+            _close(agent, st, reason)
         reason = await _flush_checked(agent, st, reason)
     return reason
 

@@ -493,6 +493,16 @@ class Session:
             return
         await dispatch.parallel(SESSION_FLUSH, SessionPayload(self))
 
+    def flush_waits(self) -> bool:
+        """Whether :meth:`flush` would dispatch ``session/flush`` now (and so may suspend);
+        when false it returns without suspending, so nothing can cancel it (asked live: a
+        listener added later makes it true)."""
+        return (
+            SESSION_FLUSH in self._listened
+            and self._state == "published"
+            and self._store.dispatch is not None
+        )
+
     # -- life cycle (driven by the owning store) --------------------------------------------
 
     def mark_published(self) -> None:

@@ -22,7 +22,7 @@ import anyio
 
 from ..context import EVERY_NAME, Lazy
 from ..errors import InvalidTypeError
-from ..signals import AbortError, AbortScope, abort_outcome
+from ..signals import AbortError, AbortScope, abort_outcome, cancel_scope
 from ._admit import aborted
 from ._bodies import TRACKED, BodyAbandoned, BodyRaised, BodySource
 from ._decisions import (
@@ -245,7 +245,7 @@ class WorkerScope:
 
     def open(self) -> None:
         """Enter a fresh anyio cancel scope in the calling task."""
-        scope = anyio.CancelScope()
+        scope = cancel_scope()
         scope.__enter__()
         self._scope = scope
 
