@@ -72,3 +72,85 @@ async def test_the_package_cancel_scope_is_anyios_own_with_its_shield() -> None:
         await anyio.lowlevel.checkpoint()  # cancelled here
         pytest.fail("the outer scope was cancelled")
     assert outer.cancelled_caught
+
+
+# -- the request header's data ---------------------------------------------------------------
+
+
+def _walked(header: dict[str, Any], reason: str) -> Any:
+    from agentloop_nb.session._events import freeze_data
+
+    return freeze_data("request/header", {"header": header, "reason": reason})
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equal and of the same types all the way down (what the log would hold either way)."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, dict):
+        return list(a) == list(b) and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, tuple):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    return a == b or (a != a and b != b)
+
+
+def _header(*schemas: Any, marks: list[str] | None = None) -> dict[str, Any]:
+    from agentloop_nb.session._frozen import wrap_frozen
+
+    header: dict[str, Any] = {
+        "config": wrap_frozen({"provider": "p", "model": "m"}),
+        "system": "be brief",
+        "tools": list(schemas),
+    }
+    if marks is not None:
+        header["adapter_defaults"] = marks
+    return header
+
+
+def test_a_header_is_frozen_as_the_append_would_freeze_it() -> None:
+    from agentloop_nb.loop._header import frozen_header
+
+    schema = {"name": "t", "parameters": {"type": "object", "required": ["i"], "n": -0.0}}
+    for header in (_header(schema), _header(schema, dict(schema), marks=["max_tokens"])):
+        for _ in range(2):  # the second time from what the first kept
+            built = frozen_header(header, "initial")
+            assert built is not None and _same(built, _walked(header, "initial"))
+
+
+def test_a_tool_schema_changed_in_place_is_frozen_again() -> None:
+    from agentloop_nb.loop._header import frozen_header
+
+    params: dict[str, Any] = {"type": "object", "properties": {"i": {"default": 1}}}
+    schema = {"name": "t", "parameters": params}
+    assert frozen_header(_header(schema), "initial") is not None
+    # each change keeps the dict (and what == says of it) but not what the walk builds
+    for value in (True, 1.0, "1", None, [1], {"a": 1}, 2):
+        params["properties"]["i"]["default"] = value
+        built = frozen_header(_header(schema), "change")
+        assert built is not None and _same(built, _walked(_header(schema), "change")), value
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [float("nan"), float("inf"), {1: "x"}, {"x"}, b"x", object()],
+    ids=["nan", "inf", "int-key", "set", "bytes", "object"],
+)
+def test_a_header_the_walk_refuses_is_left_to_the_append(bad: Any) -> None:
+    from agentloop_nb.loop._header import frozen_header
+
+    schema: dict[str, Any] = {"name": "t", "default": None}
+    assert frozen_header(_header(schema), "initial") is not None  # kept with ``None``
+    schema["default"] = bad  # (NaN encodes as the ``null`` kept: the copy tells them apart)
+    assert frozen_header(_header(schema), "change") is None
+    with pytest.raises(TypeError):
+        _walked(_header(schema), "change")
+
+
+def test_a_header_not_of_the_loops_shape_is_left_to_the_append() -> None:
+    from agentloop_nb.loop._header import frozen_header
+
+    assert frozen_header({**_header(), "config": {"model": "m"}}, "initial") is None
+    assert frozen_header(_header(("not", "a", "dict")), "initial") is None
+    assert frozen_header(_header(marks=[1]), "initial") is None  # type: ignore[list-item]
+    big = _header({"name": "t", "default": 2**70})  # JSON, but not orjson's: the walk's
+    assert frozen_header(big, "initial") is None and _walked(big, "initial") is not None

@@ -35,6 +35,7 @@ from ..errors import InvalidTypeError
 from ..llm import LlmError, PreparedCall, RequestFacts
 from ..session import FrozenDict, freeze_json
 from ..session._frozen import Fallback, freeze_fields, wrap_frozen
+from ._header import frozen_header
 from ._prompt_vars import CWD_NOT_SHARED, configured_model, configured_provider, shared_cwd
 
 if TYPE_CHECKING:
@@ -329,7 +330,12 @@ class RequestPath:
             reason = "change"
         else:
             return
-        self._agent.session.append(REQUEST_HEADER, {"header": header, "reason": reason})
+        # fast path (docs/architecture.md "Turn, session 16"): frozen here, each tool schema
+        # once while its dict and content stand, not walked by the append at every header
+        data = frozen_header(header, reason)
+        self._agent.session.append(
+            REQUEST_HEADER, {"header": header, "reason": reason} if data is None else data
+        )
         self._last_header = header
 
     async def _stream(
