@@ -40,7 +40,10 @@ if TYPE_CHECKING:
     from .context import Context
     from .signals import AbortSignal
 
-_INITIATOR: ContextVar[Any] = ContextVar("agentloop_nb.initiator", default=None)
+#: What ``AgentRegistry.current_initiator()`` reads: the agent whose driver runs the calling
+#: code. Set through ``with_initiator``, or by the driver itself (``set``/``reset``: once a
+#: wake, without the generator context manager's frames).
+INITIATOR: ContextVar[Any] = ContextVar("agentloop_nb.initiator", default=None)
 
 #: ``setup(agent_ctx)``, awaited (when it returns an awaitable) before a new agent is published.
 Setup = Callable[["Context"], Awaitable[Any] | Any]
@@ -286,18 +289,18 @@ class AgentRegistry:
     @staticmethod
     def current_initiator() -> Any | None:
         """The agent whose driver runs the calling code, or ``None``."""
-        return _INITIATOR.get()
+        return INITIATOR.get()
 
     @staticmethod
     @contextmanager
     def with_initiator(agent: Any) -> Iterator[Any]:
         """Within the block (and in tasks started from it) ``current_initiator()`` is
         ``agent``; the previous value is restored on exit."""
-        token = _INITIATOR.set(agent)
+        token = INITIATOR.set(agent)
         try:
             yield agent
         finally:
-            _INITIATOR.reset(token)
+            INITIATOR.reset(token)
 
 
 class _ScopedAgents(BoundView[AgentRegistry]):
@@ -360,7 +363,7 @@ def _require_id(door: str, session_id: str | None) -> str:
 
 def current_initiator() -> Any | None:
     """Module-level shortcut for :meth:`AgentRegistry.current_initiator`."""
-    return _INITIATOR.get()
+    return INITIATOR.get()
 
 
 __all__ = ["AgentFactory", "AgentHandle", "AgentRegistry", "Setup", "current_initiator"]

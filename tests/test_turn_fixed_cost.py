@@ -154,3 +154,29 @@ def test_a_header_not_of_the_loops_shape_is_left_to_the_append() -> None:
     assert frozen_header(_header(marks=[1]), "initial") is None  # type: ignore[list-item]
     big = _header({"name": "t", "default": 2**70})  # JSON, but not orjson's: the walk's
     assert frozen_header(big, "initial") is None and _walked(big, "initial") is not None
+
+
+async def test_a_turn_runs_with_its_agent_as_initiator_and_going_idle_without() -> None:
+    from agentloop_nb.agents import current_initiator
+    from agentloop_nb.testing import tool_call
+    from agentloop_nb.tools import tool
+
+    app = App(None)
+    try:
+        seen: list[tuple[str, Any]] = []
+
+        @tool
+        def who() -> str:
+            """Who started this?"""
+            seen.append(("body", current_initiator()))
+            return "ok"
+
+        app.ctx.tools.register(who)
+        agent, _ = new_agent(app, tool_call("c1", "who", {}), text("done"))
+        app.ctx.on(
+            "agent/status", lambda p: seen.append((f"status {p.status}", current_initiator()))
+        )
+        await run(agent)
+        assert seen == [("status running", None), ("body", agent), ("status idle", None)]
+    finally:
+        await app.aclose()
