@@ -132,3 +132,45 @@ async def test_a_turn_aborted_while_a_lone_body_waits_ends_aborted_with_its_resu
     [result] = data(agent, "tool/result")
     assert result["error"]["code"] == "ABORTED"
     assert reasons(agent) == ["aborted"]
+
+
+async def test_a_turn_whose_first_lone_call_comes_after_a_pooled_step_cancels_it_alone(
+    app: App,
+) -> None:
+    # The turn's body scope is entered by its first lone body (here in step 2, after two
+    # pooled calls that ran in their workers' scopes): cancelled alone, it is cancelled as in
+    # a scope of its own, and the next step's call and request are not.
+    from agentloop_nb.testing import combine
+
+    hanging = anyio.Event()
+
+    @tool(concurrency_safe=True)
+    async def quick() -> str:
+        """Answer at once."""
+        return "quick"
+
+    @tool
+    async def hang() -> str:
+        """Wait until cancelled."""
+        hanging.set()
+        await anyio.sleep_forever()
+        return "never"
+
+    register(app, quick, hang, after)
+    agent, _ = new_agent(
+        app,
+        combine(tool_call("p1", "quick", {}), tool_call("p2", "quick", {})),
+        tool_call("c1", "hang", {}),
+        tool_call("c2", "after", {}),
+        text("ok"),
+    )
+    agent.followup("go")
+    with anyio.fail_after(WAIT):
+        await hanging.wait()
+    assert agent.cancel_tool("c1") is True
+    await idle(agent)
+    results = {d["call_id"]: d for d in data(agent, "tool/result")}
+    assert [results[i]["content"] for i in ("p1", "p2")] == ["quick", "quick"]
+    assert results["c1"]["error"]["code"] == "CANCELLED"
+    assert results["c2"]["content"] == "after ran"
+    assert reasons(agent) == ["completed"]

@@ -159,18 +159,17 @@ async def run_tool_calls(
 
 
 def open_body_scope() -> WorkerScope:
-    """A body scope (``WorkerScope``) for the calls a task runs alone one after another,
-    opened in the calling task: hand it to each step's :func:`run_tool_calls` (``scope``) and
-    close it (``close()``, from the same task, with whatever propagates) when the steps end.
-    Between the two it must be the task's current anyio scope whenever a call's body starts
-    and ends (nothing opened around a step may stay open across its calls). One anyio scope
-    then serves a turn's lone calls, not one each (an anyio scope entered and left is about
-    25 k instructions)."""
-    from ..tools._dispatch import WorkerScope
-
-    scope = WorkerScope()
-    scope.open()
-    return scope
+    """A body scope (``WorkerScope``) for the calls a task runs alone one after another: hand
+    it to each step's :func:`run_tool_calls` (``scope``) and close it (``close()``, from the
+    same task, with whatever propagates) when the steps end. Its anyio scope is entered in the
+    calling task when the first body starts (a turn that runs no call alone enters none);
+    from then until ``close`` it must be the task's current anyio scope whenever a call's body
+    starts and ends (nothing opened around a step may stay open across its calls). One anyio
+    scope then serves a turn's lone calls, not one each (an anyio scope entered and left is
+    about 25 k instructions)."""
+    if _PHASES is None:
+        _load_phases()  # (``WorkerScope`` loads with the phases)
+    return _WORKER_SCOPE()
 
 
 async def _run_groups(st: _StepTools) -> list[tuple[str, ...]]:
@@ -305,12 +304,18 @@ async def _run_one(st: _StepTools, i: int) -> None:
 _PHASES: tuple[Any, Any, Any, Any] | None = None
 
 
+# ``tools._dispatch.WorkerScope``, loaded with the phases: an ``import`` statement in a
+# function costs about 8 k instructions each time it runs (once a turn, once a pooled step).
+_WORKER_SCOPE: Any = None
+
+
 def _load_phases() -> tuple[Any, Any, Any, Any]:
-    global _PHASES
+    global _PHASES, _WORKER_SCOPE
     from ..tools._admit import PENDING, admit_now
-    from ..tools._dispatch import dispatch_now
+    from ..tools._dispatch import WorkerScope, dispatch_now
     from ..tools._settle import settle_now
 
+    _WORKER_SCOPE = WorkerScope
     _PHASES = (PENDING, admit_now, dispatch_now, settle_now)
     return _PHASES
 
@@ -323,7 +328,7 @@ async def _run_pool(st: _StepTools, idxs: list[int], cap: int) -> None:
     running bodies, then runs its body still holding the lock: alone.
     ``tools/post-execute`` and the durable commit run in model order in a separate task."""
     PENDING, admit_now, dispatch_now, settle_now = _PHASES or _load_phases()
-    from ..tools._dispatch import WorkerScope  # (loaded with the phases)
+    new_scope = _WORKER_SCOPE  # (``WorkerScope``, loaded with the phases)
 
     tools, gate, signal = st.tools, st.gate, st.signal
     registry = registry_of(tools)
@@ -344,7 +349,7 @@ async def _run_pool(st: _StepTools, idxs: list[int], cap: int) -> None:
 
     async def worker() -> None:
         # One cancel scope for the bodies this worker runs (not one per body; see WorkerScope)
-        scope = WorkerScope()
+        scope: WorkerScope = new_scope()
         scope.open()
         try:
             while True:

@@ -221,8 +221,9 @@ class WorkerScope:
     :class:`AbortScope` per body (an anyio scope made, entered and left per call: the largest
     single piece of a pooled call's own work; benchmarks/README.md "Pool (session 11)").
 
-    The worker enters one anyio cancel scope when it starts (:meth:`open`) and leaves it when
-    it ends (:meth:`close`). A body run in it (``scope.signal = signal``, then ``with scope:``
+    The worker enters one anyio cancel scope when it starts (:meth:`open`; a scope not opened
+    enters it when its first body starts: a turn's, which may run none) and leaves it when it
+    ends (:meth:`close`). A body run in it (``scope.signal = signal``, then ``with scope:``
     around the body, which must start and end with this scope the task's current one) is
     cancelled exactly as in ``AbortScope(signal, strict=False)``: the scope's callback is on
     ``signal`` while the body runs, so an abort cancels the scope, level-triggered like any
@@ -266,6 +267,8 @@ class WorkerScope:
         signal = self.signal
         if signal.aborted:
             raise AbortError(signal.reason)
+        if self._scope is None:  # a turn's body scope: entered at its first body
+            self.open()
         signal._callbacks.append(self._cancel)
 
     def __exit__(
