@@ -368,9 +368,12 @@ async def _run_steps(agent: Agent, st: TurnState, scope: BodyScope) -> None:
         st.step_open = False
         if calls or inbox.has_pending("next-step"):
             continue
-        await ctx.serial(
-            AGENT_TURN_STOPPING, Lazy(TurnStoppingPayload, agent, turn, signal), signal=signal
-        )
+        if AGENT_TURN_STOPPING in names:
+            await ctx.serial(
+                AGENT_TURN_STOPPING, Lazy(TurnStoppingPayload, agent, turn, signal), signal=signal
+            )
+        elif signal.aborted:  # (the unobserved dispatch's answer: no payload, no coroutine)
+            raise AbortError(signal.reason)
         if not inbox.has_pending("next-step"):
             return
 
