@@ -87,6 +87,10 @@ ROOM_REACHES: dict[tuple[str, str], str] = {
     ("agentloop_nb.loop._inbox", "agentloop_nb.session._frozen"): (
         "a splice of frozen dumps wrapped as-is (the unchecked wrapper)"
     ),
+    ("agentloop_nb.loop._header", "agentloop_nb.session._frozen"): (
+        "a request header's data wrapped as-is, its tool schemas frozen by the checked walk "
+        "(freeze_plain_dict) once while they stand"
+    ),
     ("agentloop_nb.loop._call_log", "agentloop_nb.session._frozen"): (
         "tool/call and tool/result data of exact strs and ints wrapped as-is (FrozenDict built "
         "as the unchecked wrapper builds it)"
