@@ -180,3 +180,24 @@ async def test_a_turn_runs_with_its_agent_as_initiator_and_going_idle_without() 
         assert seen == [("status running", None), ("body", agent), ("status idle", None)]
     finally:
         await app.aclose()
+
+
+async def test_inbox_and_status_hooks_added_after_the_agent_exists_are_dispatched() -> None:
+    # Unobserved, the driver builds no payload for them; its test is the agent context's live
+    # ``listened`` view, so a listener added at any time is reached.
+    app = App(None)
+    try:
+        agent, _ = new_agent(app, text("one"), text("two"))
+        await run(agent)  # nobody listens yet
+        seen: list[str] = []
+        for name in ("agent/inbox/inserted", "agent/inbox/claimed", "agent/status"):
+            app.ctx.on(name, lambda p, name=name: seen.append(name))
+        await run(agent, "again")
+        assert seen == [
+            "agent/inbox/inserted",
+            "agent/status",
+            "agent/inbox/claimed",
+            "agent/status",
+        ]
+    finally:
+        await app.aclose()

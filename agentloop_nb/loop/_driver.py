@@ -16,7 +16,7 @@ agent is disposed and its session resumed.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Container, Coroutine
 from functools import partial
 from itertools import repeat
 from typing import TYPE_CHECKING, Any
@@ -76,15 +76,18 @@ class Driver:
     there is work, and flips the agent idle. ``dispose`` aborts with cause ``disposed`` and
     awaits the task to its end (the turn is closed and the log flushed)."""
 
-    __slots__ = ("agent", "spawn", "state")
+    __slots__ = ("agent", "names", "spawn", "state")
 
     def __init__(self, state: TurnState, spawn: Spawn) -> None:
         self.state = state
         self.spawn = spawn
         self.agent: Agent | None = None  # bound once the agent exists (it needs ``start``)
+        # the agent's context's ``listened`` (live): a hook nobody listens to gets no payload
+        self.names: Container[str] = ()
 
     def bind(self, agent: Agent) -> None:
         self.agent = agent
+        self.names = listened(agent.ctx)
 
     def emit(self, name: str, payload: Any) -> None:
         """Emit through the agent's context once it is published (never before)."""
@@ -102,14 +105,17 @@ class Driver:
         agent = self.agent
         if agent is None or not self.state.published:
             return
+        # (unobserved, no payload and no dispatch: twice a turn)
         if change == "claimed":
-            agent.ctx.emit(AGENT_INBOX_CLAIMED, Lazy(ClaimedPayload, agent, message, turn))
+            if AGENT_INBOX_CLAIMED in self.names:
+                agent.ctx.emit(AGENT_INBOX_CLAIMED, Lazy(ClaimedPayload, agent, message, turn))
         else:
             name = AGENT_INBOX_INSERTED if change == "inserted" else AGENT_INBOX_DISCARDED
-            agent.ctx.emit(name, Lazy(InboxPayload, agent, message))
+            if name in self.names:
+                agent.ctx.emit(name, Lazy(InboxPayload, agent, message))
 
     def set_status(self, status: Status) -> None:
-        if self.state.set_status(status) and self.agent is not None:
+        if self.state.set_status(status) and self.agent is not None and AGENT_STATUS in self.names:
             self.emit(AGENT_STATUS, Lazy(StatusPayload, self.agent, status))
 
     def start(self) -> None:
