@@ -43,7 +43,7 @@ class ScopedRegistry(Generic[T]):
     identity. Not thread-safe: use it from the event loop.
     """
 
-    __slots__ = ("_first_seen", "_seen", "_stacks", "kind", "unique", "version")
+    __slots__ = ("_first_seen", "_seen", "_stacks", "_version", "kind", "unique")
 
     def __init__(self, kind: str, *, unique: bool = False) -> None:
         self.kind = kind
@@ -51,11 +51,10 @@ class ScopedRegistry(Generic[T]):
         # name -> entries, oldest first; a name leaves the dict when its last entry goes.
         self._stacks: dict[str, list[_Entry[T]]] = {}
         self._first_seen: dict[str, int] = {}
-        #: Bumped by every add and every removal: while it stands, ``visible`` answers what it
-        #: answered for each agent. ``visible`` runs several times per model step and the
-        #: registry rarely changes: its last answer is kept with the version and agent it
-        #: answered (one entry, so it keeps at most one agent alive).
-        self.version = 0
+        # Bumped by every add/remove. ``visible`` runs several times per model step and the
+        # registry rarely changes: its last answer is kept with the version and agent it
+        # answered (one entry, so it keeps at most one agent alive).
+        self._version = 0
         self._seen: tuple[int, object, tuple[tuple[str, T], ...]] | None = None
 
     def taken(self, name: str, agent: object = None) -> bool:
@@ -76,14 +75,14 @@ class ScopedRegistry(Generic[T]):
         stack = self._stacks.setdefault(name, [])
         entry = _Entry(value, agent)
         stack.append(entry)
-        self.version += 1
+        self._version += 1
         stacks = self._stacks
 
         def remove() -> None:
             for i, e in enumerate(stack):
                 if e is entry:
                     del stack[i]
-                    self.version += 1
+                    self._version += 1
                     break
             if not stack and stacks.get(name) is stack:
                 del stacks[name]
@@ -115,7 +114,7 @@ class ScopedRegistry(Generic[T]):
         the order their entries were added (an agent's shadowing entry takes its global
         namesake's place), then the agent's own names."""
         seen = self._seen
-        if seen is not None and seen[0] == self.version and seen[1] is agent:
+        if seen is not None and seen[0] == self._version and seen[1] is agent:
             return seen[2]
         shared: list[tuple[str, T]] = []
         own: list[tuple[str, T]] = []
@@ -127,7 +126,7 @@ class ScopedRegistry(Generic[T]):
             (shared if has_global else own).append((name, winner.value))
         shared.extend(own)
         answer = tuple(shared)
-        self._seen = (self.version, agent, answer)
+        self._seen = (self._version, agent, answer)
         return answer
 
     def names(self) -> Iterator[str]:

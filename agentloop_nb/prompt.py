@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 import weakref
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Coroutine, Mapping
 from functools import lru_cache, partial
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
@@ -85,8 +85,7 @@ class SystemPrompt:
         # (A plain dict keyed by weak references to the agents, each made with a callback that
         # drops the entry when its agent goes, as a ``WeakKeyDictionary`` does.)
         self._collected: dict[weakref.ref[Any], Assembly] = {}
-        # (service generation, how to ask ``ctx.tools`` for an agent's schemas) as last
-        # resolved (``_tool_schemas``)
+        # (service generation, ``ctx.tools`` or None) as last resolved (``_tool_schemas``)
         self._tools: tuple[int | None, Any] = (None, None)
         if persona is not None:
             self.section(PERSONA_SECTION, persona)
@@ -169,12 +168,12 @@ class SystemPrompt:
         tools = self._tool_schemas(agent)
         # fast path (docs/architecture.md "Step, session 16"): the agent's entry looked up by
         # a weak reference in a plain dict (a ``WeakKeyDictionary``'s ``get`` is Python code)
+        collected = self._collected
         try:
             key: Any = weakref.ref(agent)
-        except TypeError:  # an agent that takes no weak reference (e.g. None): nothing kept
-            key = None
-        collected = self._collected
-        last = None if key is None else collected.get(key)
+            last = collected.get(key)
+        except TypeError:  # an agent that takes no weak reference (e.g. None) or no hash
+            key = last = None  # nothing kept
         # fast path (benchmarks/README.md "Step (session 12)"): the same parts, the same
         # assembly (tuples compare their items by identity first: the sections are reused
         # above and an unchanged tool's schema is the same dict)
@@ -197,9 +196,8 @@ class SystemPrompt:
 
     def _tool_schemas(self, agent: Any) -> tuple[Mapping[str, Any], ...]:
         ctx = self._ctx
-        # fast path (benchmarks/README.md "Step (session 12)"): how to ask ``ctx.tools``, as
-        # last resolved while no service was provided or withdrawn since (a frame per step
-        # saved); the default service answers the same tuple while its tools stand (session 16)
+        # fast path (benchmarks/README.md "Step (session 12)"): ``ctx.tools`` as last resolved
+        # while no service was provided or withdrawn since (a frame per step saved)
         generation = getattr(ctx, "service_generation", None)
         held = self._tools
         if generation is None or held[0] != generation:
@@ -207,9 +205,11 @@ class SystemPrompt:
                 tools = ctx.tools
             except AttributeError:  # no tools service: nothing to offer
                 tools = None
-            held = self._tools = (generation, _schemas_of(tools))
-        answer: tuple[Mapping[str, Any], ...] = held[1](agent)
-        return answer
+            held = self._tools = (generation, tools)
+        tools = held[1]
+        if tools is None:
+            return ()
+        return tuple(tools.schemas(agent))
 
     async def assemble(
         self, agent: Any, *, ctx: Any = None, signal: AbortSignal | None = None
@@ -252,9 +252,8 @@ class SystemPrompt:
         # fast path (benchmarks/README.md "Step (session 12)"): an assembly ``collect`` built
         # (its variables are a mapping nobody else holds) renders to the text it rendered to
         module = _ASSEMBLY_MODULE or _load_assembly_module()
-        # (``_assembly.kept_text`` inlined: the field read here, a frame a step)
-        kept = assembly._text
-        if kept is not None and kept is not module._UNRENDERED:
+        kept = module.kept_text(assembly)
+        if kept is not None:
             return kept
         variables = assembly.variables
         parts: list[str] = []
@@ -285,22 +284,6 @@ def _same(assembly: Assembly) -> Assembly:
 def _forget(collected: dict[Any, Any], key: weakref.ref[Any]) -> None:
     """A collected agent's entry leaves with it (its weak reference's callback)."""
     collected.pop(key, None)
-
-
-def _schemas_of(tools: Any) -> Callable[[Any], tuple[Mapping[str, Any], ...]]:
-    """``agent -> tuple(tools.schemas(agent))``: the default service's own kept tuple
-    (``ToolRuntime._schema_tuple``), any other's list as a tuple, ``()`` without a service."""
-    if tools is None:
-        return _no_schemas
-    kept = getattr(type(tools), "_schema_tuple", None)
-    if kept is not None:
-        answer: Callable[[Any], tuple[Mapping[str, Any], ...]] = tools._schema_tuple
-        return answer
-    return lambda agent: tuple(tools.schemas(agent))
-
-
-def _no_schemas(agent: Any) -> tuple[Mapping[str, Any], ...]:
-    return ()
 
 
 # ``Assembly`` and ``AssemblePayload`` load with the first assembly (``collect``) or the first

@@ -155,6 +155,17 @@ async def test_an_agent_without_weak_references_is_collected_each_time() -> None
     assert service._collected == {}
 
 
+async def test_an_unhashable_agent_is_collected_each_time() -> None:
+    class Unhashable:
+        id = "u"
+        __hash__ = None  # type: ignore[assignment]
+
+    _, service = prompt_with_tools()
+    agent = Unhashable()
+    assert service.collect(agent) == service.collect(agent)
+    assert service._collected == {}
+
+
 async def test_an_agent_request_listener_added_after_the_first_request_runs_at_the_next() -> None:
     app = make_app()
     seen: list[int] = []

@@ -42,7 +42,7 @@ Guard = Callable[["ToolExecution"], Any]
 class Registry:
     """Tools, guards and body trackers shared by a runtime and every view bound from it."""
 
-    __slots__ = ("cancel_grace", "disposal_grace", "guards", "schemas", "tools", "trackers")
+    __slots__ = ("cancel_grace", "disposal_grace", "guards", "tools", "trackers")
 
     def __init__(self) -> None:
         # Global and agent-scoped definitions; an agent's own shadows a global namesake.
@@ -53,11 +53,6 @@ class Registry:
         self.trackers: dict[int, tuple[Any, BodyTracker]] = {}
         self.disposal_grace = DEFAULT_DISPOSAL_GRACE
         self.cancel_grace = DEFAULT_CANCEL_GRACE
-        # ``ToolRuntime._schema_tuple``'s last answer: (tools.version, agent, definitions,
-        # their (name, description, parameters), schemas), or None.
-        self.schemas: tuple[int, Any, tuple[Any, ...], tuple[Any, ...], tuple[Any, ...]] | None = (
-            None
-        )
 
     # -- definitions -----------------------------------------------------------------------
 

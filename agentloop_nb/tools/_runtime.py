@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Coroutine
-from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
 from .._disposer import Disposer
@@ -39,9 +38,6 @@ if TYPE_CHECKING:
     from ._define import Tool
 
 __all__ = ["ExecutionMode", "Guard", "ToolRuntime", "registry_of"]
-
-# What a ``Tool``'s schema is made of (``Tool.schema``): the kept schemas stand while these do.
-_PARTS = attrgetter("name", "description", "parameters")
 
 
 class _Phases:
@@ -190,45 +186,6 @@ class ToolRuntime(OwnedCopy):
         # (the registry's scoped table itself, as ``lookup``: the prompt asks every step)
         visible = self._registry.tools.visible(agent if agent is not None else self._scope_agent())
         return [definition.schema() for _, definition in visible]
-
-    def _schema_tuple(self, agent: Any = None) -> tuple[dict[str, Any], ...]:
-        """``tuple(self.schemas(agent))``, the same tuple object while it would hold the same
-        schemas: no tool was registered or disposed since (the registry's ``version``), the
-        agent is the same, and each visible tool's ``name``, ``description`` and
-        ``parameters`` are the objects (or equal to those) its schema holds. A definition
-        whose class overrides ``schema`` is asked again at every call. The prompt's
-        collection asks every step (docs/architecture.md "Step, session 16")."""
-        if agent is None:
-            agent = self._scope_agent()
-        registry = self._registry
-        table = registry.tools
-        kept = registry.schemas
-        # (the parts of every kept tool read by one C-level getter each, compared as a tuple:
-        # identity first, so unchanged tools cost no equality test)
-        if (
-            kept is not None
-            and kept[0] == table.version
-            and kept[1] is agent
-            and tuple(map(_PARTS, kept[2])) == kept[3]
-        ):
-            return kept[4]
-        definitions = tuple([definition for _, definition in table.visible(agent)])
-        schemas = tuple([definition.schema() for definition in definitions])
-        if definitions:
-            from ._define import Tool  # loaded: a definition is registered
-
-            plain = Tool.schema
-            if any(type(definition).schema is not plain for definition in definitions):
-                registry.schemas = None  # another ``schema``: it answers at every call
-                return schemas
-        registry.schemas = (
-            table.version,
-            agent,
-            definitions,
-            tuple(map(_PARTS, definitions)),
-            schemas,
-        )
-        return schemas
 
     def execution_mode(self, call: Any, agent: Any = None) -> ExecutionMode:
         """``"parallel"`` only when the tool's ``concurrency_safe`` is (or returns) exactly
