@@ -10,6 +10,7 @@ defines ``__bind__(self, ctx)`` is resolved, per context, to the view that call 
 from __future__ import annotations
 
 import keyword
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -40,12 +41,41 @@ class Layer:
 
 class Generation:
     """A counter shared by a context tree, bumped whenever a service is provided or withdrawn:
-    a context's resolution cache is valid while the generation it recorded is current."""
+    a context's resolution cache is valid while the generation it recorded is current.
 
-    __slots__ = ("value",)
+    It also empties, at each bump, the core-service holders (:class:`CoreHolder`) the tree's
+    contexts filled since the last one (:meth:`keep`): a holder's answers are the current
+    generation's, so a context reads them without comparing generations."""
+
+    __slots__ = ("filled", "value")
 
     def __init__(self) -> None:
         self.value = 0
+        # The holders filled in this generation (weakly: a context's holder leaves with it).
+        self.filled: weakref.WeakSet[CoreHolder] = weakref.WeakSet()
+
+    def bump(self) -> None:
+        """A service was provided or withdrawn: every answer kept so far may be stale."""
+        self.value += 1
+        filled = self.filled
+        if filled:
+            self.filled = weakref.WeakSet()
+            for holder in filled:
+                holder.__dict__.clear()
+
+    def keep(self, holder: CoreHolder, name: str, value: Any) -> None:
+        """Keep ``value`` as ``holder``'s answer for ``name`` until the next :meth:`bump`."""
+        kept = holder.__dict__
+        if not kept:
+            self.filled.add(holder)
+        kept[name] = value
+
+
+class CoreHolder:
+    """One context's core services as resolved in the current generation, as plain instance
+    attributes: ``Context.llm`` and its kin read ``ctx._core.llm`` with one C-level getter, and
+    only a name the holder lacks goes through ``Context.__getattr__`` (which resolves it and
+    keeps it here through :meth:`Generation.keep`)."""
 
 
 def check_name(name: str, reserved: Callable[[str], bool]) -> None:
@@ -69,12 +99,12 @@ def publish(layer: Layer, gen: Generation, name: str, service: Any) -> Callable[
             "(or its plugin) first, or provide it on a child context to shadow it"
         )
     services[name] = service
-    gen.value += 1
+    gen.bump()
 
     def withdraw() -> None:
         if services.get(name) is service:
             del services[name]
-            gen.value += 1
+            gen.bump()
 
     return withdraw
 
@@ -106,4 +136,4 @@ class Resolver:
         return value
 
 
-__all__ = ["MISSING", "Generation", "Layer", "Resolver", "check_name", "publish"]
+__all__ = ["MISSING", "CoreHolder", "Generation", "Layer", "Resolver", "check_name", "publish"]
