@@ -47,28 +47,43 @@ class Generation:
     contexts filled since the last one (:meth:`keep`): a holder's answers are the current
     generation's, so a context reads them without comparing generations."""
 
-    __slots__ = ("filled", "value")
+    __slots__ = ("filled", "prune_at", "value")
 
     def __init__(self) -> None:
         self.value = 0
-        # The holders filled in this generation (weakly: a context's holder leaves with it).
-        self.filled: weakref.WeakSet[CoreHolder] = weakref.WeakSet()
+        # Weak references to the holders filled in this generation (a holder leaves with its
+        # context). A list, not a ``WeakSet``: appending while a bump iterates (a reader on
+        # another thread) is safe for a list and an error for a set.
+        self.filled: list[weakref.ref[CoreHolder]] = []
+        self.prune_at = 64  # dead references are dropped when the list grows past this
 
     def bump(self) -> None:
         """A service was provided or withdrawn: every answer kept so far may be stale."""
         self.value += 1
         filled = self.filled
         if filled:
-            self.filled = weakref.WeakSet()
-            for holder in filled:
-                holder.__dict__.clear()
+            self.filled = []
+            self.prune_at = 64
+            for ref in filled:
+                holder = ref()
+                if holder is not None:
+                    holder.__dict__.clear()
 
-    def keep(self, holder: CoreHolder, name: str, value: Any) -> None:
-        """Keep ``value`` as ``holder``'s answer for ``name`` until the next :meth:`bump`."""
+    def keep(self, holder: CoreHolder, name: str, value: Any, resolved_at: int) -> None:
+        """Keep ``value``, resolved in generation ``resolved_at``, as ``holder``'s answer for
+        ``name`` until the next :meth:`bump`; nothing when that generation is over."""
         kept = holder.__dict__
         if not kept:
-            self.filled.add(holder)
+            filled = self.filled
+            filled.append(weakref.ref(holder))
+            if len(filled) > self.prune_at:  # amortised: contexts come and go between bumps
+                filled[:] = [ref for ref in filled if ref() is not None]
+                self.prune_at = 2 * len(filled) + 64
         kept[name] = value
+        # Checked after the store: a bump that ran in between (a reader on another thread)
+        # either emptied the holder already or is seen here, and the answer is dropped.
+        if self.value != resolved_at:
+            kept.pop(name, None)
 
 
 class CoreHolder:

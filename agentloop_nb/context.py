@@ -270,7 +270,8 @@ class Context:
         nobody provides it."""
         entry = self._resolver.cache.get(name)
         gen = self._tree.gen
-        if entry is not None and entry[0] == gen.value:
+        current = gen.value
+        if entry is not None and entry[0] == current:
             value = entry[2]
         else:
             value = self._resolver.resolve(self._layer, gen, name, self)
@@ -280,7 +281,7 @@ class Context:
                     f"ctx.provide({name!r}, obj) or apply the plugin that provides it"
                 )
         if name in _CORE_SERVICES:  # read without this frame until the next bump
-            gen.keep(self._core, name, value)
+            gen.keep(self._core, name, value, current)
         return value
 
     # -- registration -----------------------------------------------------------------------

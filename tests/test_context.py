@@ -609,6 +609,14 @@ def test_a_context_that_read_core_services_is_not_kept_alive_by_its_tree() -> No
     gc.collect()
     assert holder() is None
     assert root.llm == "llm"
+    for i in range(200):  # many short-lived readers between two bumps: dead entries pruned
+        reader = root.child(name=f"c{i}")
+        assert reader.llm == "llm"
+        reader.fiber.dispose()
+    del reader
+    gc.collect()
+    root.child(name="last").llm  # noqa: B018
+    assert len(root._tree.gen.filled) < 200
 
 
 class _Registry:
