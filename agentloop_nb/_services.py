@@ -10,6 +10,7 @@ defines ``__bind__(self, ctx)`` is resolved, per context, to the view that call 
 from __future__ import annotations
 
 import keyword
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -40,12 +41,56 @@ class Layer:
 
 class Generation:
     """A counter shared by a context tree, bumped whenever a service is provided or withdrawn:
-    a context's resolution cache is valid while the generation it recorded is current."""
+    a context's resolution cache is valid while the generation it recorded is current.
 
-    __slots__ = ("value",)
+    It also empties, at each bump, the core-service holders (:class:`CoreHolder`) the tree's
+    contexts filled since the last one (:meth:`keep`): a holder's answers are the current
+    generation's, so a context reads them without comparing generations."""
+
+    __slots__ = ("filled", "prune_at", "value")
 
     def __init__(self) -> None:
         self.value = 0
+        # Weak references to the holders filled in this generation (a holder leaves with its
+        # context). A list, not a ``WeakSet``: appending while a bump iterates (a reader on
+        # another thread) is safe for a list and an error for a set.
+        self.filled: list[weakref.ref[CoreHolder]] = []
+        self.prune_at = 64  # dead references are dropped when the list grows past this
+
+    def bump(self) -> None:
+        """A service was provided or withdrawn: every answer kept so far may be stale."""
+        self.value += 1
+        filled = self.filled
+        if filled:
+            self.filled = []
+            self.prune_at = 64
+            for ref in filled:
+                holder = ref()
+                if holder is not None:
+                    holder.__dict__.clear()
+
+    def keep(self, holder: CoreHolder, name: str, value: Any, resolved_at: int) -> None:
+        """Keep ``value``, resolved in generation ``resolved_at``, as ``holder``'s answer for
+        ``name`` until the next :meth:`bump`; nothing when that generation is over."""
+        kept = holder.__dict__
+        if not kept:
+            filled = self.filled
+            filled.append(weakref.ref(holder))
+            if len(filled) > self.prune_at:  # amortised: contexts come and go between bumps
+                filled[:] = [ref for ref in filled if ref() is not None]
+                self.prune_at = 2 * len(filled) + 64
+        kept[name] = value
+        # Checked after the store: a bump that ran in between (a reader on another thread)
+        # either emptied the holder already or is seen here, and the answer is dropped.
+        if self.value != resolved_at:
+            kept.pop(name, None)
+
+
+class CoreHolder:
+    """One context's core services as resolved in the current generation, as plain instance
+    attributes: ``Context.llm`` and its kin read ``ctx._core.llm`` with one C-level getter, and
+    only a name the holder lacks goes through ``Context.__getattr__`` (which resolves it and
+    keeps it here through :meth:`Generation.keep`)."""
 
 
 def check_name(name: str, reserved: Callable[[str], bool]) -> None:
@@ -69,12 +114,12 @@ def publish(layer: Layer, gen: Generation, name: str, service: Any) -> Callable[
             "(or its plugin) first, or provide it on a child context to shadow it"
         )
     services[name] = service
-    gen.value += 1
+    gen.bump()
 
     def withdraw() -> None:
         if services.get(name) is service:
             del services[name]
-            gen.value += 1
+            gen.bump()
 
     return withdraw
 
@@ -106,4 +151,4 @@ class Resolver:
         return value
 
 
-__all__ = ["MISSING", "Generation", "Layer", "Resolver", "check_name", "publish"]
+__all__ = ["MISSING", "CoreHolder", "Generation", "Layer", "Resolver", "check_name", "publish"]

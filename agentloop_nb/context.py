@@ -61,7 +61,7 @@ from ._plugins import (
     run_apply,
     validate_config,
 )
-from ._services import MISSING, Generation, Layer, Resolver, check_name, publish
+from ._services import MISSING, CoreHolder, Generation, Layer, Resolver, check_name, publish
 from .errors import InvalidTypeError
 from .signals import AbortError
 
@@ -98,12 +98,14 @@ _CORE_SERVICES = frozenset({"tools", "llm", "sessions", "system_prompt", "agents
 
 
 def _core_service(name: str) -> property:
-    """``Context.<name>`` for a core service: ``ctx._service(name)``, reached without the
-    failed attribute lookup that precedes ``__getattr__``. The getter is a C-level
-    ``methodcaller``, so a read is one Python frame (``_service``), not two: the loop reads
-    these about ten times a step."""
+    """``Context.<name>`` for a core service: what ``ctx._service(name)`` answered in the
+    current generation, kept in the context's :class:`CoreHolder` and read by a C-level
+    getter, so a read is no Python frame at all (docs/architecture.md "Step, session 16"):
+    the loop reads these a few times a step. A name the holder lacks (not read yet in this
+    generation, or no such service) raises ``AttributeError`` in the getter, which sends the
+    lookup to ``__getattr__``: ``_service`` resolves it (and keeps it) or raises."""
     return property(
-        operator.methodcaller("_service", name),
+        operator.attrgetter(f"_core.{name}"),
         doc=f"The ``{name}`` service as this context sees it.",
     )
 
@@ -130,6 +132,7 @@ class Context:
 
     __slots__ = (
         "_bus",
+        "_core",
         "_layer",
         "_named",
         "_resolver",
@@ -175,6 +178,7 @@ class Context:
 
     _tree: _Tree
     _bus: Bus
+    _core: CoreHolder
     _layer: Layer
     _named: dict[str, Fiber]
     _resolver: Resolver
@@ -202,6 +206,7 @@ class Context:
     ) -> None:
         self._tree = tree
         self._bus = tree.bus
+        self._core = CoreHolder()
         self._layer = layer
         self._named = {}
         self._resolver = Resolver()
@@ -265,14 +270,18 @@ class Context:
         nobody provides it."""
         entry = self._resolver.cache.get(name)
         gen = self._tree.gen
-        if entry is not None and entry[0] == gen.value:
-            return entry[2]
-        value = self._resolver.resolve(self._layer, gen, name, self)
-        if value is MISSING:
-            raise AttributeError(
-                f"context {self.fiber.path!r} has no service {name!r}; provide it with "
-                f"ctx.provide({name!r}, obj) or apply the plugin that provides it"
-            )
+        current = gen.value
+        if entry is not None and entry[0] == current:
+            value = entry[2]
+        else:
+            value = self._resolver.resolve(self._layer, gen, name, self)
+            if value is MISSING:
+                raise AttributeError(
+                    f"context {self.fiber.path!r} has no service {name!r}; provide it with "
+                    f"ctx.provide({name!r}, obj) or apply the plugin that provides it"
+                )
+        if name in _CORE_SERVICES:  # read without this frame until the next bump
+            gen.keep(self._core, name, value, current)
         return value
 
     # -- registration -----------------------------------------------------------------------

@@ -20,15 +20,15 @@ import re
 import weakref
 from collections.abc import Coroutine, Mapping
 from functools import lru_cache, partial
-from operator import itemgetter
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from ._bus import Lazy, listened
+from ._bus import EVERY_NAME, Lazy
 from ._disposer import Disposer
 from ._prompt_types import Section, SectionSource, VariableSource
 from ._scoped import BoundView, ScopedRegistry
 from .errors import AgentloopError, InvalidTypeError, InvalidValueError
+from .signals import AbortError
 
 if TYPE_CHECKING:
     from ._assembly import AssemblePayload, Assembly
@@ -82,7 +82,9 @@ class SystemPrompt:
         # Each agent's last collected assembly: handed out again while every part is the same
         # (the sections, the variables' values, the tool schemas), so the rendered text and the
         # request header's comparison are kept too (benchmarks/README.md "Step (session 12)").
-        self._collected: weakref.WeakKeyDictionary[Any, Assembly] = weakref.WeakKeyDictionary()
+        # (A plain dict keyed by weak references to the agents, each made with a callback that
+        # drops the entry when its agent goes, as a ``WeakKeyDictionary`` does.)
+        self._collected: dict[weakref.ref[Any], Assembly] = {}
         # (service generation, ``ctx.tools`` or None) as last resolved (``_tool_schemas``)
         self._tools: tuple[int | None, Any] = (None, None)
         if persona is not None:
@@ -134,7 +136,7 @@ class SystemPrompt:
         and the tool schemas are what they were at the agent's last collection, that same
         ``Assembly`` object is returned (it is immutable)."""
         registry = self._sections
-        resolved: list[tuple[int, int, Section]] = []
+        sections_list: list[Section] = []
         for name, spec in registry.visible(agent):
             source = spec.source
             text = source if isinstance(source, str) else source(agent)
@@ -148,9 +150,11 @@ class SystemPrompt:
             section = spec.section
             if section is None or section.text != text:
                 section = spec.section = Section(name, text, spec.order)
-            resolved.append((spec.order, registry.position(name), section))
-        if len(resolved) > 1:
-            resolved.sort(key=_RANK)
+            sections_list.append(section)
+        if len(sections_list) > 1:
+            # (order, first registration): ranked only when there is something to sort
+            position = registry.position
+            sections_list.sort(key=lambda section: (section.order, position(section.name)))
         variables: dict[str, str | None] = {}
         for name, fn in self._variables.visible(agent):
             value = fn(agent)
@@ -160,13 +164,16 @@ class SystemPrompt:
                     "a variable function must return str or None"
                 )
             variables[name] = value
-        sections = tuple([r[2] for r in resolved])
+        sections = tuple(sections_list)
         tools = self._tool_schemas(agent)
-        keep = True
+        # fast path (docs/architecture.md "Step, session 16"): the agent's entry looked up by
+        # a weak reference in a plain dict (a ``WeakKeyDictionary``'s ``get`` is Python code)
+        collected = self._collected
         try:
-            last = self._collected.get(agent)
-        except TypeError:  # an agent that takes no weak reference (e.g. None): nothing kept
-            last, keep = None, False
+            key: Any = weakref.ref(agent)
+            last = collected.get(key)
+        except TypeError:  # an agent that takes no weak reference (e.g. None) or no hash
+            key = last = None  # nothing kept
         # fast path (benchmarks/README.md "Step (session 12)"): the same parts, the same
         # assembly (tuples compare their items by identity first: the sections are reused
         # above and an unchanged tool's schema is the same dict)
@@ -180,8 +187,10 @@ class SystemPrompt:
         assembly = (_ASSEMBLY or _load_assembly())(
             sections=sections, tools=tools, variables=MappingProxyType(variables)
         )
-        if keep:
-            self._collected[agent] = assembly
+        if key is not None:
+            if last is None:  # the entry leaves with the agent
+                key = weakref.ref(agent, partial(_forget, collected))
+            collected[key] = assembly
         _ASSEMBLY_MODULE.own(assembly)  # its text is kept once rendered
         return assembly
 
@@ -216,10 +225,11 @@ class SystemPrompt:
         dispatcher = getattr(agent, "ctx", None)
         if dispatcher is None:
             dispatcher = ctx if ctx is not None else self._ctx
-        if _ASSEMBLE not in listened(dispatcher):
+        # (``listened(dispatcher)``'s rule inlined: a frame a step)
+        if _ASSEMBLE not in getattr(dispatcher, "listened", EVERY_NAME):
             # fast path (benchmarks/bench_ab.py, unobserved hooks): the answer, undispatched
-            if signal is not None:
-                signal.throw_if_aborted()
+            if signal is not None and signal.aborted:
+                raise AbortError(signal.reason)
             return assembly
         result = await dispatcher.waterfall(
             _ASSEMBLE,
@@ -271,6 +281,11 @@ def _same(assembly: Assembly) -> Assembly:
     return assembly
 
 
+def _forget(collected: dict[Any, Any], key: weakref.ref[Any]) -> None:
+    """A collected agent's entry leaves with it (its weak reference's callback)."""
+    collected.pop(key, None)
+
+
 # ``Assembly`` and ``AssemblePayload`` load with the first assembly (``collect``) or the first
 # access to either name here: ``Assembly`` is a dataclass, whose methods are compiled when the
 # class is made (start-up cost). A global read per assembly after.
@@ -309,10 +324,6 @@ def __dir__() -> list[str]:
 
 def _order(section: Section) -> int:
     return section.order
-
-
-# (order, first registration): the rank of a resolved section (``collect``)
-_RANK = itemgetter(0, 1)
 
 
 @lru_cache(maxsize=256)
@@ -367,9 +378,8 @@ class BoundSystemPrompt(BoundView[SystemPrompt]):
         # The service's coroutine itself: a delegating ``async def`` costs a frame per step.
         return self.service.assemble(agent, ctx=self.ctx, signal=signal)
 
-    @staticmethod
-    def render(assembly: Assembly) -> str:
-        return SystemPrompt.render(assembly)
+    # The service's own static method (a delegating one costs a frame per step).
+    render = SystemPrompt.__dict__["render"]
 
 
 __all__ = [

@@ -573,6 +573,52 @@ def test_core_services_resolve_like_any_other_service() -> None:
     assert plugin.tools == "root tools"  # the cached answer follows the change
 
 
+def test_a_core_service_read_follows_every_provide_and_withdraw_at_the_next_read() -> None:
+    # Core services are read from a per-context holder with no generation check of their
+    # own (docs/architecture.md "Step, session 16"): every provide and withdraw empties it.
+    root = Context()
+    root.provide("llm", "root llm")
+    agent = root.child(name="agent")
+    assert root.llm == "root llm" and agent.llm == "root llm"  # both holders filled
+    undo = agent.provide("llm", "agent llm")
+    assert agent.llm == "agent llm" and root.llm == "root llm"
+    unrelated = root.provide("store", 1)  # another service: the answers stay as they were
+    assert agent.llm == "agent llm"
+    undo()
+    assert agent.llm == "root llm"
+    unrelated()
+    withdraw = root.provide("tools", "tools")
+    assert agent.tools == "tools"
+    withdraw()
+    assert not hasattr(agent, "tools")
+    with pytest.raises(AttributeError, match="has no service 'tools'"):
+        agent.tools  # noqa: B018
+
+
+def test_a_context_that_read_core_services_is_not_kept_alive_by_its_tree() -> None:
+    import gc
+    import weakref
+
+    root = Context()
+    root.provide("llm", "llm")
+    child = root.child(name="gone")
+    assert child.llm == "llm"
+    holder = weakref.ref(child._core)
+    child.fiber.dispose()
+    del child
+    gc.collect()
+    assert holder() is None
+    assert root.llm == "llm"
+    for i in range(200):  # many short-lived readers between two bumps: dead entries pruned
+        reader = root.child(name=f"c{i}")
+        assert reader.llm == "llm"
+        reader.fiber.dispose()
+    del reader
+    gc.collect()
+    root.child(name="last").llm  # noqa: B018
+    assert len(root._tree.gen.filled) < 200
+
+
 class _Registry:
     """A service that hands every context a view owning registrations in that context."""
 

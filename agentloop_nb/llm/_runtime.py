@@ -27,7 +27,7 @@ from .._disposer import Disposer
 from .._fiber import is_awaitable
 from .._hook_names import LLM_STREAM
 from .._scoped import BoundView
-from ..context import Lazy, listened
+from ..context import EVERY_NAME, Lazy, listened
 from ..errors import InvalidTypeError
 from ..signals import AbortError
 from ._errors import LlmError
@@ -128,7 +128,10 @@ class _Stream:
         stream's own (docs/architecture.md "Step, session 13"); else :meth:`_start`'s."""
         options = self._options
         signal = options.signal
-        if (signal is not None and signal.aborted) or LLM_STREAM in listened(self._ctx):
+        # (``listened`` inlined: a frame a request)
+        if (signal is not None and signal.aborted) or LLM_STREAM in getattr(
+            self._ctx, "listened", EVERY_NAME
+        ):
             return self._start()
         try:
             # fast path (benchmarks/README.md "Step (session 11)", unobserved hook): the

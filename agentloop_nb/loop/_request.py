@@ -20,7 +20,7 @@ new ``agent.options`` object restarts the proposal from the options.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Container
 from functools import partial
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Protocol
@@ -35,6 +35,7 @@ from ..errors import InvalidTypeError
 from ..llm import LlmError, PreparedCall, RequestFacts
 from ..session import FrozenDict, freeze_json
 from ..session._frozen import Fallback, freeze_fields, wrap_frozen
+from ..signals import AbortError
 from ._header import frozen_header
 from ._prompt_vars import CWD_NOT_SHARED, configured_model, configured_provider, shared_cwd
 
@@ -186,6 +187,7 @@ class RequestPath:
         "_agent",
         "_header_inputs",
         "_last_header",
+        "_names",
         "_options",
         "_proposal",
         "_resumed",
@@ -198,6 +200,8 @@ class RequestPath:
         self._options: _Options | None = None
         self._proposal: RequestConfig | None = None
         self._last_header: dict[str, Any] | None = None
+        # ``listened(agent.ctx)``, a live container, once the first request asked
+        self._names: Container[str] | None = None
         # The inputs that built ``_last_header``: (config, adapter_defaults, system, tools).
         self._header_inputs: tuple[RequestConfig, frozenset[str], str, Any] | None = None
         # (service generation, ctx.llm, ctx.system_prompt, ctx.agent_loop) as last resolved.
@@ -271,9 +275,13 @@ class RequestPath:
         options = agent.options
         if self._proposal is None or self._options is not options:
             self._options, self._proposal = options, seed_config(options)
-        if AGENT_REQUEST in listened(agent.ctx):
+        names = self._names
+        if names is None:  # live: asked once, tested at every request
+            names = self._names = listened(agent.ctx)
+        if AGENT_REQUEST in names:
             return None
-        signal.throw_if_aborted()  # the waterfall's answer, without dispatching
+        if signal.aborted:  # the waterfall's answer, without dispatching (a C-level getter)
+            raise AbortError(signal.reason)
         config = self._proposal
         if not config.provider or not config.model:
             raise _no_route(agent.id)
