@@ -5,6 +5,8 @@ honoured, and nothing of it reaches the next step (its request, its call)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import anyio
 import anyio.lowlevel
 import pytest
@@ -26,6 +28,17 @@ async def after() -> str:
         await anyio.lowlevel.checkpoint()
     assert not nested.cancel_called
     return "after ran"
+
+
+async def cancel_c1_once_it_hangs(agent: Any, hanging: anyio.Event) -> dict[str, Any]:
+    """Start the turn, cancel call ``c1`` once its body has set ``hanging``, wait for the turn
+    to end; the logged ``tool/result`` data by call id."""
+    agent.followup("go")
+    with anyio.fail_after(WAIT):
+        await hanging.wait()
+    assert agent.cancel_tool("c1") is True
+    await idle(agent)
+    return {d["call_id"]: d for d in data(agent, "tool/result")}
 
 
 async def test_a_lone_call_cancelled_alone_is_cancelled_level_triggered_and_the_next_step_runs(
@@ -51,13 +64,8 @@ async def test_a_lone_call_cancelled_alone_is_cancelled_level_triggered_and_the_
 
     register(app, hang, after)
     agent, _ = new_agent(app, tool_call("c1", "hang", {}), tool_call("c2", "after", {}), text("ok"))
-    agent.followup("go")
-    with anyio.fail_after(WAIT):
-        await hanging.wait()
-    assert agent.cancel_tool("c1") is True
-    await idle(agent)
+    results = await cancel_c1_once_it_hangs(agent, hanging)
     assert seen == ["cancelled", "cancelled again"]
-    results = {d["call_id"]: d for d in data(agent, "tool/result")}
     assert results["c1"]["error"]["code"] == "CANCELLED"
     assert results["c2"]["content"] == "after ran"
     assert reasons(agent) == ["completed"]
@@ -98,12 +106,7 @@ async def test_a_lone_body_that_returns_after_its_cancellation_is_still_cancelle
     agent, _ = new_agent(
         app, tool_call("c1", "swallow", {}), tool_call("c2", "after", {}), text("ok")
     )
-    agent.followup("go")
-    with anyio.fail_after(WAIT):
-        await hanging.wait()
-    assert agent.cancel_tool("c1") is True
-    await idle(agent)
-    results = {d["call_id"]: d for d in data(agent, "tool/result")}
+    results = await cancel_c1_once_it_hangs(agent, hanging)
     # the user's cancellation of the call wins over what the body made of it
     assert results["c1"]["error"]["code"] == "CANCELLED"
     assert results["c2"]["content"] == "after ran"
@@ -164,12 +167,7 @@ async def test_a_turn_whose_first_lone_call_comes_after_a_pooled_step_cancels_it
         tool_call("c2", "after", {}),
         text("ok"),
     )
-    agent.followup("go")
-    with anyio.fail_after(WAIT):
-        await hanging.wait()
-    assert agent.cancel_tool("c1") is True
-    await idle(agent)
-    results = {d["call_id"]: d for d in data(agent, "tool/result")}
+    results = await cancel_c1_once_it_hangs(agent, hanging)
     assert [results[i]["content"] for i in ("p1", "p2")] == ["quick", "quick"]
     assert results["c1"]["error"]["code"] == "CANCELLED"
     assert results["c2"]["content"] == "after ran"
