@@ -1,9 +1,9 @@
-"""What the per-step request path keeps between steps (docs/architecture.md "Step, session 16")
-is dropped by every change that could make it stale: the tools service's kept schemas by a
-tool registered or disposed, a schema part assigned, another agent or a definition that
-answers its own schema; the prompt's per-agent assembly leaves with its agent; the request
-path's live ``listened`` container sees a listener added after the first request; the
-``cwd`` variable follows an adapter registered between steps."""
+"""What the per-step request path reuses between steps (docs/architecture.md "Step, session
+16") is never stale: a tool registered or disposed between two steps, a schema part assigned,
+another agent, or a definition that answers its own schema is offered at the next request; the
+prompt's per-agent assembly leaves with its agent; the request path's live ``listened``
+container sees a listener added after the first request; the ``cwd`` variable follows an
+adapter registered between steps."""
 
 from __future__ import annotations
 
@@ -41,6 +41,17 @@ def names(tools: Any) -> list[str]:
     return [schema["name"] for schema in tools]
 
 
+async def tools_offered_around(app: Any, first: Tool) -> list[list[str]]:
+    """Register ``first``, run a turn that calls it once, close the app: the tool names each
+    request offered (before and after ``first`` ran)."""
+    app.ctx.tools.register(first)
+    model = scripted(app, tool_call("c1", "first", {}), text("done"))
+    agent = app.ctx.agent_loop.create("a", OPTIONS)
+    await run(agent)
+    await app.aclose()
+    return [names(options.tools) for options in model.requests]
+
+
 def make_tool(name: str) -> Tool:
     async def body() -> str:
         return "ok"
@@ -58,15 +69,10 @@ async def test_a_tool_registered_between_two_steps_is_offered_at_the_second() ->
         app.ctx.tools.register(late)
         return "ok"
 
-    app.ctx.tools.register(first)
-    model = scripted(app, tool_call("c1", "first", {}), text("done"))
-    agent = app.ctx.agent_loop.create("a", OPTIONS)
-    await run(agent)
-    assert [names(options.tools) for options in model.requests] == [
+    assert await tools_offered_around(app, first) == [
         ["first"],
         ["first", "late"],
     ]
-    await app.aclose()
 
 
 async def test_a_tool_disposed_between_two_steps_is_not_offered_at_the_second() -> None:
@@ -80,15 +86,10 @@ async def test_a_tool_disposed_between_two_steps_is_not_offered_at_the_second() 
         dispose()
         return "ok"
 
-    app.ctx.tools.register(first)
-    model = scripted(app, tool_call("c1", "first", {}), text("done"))
-    agent = app.ctx.agent_loop.create("a", OPTIONS)
-    await run(agent)
-    assert [names(options.tools) for options in model.requests] == [
+    assert await tools_offered_around(app, first) == [
         ["gone", "first"],
         ["first"],
     ]
-    await app.aclose()
 
 
 async def test_a_schema_part_assigned_between_collections_is_offered_at_the_next() -> None:
