@@ -24,19 +24,32 @@ every logged event (about a twentieth of a tool step's instructions with JSONL o
 is unchanged for everyone else, and is no longer observed at all when only persistence
 watched it.
 
+A backend whose writes are quick and local (``_writes_inline``: JSONL without fsync) writes at a
+flush on the loop thread itself when the worker is not writing (``_write_lock`` is free), and its
+watcher does not wake the worker at once: the session waits on the loop side (``_pending``) until
+a flush writes it or a timer armed by the first such append (``HAND_OFF_AFTER``) queues it. A
+turn flushes twice at its end; two thread hops each (this machine wakes an idle CPU in
+50-300 µs) cost more than the writes, and a worker woken mid-turn only contended for the GIL.
+An inline write slower than ``SLOW_INLINE`` turns inline writes off for the backend for good.
+
 A failed write is recorded for the session (the error table): every later flush raises the
 same error and nothing more is written for it, until it is disposed (and resumed).
 
 Who touches what (the rule that keeps the two threads apart):
 
-- ``_marked`` holds the sessions whose wake item is queued and not yet taken: the loop thread
-  adds a session (then puts it), the worker discards it when it takes the item, *before* it
-  reads how long the log is. So an event appended after that read finds its session unmarked
-  and queues it again; one appended before it is in what the worker writes.
-- ``_written`` (last seq written per session) is the worker's alone (``_on_disposed`` clears
-  a session's entries itself only while no worker runs and nothing is queued, under
-  ``_start_lock``, which a worker needs to restart).
-- ``_errors`` is written by the worker and read by both threads, always under
+- ``_marked`` holds the sessions whose wake item is queued (or pending) and not yet taken: the
+  loop thread adds a session (then puts it, or keeps it pending), the worker discards it when
+  it takes the item, *before* it reads how long the log is. So an event appended after that
+  read finds its session unmarked and queues it again; one appended before it is in what the
+  worker writes. The loop thread discards a *pending* session itself after writing it inline
+  (it was never queued, and nothing was appended during the write).
+- ``_pending``, ``_timer_loop``, ``_closing`` and ``_inline`` are the loop thread's alone.
+  While ``aclose`` runs, appends are queued at once, so the stopping worker writes them.
+- ``_written`` (last seq written per session) belongs to whoever holds ``_write_lock``: the
+  worker, or the loop thread writing inline (``_on_disposed`` clears a session's entries
+  itself only while no worker runs and nothing is queued, under ``_start_lock``, which a
+  worker needs to restart).
+- ``_errors`` is written under ``_write_lock`` and read by both threads, always under
   ``_errors_lock`` (the loop reads it at a flush and a disposal, never per event).
 - ``_running`` says whether a worker is draining the queue; it is set under ``_start_lock``
   (the loop thread reads it without the lock when it queues a session: a stale ``False``
@@ -52,6 +65,7 @@ import asyncio
 import atexit
 import logging
 import threading
+import time
 import weakref
 from collections.abc import Callable, Sequence
 from queue import SimpleQueue
@@ -69,6 +83,14 @@ __all__ = ["WriteBehind"]
 
 _log = logging.getLogger("agentloop_nb")
 _BATCH = 16384  # queue items folded into one write round
+# How long a backend that writes inline keeps a session's new events on the loop side before
+# handing them to the worker, unless a flush writes them first (then the worker is never
+# woken). Longer than a fast turn (a 200-step turn with a zero-latency model takes ~20 ms),
+# short enough that a crash without a flush loses little more than it did.
+HAND_OFF_AFTER = 0.05
+# An inline write (encoding included) slower than this turns inline writes off for the backend
+# for good: the disk (or the backlog) is slow, and the loop must not wait on it again.
+SLOW_INLINE = 0.02
 
 
 def _settle(future: asyncio.Future[None], error: BaseException | None) -> None:
@@ -171,6 +193,13 @@ class WriteBehind:
         self._errors_lock = threading.Lock()
         self._atexit: Callable[[], None] | None = None
         self._marked: set[Session] = set()
+        # Marked sessions not handed to the worker yet (loop thread only; see ``_on_append``).
+        self._pending: dict[Session, None] = {}
+        self._timer_loop: asyncio.AbstractEventLoop | None = None  # where the hand-off is armed
+        self._closing = False  # ``aclose`` runs: appends go straight to the worker
+        self._inline = True  # cleared for good by a slow inline write
+        # Held by whoever writes (``_write``): the worker, or the loop thread at a flush.
+        self._write_lock = threading.Lock()
         # The sessions this backend watches (loop thread only): unwatched when it is uninstalled.
         self._watched: weakref.WeakSet[Session] = weakref.WeakSet()
 
@@ -197,6 +226,11 @@ class WriteBehind:
     def _closed(self) -> None:
         """Called by ``aclose`` once the worker has drained the queue and stopped."""
 
+    def _writes_inline(self) -> bool:
+        """Whether a flush may write on the event loop's thread when the worker is not writing
+        (quick local writes only: a backend whose writes can stall says no, the default)."""
+        return False
+
     # -- the listeners (event loop) ----------------------------------------------------------
 
     def install(self, ctx: Subscriber) -> Disposer:
@@ -216,6 +250,7 @@ class WriteBehind:
             for session in [*self._watched]:
                 session.unwatch_appends(self._on_append)
             self._watched.clear()
+            self._hand_off()
 
         return Disposer(undo)
 
@@ -232,11 +267,40 @@ class WriteBehind:
 
     def _on_append(self, session: Session) -> None:
         """The watcher of each session written: queue it unless it is already queued (the
-        session skips the call itself while it is in ``_marked``: see ``_open``)."""
+        session skips the call itself while it is in ``_marked``: see ``_open``). A backend
+        that writes inline keeps it on the loop side instead (``_pending``) and arms one
+        hand-off per loop: a flush before then writes it on the loop thread, and the worker is
+        never woken (see the module docstring)."""
         if session in self._marked:
             return
         self._marked.add(session)
+        if self._inline and not self._closing and self._writes_inline():
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:  # an append outside a loop: nothing would run a timer
+                pass
+            else:
+                self._pending[session] = None
+                if self._timer_loop is not loop:
+                    self._timer_loop = loop
+                    loop.call_later(HAND_OFF_AFTER, self._hand_off_later, loop)
+                return
         self._queue.put(session)
+        if not self._running:
+            self._ensure_worker()
+
+    def _hand_off_later(self, loop: asyncio.AbstractEventLoop) -> None:
+        if self._timer_loop is loop:
+            self._timer_loop = None
+        self._hand_off()
+
+    def _hand_off(self) -> None:
+        """Queue every pending session for the worker (they stay marked until it takes them)."""
+        if not self._pending:
+            return
+        for session in self._pending:
+            self._queue.put(session)
+        self._pending.clear()
         if not self._running:
             self._ensure_worker()
 
@@ -255,12 +319,38 @@ class WriteBehind:
             raise error
         if self._all_durable(session):
             return
+        if self._inline and self._writes_inline() and self._write_lock.acquire(blocking=False):
+            # The worker is not writing: a hop to it and back costs more than the write.
+            try:
+                started = time.perf_counter()
+                self._write_unlocked(session)
+                if session in self._pending:  # never handed off: nothing left for the worker
+                    del self._pending[session]
+                    self._marked.discard(session)
+                slow = time.perf_counter() - started > SLOW_INLINE
+            finally:
+                self._write_lock.release()
+            if slow:
+                self._inline = False
+                self._hand_off()
+                _log.info(
+                    "agentloop_nb %s writer: a write took over %.0f ms; writes stay on the "
+                    "writer thread from now on",
+                    self._label,
+                    SLOW_INLINE * 1000,
+                )
+            error = self._error_of(session)
+            if error is not None:
+                raise error
+            return
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._put(_Flush(session, future))
         await future
 
     def _on_disposed(self, payload: SessionPayload) -> None:
         session = payload.session
+        if session in self._pending:  # its last events go to the worker before its close
+            self._hand_off()
         self._watched.discard(session)  # detached: the session dropped its watchers itself
         # Nothing left to write (all durable, or writing failed for good): give the lock back
         # now, so a disposal is followed by a free session at once. The worker's close then
@@ -304,17 +394,24 @@ class WriteBehind:
         """Write everything queued, stop the worker (a later event restarts it) and release
         every session lock this backend holds (sessions still attached are no longer guarded
         against a second writer: closing the backend means this App is done with them)."""
-        thread = self._thread
-        if thread is not None and self._running:
-            future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-            self._queue.put(_Stop(future))
-            with anyio.CancelScope(shield=True):
-                await future
-                await anyio.to_thread.run_sync(thread.join)
-            if self._atexit is not None:
-                atexit.unregister(self._atexit)
-                self._atexit = None
-            self._stopped()
+        # Until the worker has stopped, appends are queued at once, so the stopping worker
+        # writes them (see ``_run``) before ``aclose`` returns.
+        self._closing = True
+        try:
+            self._hand_off()
+            thread = self._thread
+            if thread is not None and self._running:
+                future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+                self._queue.put(_Stop(future))
+                with anyio.CancelScope(shield=True):
+                    await future
+                    await anyio.to_thread.run_sync(thread.join)
+                if self._atexit is not None:
+                    atexit.unregister(self._atexit)
+                    self._atexit = None
+                self._stopped()
+        finally:
+            self._closing = False
         self._closed()
 
     def _stopped(self) -> None:
@@ -324,6 +421,7 @@ class WriteBehind:
 
     def close(self, timeout: float | None = None) -> None:
         """Synchronous ``aclose`` (used at interpreter exit): drain and stop the worker."""
+        self._hand_off()
         thread = self._thread
         if thread is None or not self._running:
             return
@@ -398,7 +496,12 @@ class WriteBehind:
 
     def _write(self, session: Session) -> None:
         """Write what ``session`` logged since the last write (its header first if new)."""
-        if session in self._errors:  # the worker is the only writer of the table
+        with self._write_lock:
+            self._write_unlocked(session)
+
+    def _write_unlocked(self, session: Session) -> None:
+        # ``_write_lock`` held: its holder is the only writer of ``_written`` and ``_errors``
+        if session in self._errors:
             return
         try:
             last = self._written.get(session)

@@ -1,0 +1,173 @@
+"""Where the JSONL backend's writes run: on the event loop's thread at a flush when its writer
+thread is idle, on the writer thread otherwise (``docs/architecture.md``, "The turn's flushes
+on the loop thread, session 17")."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.to_thread
+import pytest
+
+from agentloop_nb.context import Context
+from agentloop_nb.session import JsonlPersistence, SessionEvent, SessionStore, _writebehind
+
+WRITER = "writer"  # what ``RecordingPersistence`` records for the backend's writer thread
+
+
+def thread_label() -> str:
+    name = threading.current_thread().name
+    return WRITER if name.startswith("agentloop_nb-") else name
+
+
+class RecordingPersistence(JsonlPersistence):
+    """Records, per append, the event types written and the name of the thread writing them;
+    ``written`` is set after each append."""
+
+    def __init__(self, root: Path, *, fsync: bool = False, delay: float = 0.0) -> None:
+        super().__init__(root, fsync=fsync)
+        self.appends: list[tuple[list[str], str]] = []
+        self.written = threading.Event()
+        self.delay = delay  # seconds each append takes: a slow disk
+
+    def append(self, id: str, events: Sequence[SessionEvent]) -> None:
+        if self.delay:
+            threading.Event().wait(self.delay)  # the slow disk under test, not a synchronisation
+        super().append(id, events)
+        self.appends.append(([e.type for e in events], thread_label()))
+        self.written.set()
+
+    def threads_of(self, type: str) -> list[str]:
+        return [thread for types, thread in self.appends if type in types]
+
+
+def writers_alive() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name.startswith("agentloop_nb-") and t.is_alive()]
+
+
+@pytest.fixture
+def no_hand_off(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Only a flush writes what the test appends: the hand-off to the writer never comes due
+    during the test (so no test depends on how long its steps take)."""
+    monkeypatch.setattr(_writebehind, "HAND_OFF_AFTER", 3600.0)
+    yield
+
+
+async def idle_backend(backend: RecordingPersistence, id: str) -> tuple[SessionStore, Any]:
+    """A store and its session ``id`` written by ``backend``, its header written and the
+    writer thread stopped."""
+    ctx = Context()
+    backend.install(ctx)
+    store = SessionStore(ctx)
+    session = store.create(id)
+    await session.flush()
+    await backend.aclose()  # the writer that wrote the header stops; the session stays
+    return store, session
+
+
+@pytest.mark.anyio
+@pytest.mark.usefixtures("no_hand_off")
+async def test_a_flush_with_the_writer_idle_writes_on_the_loop_thread_and_starts_no_writer(
+    tmp_path: Path,
+) -> None:
+    backend = RecordingPersistence(tmp_path)
+    _, session = await idle_backend(backend, "inline")
+    threads_before = {t.ident for t in writers_alive()}
+    session.append("a")
+    session.append("b")
+    await session.flush()
+    assert backend.threads_of("a") == [threading.current_thread().name]
+    assert backend.threads_of("b") == backend.threads_of("a")  # one write for both
+    assert session.durable_seq == 1
+    assert {t.ident for t in writers_alive()} == threads_before
+    assert [e.type for e in backend.load("inline")[1]] == ["a", "b"]
+    session.append("c")  # the session is watched again after the inline write
+    await session.flush()
+    assert backend.threads_of("c") == [threading.current_thread().name]
+    assert [e.type for e in backend.load("inline")[1]] == ["a", "b", "c"]
+    await backend.aclose()
+
+
+@pytest.mark.anyio
+async def test_without_a_flush_the_writer_thread_writes_what_was_appended(
+    tmp_path: Path,
+) -> None:
+    backend = RecordingPersistence(tmp_path)
+    _, session = await idle_backend(backend, "later")
+    backend.written.clear()
+    session.append("a")
+    await anyio.to_thread.run_sync(backend.written.wait)  # the hand-off comes due meanwhile
+    assert backend.threads_of("a") == [WRITER]
+    assert session.durable_seq == 0
+    await backend.aclose()
+
+
+@pytest.mark.anyio
+async def test_with_fsync_every_write_is_made_by_the_writer_thread(tmp_path: Path) -> None:
+    backend = RecordingPersistence(tmp_path, fsync=True)
+    _, session = await idle_backend(backend, "synced")
+    for name in ("a", "b"):
+        session.append(name)
+        await session.flush()
+        assert backend.threads_of(name) == [WRITER]
+    await backend.aclose()
+
+
+@pytest.mark.anyio
+@pytest.mark.usefixtures("no_hand_off")
+async def test_a_slow_write_on_the_loop_thread_sends_every_later_write_to_the_writer(
+    tmp_path: Path,
+) -> None:
+    # slower than the bound by half again: the first inline write is slow on any machine
+    backend = RecordingPersistence(tmp_path, delay=_writebehind.SLOW_INLINE * 1.5)
+    _, session = await idle_backend(backend, "slow")
+    session.append("a")
+    await session.flush()
+    assert backend.threads_of("a") == [threading.current_thread().name]
+    backend.delay = 0.0
+    for name in ("b", "c"):
+        session.append(name)
+        await session.flush()
+        assert backend.threads_of(name) == [WRITER]
+    assert [e.type for e in backend.load("slow")[1]] == ["a", "b", "c"]
+    await backend.aclose()
+
+
+@pytest.mark.anyio
+@pytest.mark.usefixtures("no_hand_off")
+async def test_events_not_handed_off_yet_are_written_when_the_session_is_disposed(
+    tmp_path: Path,
+) -> None:
+    backend = RecordingPersistence(tmp_path)
+    store, session = await idle_backend(backend, "gone")
+    session.append("last")
+    store.detach(session)  # no flush: disposing hands its events to the writer
+    await backend.aclose()
+    assert backend.threads_of("last") == [WRITER]
+    assert [e.type for e in backend.load("gone")[1]] == ["last"]
+
+
+@pytest.mark.anyio
+@pytest.mark.usefixtures("no_hand_off")
+async def test_closing_the_backend_writes_the_events_not_handed_off_yet(tmp_path: Path) -> None:
+    backend = RecordingPersistence(tmp_path)
+    _, session = await idle_backend(backend, "closing")
+    session.append("a")
+    await backend.aclose()
+    assert backend.threads_of("a") == [WRITER]
+    assert session.durable_seq == 0
+
+
+def test_appends_outside_an_event_loop_go_straight_to_the_writer(tmp_path: Path) -> None:
+    backend = RecordingPersistence(tmp_path)
+    ctx = Context()
+    backend.install(ctx)
+    session = SessionStore(ctx).create("sync")
+    session.append("a")
+    backend.close(timeout=30)  # drains the queue (a bound on a hang, not a measurement)
+    assert backend.threads_of("a") == [WRITER]
+    assert [e.type for e in backend.load("sync")[1]] == ["a"]
