@@ -171,3 +171,34 @@ def test_appends_outside_an_event_loop_go_straight_to_the_writer(tmp_path: Path)
     backend.close(timeout=30)  # drains the queue (a bound on a hang, not a measurement)
     assert backend.threads_of("a") == [WRITER]
     assert [e.type for e in backend.load("sync")[1]] == ["a"]
+
+
+@pytest.mark.anyio
+@pytest.mark.usefixtures("no_hand_off")
+async def test_a_flush_of_a_long_backlog_leaves_it_to_the_writer_thread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_writebehind, "INLINE_MAX", 2)
+    backend = RecordingPersistence(tmp_path)
+    _, session = await idle_backend(backend, "long")
+    session.append("a")
+    session.append("b")
+    await session.flush()  # two events: written inline
+    assert backend.threads_of("a") == [threading.current_thread().name]
+    for name in ("c", "d", "e"):
+        session.append(name)
+    await session.flush()  # three: the writer's
+    assert backend.threads_of("c") == [WRITER]
+    assert [e.type for e in backend.load("long")[1]] == ["a", "b", "c", "d", "e"]
+    await backend.aclose()
+
+
+@pytest.mark.anyio
+@pytest.mark.usefixtures("no_hand_off")
+async def test_closing_at_exit_with_no_writer_running_writes_what_waits(tmp_path: Path) -> None:
+    backend = RecordingPersistence(tmp_path)
+    _, session = await idle_backend(backend, "exit")
+    session.append("a")
+    backend.close()  # what interpreter exit runs: no new thread, the caller writes
+    assert backend.threads_of("a") == [threading.current_thread().name]
+    assert [e.type for e in backend.load("exit")[1]] == ["a"]

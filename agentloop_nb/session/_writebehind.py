@@ -89,8 +89,11 @@ _BATCH = 16384  # queue items folded into one write round
 # short enough that a crash without a flush loses little more than it did.
 HAND_OFF_AFTER = 0.05
 # An inline write (encoding included) slower than this turns inline writes off for the backend
-# for good: the disk (or the backlog) is slow, and the loop must not wait on it again.
+# for good: the disk is slow, and the loop must not wait on it again.
 SLOW_INLINE = 0.02
+# A flush with more events than this to write leaves them to the worker: encoding them would
+# hold the loop for milliseconds, where the worker gives the GIL back every switch interval.
+INLINE_MAX = 4096
 
 
 def _settle(future: asyncio.Future[None], error: BaseException | None) -> None:
@@ -284,6 +287,8 @@ class WriteBehind:
                 if self._timer_loop is not loop:
                     self._timer_loop = loop
                     loop.call_later(HAND_OFF_AFTER, self._hand_off_later, loop)
+                    if self._atexit is None:  # an exit before the hand-off still writes it
+                        self._register_atexit()
                 return
         self._queue.put(session)
         if not self._running:
@@ -319,7 +324,12 @@ class WriteBehind:
             raise error
         if self._all_durable(session):
             return
-        if self._inline and self._writes_inline() and self._write_lock.acquire(blocking=False):
+        if (
+            self._inline
+            and len(session.events) - 1 - session.durable_seq <= INLINE_MAX
+            and self._writes_inline()
+            and self._write_lock.acquire(blocking=False)
+        ):
             # The worker is not writing: a hop to it and back costs more than the write.
             try:
                 started = time.perf_counter()
@@ -386,9 +396,12 @@ class WriteBehind:
             self._thread = threading.Thread(target=self._run, name=self._worker_name, daemon=True)
             self._thread.start()
             if self._atexit is None:
-                ref = weakref.ref(self)
-                self._atexit = lambda: _atexit_close(ref)
-                atexit.register(self._atexit)
+                self._register_atexit()
+
+    def _register_atexit(self) -> None:
+        ref = weakref.ref(self)
+        self._atexit = lambda: _atexit_close(ref)
+        atexit.register(self._atexit)
 
     async def aclose(self) -> None:
         """Write everything queued, stop the worker (a later event restarts it) and release
@@ -421,10 +434,15 @@ class WriteBehind:
 
     def close(self, timeout: float | None = None) -> None:
         """Synchronous ``aclose`` (used at interpreter exit): drain and stop the worker."""
-        self._hand_off()
         thread = self._thread
         if thread is None or not self._running:
+            # No worker: what waits on the loop side is written here (at interpreter exit a
+            # new thread may no longer start).
+            for session in [*self._pending]:
+                self._write(session)
+            self._pending.clear()
             return
+        self._hand_off()
         self._queue.put(_Stop(None))
         thread.join(timeout)
         self._stopped()
