@@ -69,6 +69,16 @@ async def idle_backend(backend: RecordingPersistence, id: str) -> tuple[SessionS
     return store, session
 
 
+async def flush_each(session: Any, backend: RecordingPersistence, *names: str) -> list[list[str]]:
+    """Append and flush each of ``names`` in turn; per name, the threads that wrote it."""
+    threads = []
+    for name in names:
+        session.append(name)
+        await session.flush()
+        threads.append(backend.threads_of(name))
+    return threads
+
+
 @pytest.mark.anyio
 @pytest.mark.usefixtures("no_hand_off")
 async def test_a_flush_with_the_writer_idle_writes_on_the_loop_thread_and_starts_no_writer(
@@ -110,10 +120,7 @@ async def test_without_a_flush_the_writer_thread_writes_what_was_appended(
 async def test_with_fsync_every_write_is_made_by_the_writer_thread(tmp_path: Path) -> None:
     backend = RecordingPersistence(tmp_path, fsync=True)
     _, session = await idle_backend(backend, "synced")
-    for name in ("a", "b"):
-        session.append(name)
-        await session.flush()
-        assert backend.threads_of(name) == [WRITER]
+    assert await flush_each(session, backend, "a", "b") == [[WRITER], [WRITER]]
     await backend.aclose()
 
 
@@ -129,37 +136,25 @@ async def test_a_slow_write_on_the_loop_thread_sends_every_later_write_to_the_wr
     await session.flush()
     assert backend.threads_of("a") == [threading.current_thread().name]
     backend.delay = 0.0
-    for name in ("b", "c"):
-        session.append(name)
-        await session.flush()
-        assert backend.threads_of(name) == [WRITER]
+    assert await flush_each(session, backend, "b", "c") == [[WRITER], [WRITER]]
     assert [e.type for e in backend.load("slow")[1]] == ["a", "b", "c"]
     await backend.aclose()
 
 
 @pytest.mark.anyio
 @pytest.mark.usefixtures("no_hand_off")
-async def test_events_not_handed_off_yet_are_written_when_the_session_is_disposed(
-    tmp_path: Path,
+@pytest.mark.parametrize("end", ["dispose", "close"])
+async def test_events_not_handed_off_yet_are_written_at_a_disposal_or_when_the_backend_closes(
+    tmp_path: Path, end: str
 ) -> None:
     backend = RecordingPersistence(tmp_path)
-    store, session = await idle_backend(backend, "gone")
+    store, session = await idle_backend(backend, end)
     session.append("last")
-    store.detach(session)  # no flush: disposing hands its events to the writer
-    await backend.aclose()
+    if end == "dispose":
+        store.detach(session)  # no flush: disposing hands its events to the writer
+    await backend.aclose()  # no flush either: closing hands them off first
     assert backend.threads_of("last") == [WRITER]
-    assert [e.type for e in backend.load("gone")[1]] == ["last"]
-
-
-@pytest.mark.anyio
-@pytest.mark.usefixtures("no_hand_off")
-async def test_closing_the_backend_writes_the_events_not_handed_off_yet(tmp_path: Path) -> None:
-    backend = RecordingPersistence(tmp_path)
-    _, session = await idle_backend(backend, "closing")
-    session.append("a")
-    await backend.aclose()
-    assert backend.threads_of("a") == [WRITER]
-    assert session.durable_seq == 0
+    assert [e.type for e in backend.load(end)[1]] == ["last"]
 
 
 def test_appends_outside_an_event_loop_go_straight_to_the_writer(tmp_path: Path) -> None:
