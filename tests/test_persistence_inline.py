@@ -4,6 +4,7 @@ on the loop thread, session 17")."""
 
 from __future__ import annotations
 
+import signal
 import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -57,6 +58,23 @@ def no_hand_off(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     yield
 
 
+@pytest.fixture
+def sigint_ignored() -> Iterator[None]:
+    """SIGINT ignored, as ipykernel leaves it between cells: no ``KeyboardInterrupt`` can land
+    on the loop's thread, so a flush may write there."""
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
+@pytest.fixture
+def sigint_raises() -> Iterator[None]:
+    """The default SIGINT handler, as ipykernel installs it while a cell executes."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
 async def idle_backend(backend: RecordingPersistence, id: str) -> tuple[SessionStore, Any]:
     """A store and its session ``id`` written by ``backend``, its header written and the
     writer thread stopped."""
@@ -80,7 +98,7 @@ async def flush_each(session: Any, backend: RecordingPersistence, *names: str) -
 
 
 @pytest.mark.anyio
-@pytest.mark.usefixtures("no_hand_off")
+@pytest.mark.usefixtures("no_hand_off", "sigint_ignored")
 async def test_a_flush_with_the_writer_idle_writes_on_the_loop_thread_and_starts_no_writer(
     tmp_path: Path,
 ) -> None:
@@ -117,6 +135,17 @@ async def test_without_a_flush_the_writer_thread_writes_what_was_appended(
 
 
 @pytest.mark.anyio
+@pytest.mark.usefixtures("no_hand_off", "sigint_raises")
+async def test_a_flush_while_an_interrupt_could_land_on_the_loop_thread_is_the_writers(
+    tmp_path: Path,
+) -> None:
+    backend = RecordingPersistence(tmp_path)
+    _, session = await idle_backend(backend, "interruptible")
+    assert await flush_each(session, backend, "a") == [[WRITER]]
+    await backend.aclose()
+
+
+@pytest.mark.anyio
 async def test_with_fsync_every_write_is_made_by_the_writer_thread(tmp_path: Path) -> None:
     backend = RecordingPersistence(tmp_path, fsync=True)
     _, session = await idle_backend(backend, "synced")
@@ -125,7 +154,7 @@ async def test_with_fsync_every_write_is_made_by_the_writer_thread(tmp_path: Pat
 
 
 @pytest.mark.anyio
-@pytest.mark.usefixtures("no_hand_off")
+@pytest.mark.usefixtures("no_hand_off", "sigint_ignored")
 async def test_a_slow_write_on_the_loop_thread_sends_every_later_write_to_the_writer(
     tmp_path: Path,
 ) -> None:
@@ -169,7 +198,7 @@ def test_appends_outside_an_event_loop_go_straight_to_the_writer(tmp_path: Path)
 
 
 @pytest.mark.anyio
-@pytest.mark.usefixtures("no_hand_off")
+@pytest.mark.usefixtures("no_hand_off", "sigint_ignored")
 async def test_a_flush_of_a_long_backlog_leaves_it_to_the_writer_thread(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -64,6 +64,7 @@ from __future__ import annotations
 import asyncio
 import atexit
 import logging
+import signal
 import threading
 import time
 import weakref
@@ -94,6 +95,18 @@ SLOW_INLINE = 0.02
 # A flush with more events than this to write leaves them to the worker: encoding them would
 # hold the loop for milliseconds, where the worker gives the GIL back every switch interval.
 INLINE_MAX = 4096
+
+
+def _interrupt_may_land() -> bool:
+    """Whether a ``KeyboardInterrupt`` may be raised on this thread now: only the main thread
+    runs signal handlers, and only the default one raises at any bytecode (ipykernel installs it
+    while a cell executes and ignores SIGINT otherwise; ``asyncio.run``'s first Ctrl-C cancels
+    its task instead). An interrupt between a write and its bookkeeping would have the next
+    write repeat the written events, so such a flush leaves the write to the worker."""
+    return (
+        signal.getsignal(signal.SIGINT) is signal.default_int_handler
+        and threading.current_thread() is threading.main_thread()
+    )
 
 
 def _settle(future: asyncio.Future[None], error: BaseException | None) -> None:
@@ -253,6 +266,12 @@ class WriteBehind:
             for session in [*self._watched]:
                 session.unwatch_appends(self._on_append)
             self._watched.clear()
+            # What waits with nothing left to write is forgotten (a worker handed it would
+            # write whatever is appended meanwhile); the rest goes to the worker.
+            for session in [*self._pending]:
+                if self._all_durable(session):
+                    del self._pending[session]
+                    self._marked.discard(session)
             self._hand_off()
 
         return Disposer(undo)
@@ -328,6 +347,7 @@ class WriteBehind:
             self._inline
             and len(session.events) - 1 - session.durable_seq <= INLINE_MAX
             and self._writes_inline()
+            and not _interrupt_may_land()
             and self._write_lock.acquire(blocking=False)
         ):
             # The worker is not writing: a hop to it and back costs more than the write.
