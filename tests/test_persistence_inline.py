@@ -5,6 +5,8 @@ on the loop thread, session 17")."""
 from __future__ import annotations
 
 import signal
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -226,3 +228,33 @@ async def test_closing_at_exit_with_no_writer_running_writes_what_waits(tmp_path
     backend.close()  # what interpreter exit runs: no new thread, the caller writes
     assert backend.threads_of("a") == [threading.current_thread().name]
     assert [e.type for e in backend.load("exit")[1]] == ["a"]
+
+
+EXIT_SCRIPT = """
+import asyncio, sys
+from agentloop_nb.context import Context
+from agentloop_nb.session import JsonlPersistence, SessionStore
+
+async def main():
+    backend = JsonlPersistence(sys.argv[1])
+    ctx = Context()
+    backend.install(ctx)
+    session = SessionStore(ctx).create("exit")
+    await session.flush()
+    session.append("early")  # arms the hand-off
+    await backend.aclose()  # writes it; the writer stops and its exit hook goes with it
+    session.append("late")  # no flush, and the loop ends before the hand-off comes due
+
+asyncio.run(main())
+"""
+
+
+def test_events_appended_after_aclose_and_never_flushed_are_written_at_exit(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", EXIT_SCRIPT, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,  # a bound on a hang, not a measurement
+    )
+    assert done.returncode == 0, done.stderr
+    assert [e.type for e in JsonlPersistence(tmp_path).load("exit")[1]] == ["early", "late"]

@@ -306,8 +306,8 @@ class WriteBehind:
                 if self._timer_loop is not loop:
                     self._timer_loop = loop
                     loop.call_later(HAND_OFF_AFTER, self._hand_off_later, loop)
-                    if self._atexit is None:  # an exit before the hand-off still writes it
-                        self._register_atexit()
+                if self._atexit is None:  # an exit before the hand-off still writes it
+                    self._register_atexit()
                 return
         self._queue.put(session)
         if not self._running:
