@@ -137,20 +137,16 @@ async def test_without_a_flush_the_writer_thread_writes_what_was_appended(
 
 
 @pytest.mark.anyio
-@pytest.mark.usefixtures("no_hand_off", "sigint_raises")
-async def test_a_flush_while_an_interrupt_could_land_on_the_loop_thread_is_the_writers(
-    tmp_path: Path,
+@pytest.mark.usefixtures("no_hand_off")
+@pytest.mark.parametrize("why", ["fsync", "interrupt"])
+async def test_a_flush_with_fsync_or_where_an_interrupt_could_land_is_the_writers(
+    tmp_path: Path, why: str, request: pytest.FixtureRequest
 ) -> None:
-    backend = RecordingPersistence(tmp_path)
-    _, session = await idle_backend(backend, "interruptible")
-    assert await flush_each(session, backend, "a") == [[WRITER]]
-    await backend.aclose()
-
-
-@pytest.mark.anyio
-async def test_with_fsync_every_write_is_made_by_the_writer_thread(tmp_path: Path) -> None:
-    backend = RecordingPersistence(tmp_path, fsync=True)
-    _, session = await idle_backend(backend, "synced")
+    # each reason alone: with fsync SIGINT is ignored (as between cells), without it the
+    # default handler is in place (as while a cell executes)
+    request.getfixturevalue("sigint_ignored" if why == "fsync" else "sigint_raises")
+    backend = RecordingPersistence(tmp_path, fsync=why == "fsync")
+    _, session = await idle_backend(backend, why)
     assert await flush_each(session, backend, "a", "b") == [[WRITER], [WRITER]]
     await backend.aclose()
 
