@@ -4,6 +4,7 @@ on the loop thread, session 17")."""
 
 from __future__ import annotations
 
+import asyncio
 import signal
 import subprocess
 import sys
@@ -254,3 +255,32 @@ def test_events_appended_after_aclose_and_never_flushed_are_written_at_exit(tmp_
     )
     assert done.returncode == 0, done.stderr
     assert [e.type for e in JsonlPersistence(tmp_path).load("exit")[1]] == ["early", "late"]
+
+
+def test_a_hand_off_whose_loop_ended_comes_with_the_next_loops_first_append(
+    tmp_path: Path,
+) -> None:
+    backend = RecordingPersistence(tmp_path)
+    ctx = Context()
+    backend.install(ctx)
+    store = SessionStore(ctx)
+    first, second = store.create("first"), store.create("second")
+
+    async def append_then_end() -> None:
+        await first.flush()
+        await second.flush()
+        first.append("a")  # waits for a hand-off on this loop, which ends before it is due
+
+    async def append_and_wait() -> None:
+        second.append("b")  # arms the hand-off on this loop: "a" goes with it
+        while True:
+            backend.written.clear()  # before the check: a write after it is not missed
+            if {"a", "b"} <= {t for types, _ in backend.appends for t in types}:
+                return
+            await anyio.to_thread.run_sync(backend.written.wait)
+
+    asyncio.run(append_then_end())
+    asyncio.run(append_and_wait())
+    assert backend.threads_of("a") == backend.threads_of("b") == [WRITER]
+    backend.close(timeout=30)
+    assert [e.type for e in backend.load("first")[1]] == ["a"]
