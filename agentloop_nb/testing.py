@@ -317,24 +317,53 @@ def _load_jsonl(path: Path) -> tuple[Any, list[Any]]:
 
 
 def _recorded_calls(header: Any, events: Sequence[Any]) -> list[RecordedCall]:
-    calls: list[tuple[int, list[int]]] = []  # (first chunk seq, chunk seqs), in log order
+    # (where the call starts: its first chunk's seq, or its message's; chunk seqs; the
+    # message whose tail the log left out, or None), in log order
+    calls: list[tuple[int, list[int], Any]] = []
     for event in events:
         if event.type == "assistant/message":
             seqs = list(event.source_event_seqs or ())
+            # A message logged with no chunk at all (an empty response whose usage and finish
+            # it implies) is a call too.
+            calls.append((min(seqs, default=event.seq), seqs, event))
         elif event.type == "assistant/attempt":
             seqs = [s for s in event.data.get("chunks", ()) if isinstance(s, int)]
-        else:
-            continue
-        if seqs:
-            calls.append((min(seqs), seqs))
+            if seqs:
+                calls.append((min(seqs), seqs, None))
     calls.sort(key=lambda c: c[0])
     store = SessionStore()
     out: list[RecordedCall] = []
-    for first, seqs in calls:
+    for first, seqs, message in calls:
         prefix = store.prepare(header=header, events=events[:first])
-        chunks = tuple(CHUNK_ADAPTER.validate_python(_thaw(events[s].data["chunk"])) for s in seqs)
-        out.append(RecordedCall(chunks, tuple(prefix.derive_messages())))
+        chunks = [_chunk(events[s].data["chunk"]) for s in seqs]
+        if message is not None:
+            chunks += _implied_tail(message.data, chunks)
+        out.append(RecordedCall(tuple(chunks), tuple(prefix.derive_messages())))
     return out
+
+
+def _chunk(data: Any) -> StreamChunk:
+    return CHUNK_ADAPTER.validate_python(_thaw(data))
+
+
+def _implied_tail(data: Mapping[str, Any], chunks: Sequence[StreamChunk]) -> list[StreamChunk]:
+    """The chunks a log of version 3 left out of a response (see ``ChunkLog.close``): when the
+    logged chunks hold no finish and the message was not interrupted, its usage (unless the
+    last logged usage chunk holds it already) and the finish its content implies. Nothing for
+    an older log, whose responses log their finish."""
+    if data.get("interrupted") or any(isinstance(c, Finish) for c in chunks):
+        return []
+    tail: list[StreamChunk] = []
+    usage = data.get("usage")
+    if usage is not None:
+        last = next((c for c in reversed(chunks) if isinstance(c, UsageChunk)), None)
+        chunk = _chunk({"type": "usage", "usage": usage})
+        if last is None or last != chunk:
+            tail.append(chunk)
+    content = data.get("message", {}).get("content", ())
+    calls = any(isinstance(b, Mapping) and b.get("type") == "tool-call" for b in content)
+    tail.append(_chunk({"type": "finish", "reason": {"kind": "tool-calls" if calls else "stop"}}))
+    return tail
 
 
 def _thaw(value: Any) -> Any:

@@ -203,6 +203,14 @@ class BlockAssembler:
         elif cls is Finish:
             self._finish = c.reason
 
+    def calls_tools(self) -> bool:
+        """Whether a tool-call block was fed: unless a ``max-tokens`` finish or an interrupted
+        stream drops it, the message holds a tool call (the finish a message implies)."""
+        for partial in self._blocks.values():
+            if partial.kind == "tool-call":
+                return True
+        return False
+
     def block(self, index: int) -> ContentBlock | None:
         """Block ``index`` as assembled so far (the carried block of a ``block-end`` that had
         one), or ``None`` when no chunk of it was fed or it stayed empty. A block that has

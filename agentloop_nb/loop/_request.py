@@ -358,6 +358,9 @@ class RequestPath:
         reply = Reply(asm)
         log = self._agent.session.open_chunks(turn, step, partial(_block_json, reply))
         add, feed, hold, end = log.add, asm.feed, log.add_tool_part, log.end_tool_block
+        # The finish the message implies, once the stream has ended normally: the log leaves
+        # out a tail (usage, finish) that message stands for (log version 3, ``ChunkLog``).
+        implied: str | None = None
         try:
             async for chunk in llm.stream(options, prepared=prepared):
                 feed(chunk)  # first: a tool-call block's end is resolved from the assembler
@@ -390,8 +393,9 @@ class RequestPath:
                 else:
                     data = _chunk_data(chunk)
                 add(data)
+            implied = "tool-calls" if asm.calls_tools() else "stop"
         finally:
-            reply.chunk_seqs = log.close()
+            reply.chunk_seqs = log.close(implied)
         reply.kind = getattr(asm.finish, "kind", None)
         return reply
 

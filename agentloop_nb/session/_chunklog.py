@@ -10,10 +10,14 @@ events, each still ``{turn, step, chunk}`` with one chunk, in stream order, wher
   keeps exactly the block the model's message holds); a tool-call block the stream never ended
   is logged as streamed when the response closes (it is dropped from the message, the view
   shows it dropped), and is lost with the tail if the process dies first;
-- every other chunk (block starts and ends of text, usage, finish) is kept as is.
+- every other chunk (block starts and ends of text, usage, finish) is kept as is, except
+- the response's tail (its last ``usage`` chunk and its ``finish``) when the caller closes it
+  as implied (log version 3): the ``assistant/message`` that follows holds that usage, and the
+  finish is the one its content implies (``tool-calls`` with tool calls, else ``stop``).
 
 Folding the logged chunks through a ``BlockAssembler`` gives the same message as folding the
-stream.
+stream; a response closed as implied needs its tail back from its message first
+(``ReplayModel`` does that).
 
 What is held is logged when the response closes (:meth:`close`), when the session's
 durability barrier runs (``Session.flush``), about :data:`FLUSH_AFTER` seconds after its first
@@ -347,11 +351,20 @@ class ChunkLog:
         finally:
             self.appending = False
 
-    def close(self) -> list[int]:
+    def close(self, implied: str | None = None) -> list[int]:
         """Log everything held (a tool-call block that never ended as streamed), stop, and
-        return the seqs of the ``assistant/chunk`` events logged. Idempotent."""
+        return the seqs of the ``assistant/chunk`` events logged. Idempotent.
+
+        ``implied``: the finish reason kind (``"tool-calls"`` or ``"stop"``) the response's
+        message implies, given when the stream ended normally and that message (logged next,
+        carrying the usage) stands for the tail: a finish of exactly that reason still held as
+        the last chunk is not logged, nor a ``usage`` chunk held right before it. Whatever a
+        flush logged already stays logged, and with a tool-call block still open nothing is
+        left out (its parts would follow the finish)."""
         if not self.closed:
             self.closed = True
+            if implied is not None and not self._open_tools:
+                self._drop_tail(implied)
             for raw in self._open_tools.values():
                 self._end_run()
                 self._pending.extend(_frozen(raw))
@@ -364,6 +377,16 @@ class ChunkLog:
                     self._flusher.waiting.pop(self, None)
                 self._session.close_chunks(self)
         return self.seqs
+
+    def _drop_tail(self, kind: str) -> None:
+        pending = self._pending
+        if self._run_key is not None or not pending:
+            return  # (a delta after the finish, or nothing held)
+        last = pending[-1]
+        if last["type"] == "finish" and len(last) == 2 and last["reason"] == {"kind": kind}:
+            del pending[-1]
+            if pending and pending[-1]["type"] == "usage":
+                del pending[-1]
 
     def __repr__(self) -> str:
         return f"<ChunkLog turn={self.turn} step={self.step} logged={len(self.seqs)}>"
