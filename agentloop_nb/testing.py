@@ -317,15 +317,13 @@ def _load_jsonl(path: Path) -> tuple[Any, list[Any]]:
 
 
 def _recorded_calls(header: Any, events: Sequence[Any]) -> list[RecordedCall]:
-    # (where the call starts: its first chunk's seq, or its message's; chunk seqs; the
-    # message whose tail the log left out, or None), in log order
+    # (first chunk seq, chunk seqs, the message event or None for an attempt), in log order
     calls: list[tuple[int, list[int], Any]] = []
     for event in events:
         if event.type == "assistant/message":
             seqs = list(event.source_event_seqs or ())
-            # A message logged with no chunk at all (an empty response whose usage and finish
-            # it implies) is a call too.
-            calls.append((min(seqs, default=event.seq), seqs, event))
+            if seqs:  # (a message without chunks is history a caller seeded, not a call)
+                calls.append((min(seqs), seqs, event))
         elif event.type == "assistant/attempt":
             seqs = [s for s in event.data.get("chunks", ()) if isinstance(s, int)]
             if seqs:

@@ -85,13 +85,12 @@ async def test_a_tool_call_block_is_logged_once_when_it_ends_and_text_deltas_joi
         {"type": "text-delta", "index": 0, "text": "let me see"},  # ten deltas streamed
         {"type": "block-end", "index": 0},
         {"type": "block-end", "index": 1, "block": block},  # four chunks streamed
-        {"type": "usage", "usage": {"input_tokens": 10, "output_tokens": 18}},
-        {"type": "finish", "reason": {"kind": "tool-calls"}},
+        # usage and finish: the message that follows implies them (log version 3)
     ]
     step = [e.type for e in agent.session.events if e.data.get("step") == 1]
     assert step == [
         "step/start",
-        *["assistant/chunk"] * 6,
+        *["assistant/chunk"] * 4,
         "assistant/message",
         "tool/call",
         "tool/result",
@@ -102,9 +101,9 @@ async def test_a_tool_call_block_is_logged_once_when_it_ends_and_text_deltas_joi
 async def test_the_message_event_shares_the_chunk_events_frozen_blocks_and_usage(
     app: App,
 ) -> None:
-    # What the chunk log froze of a tool-call block and of the usage is the very value the
+    # What the chunk log froze of a tool-call block is the very value the
     # ``assistant/message`` holds again (one frozen copy in the log), and the data is what
-    # the dump gives; a reason that is only its kind is one shared finish chunk.
+    # the dump gives; the usage and the finish the message implies are not logged as chunks.
     stream = combine(tool_call("a", "noop", {"q": 1}), tool_call("b", "noop", {"q": 2}, text="x"))
     agent, _ = new_agent(app, stream, stream, text("end"))
     await run(agent)
@@ -115,16 +114,11 @@ async def test_the_message_event_shares_the_chunk_events_frozen_blocks_and_usage
         content = message.data["message"]["content"]
         assert [b for b in content if b["type"] == "tool-call"] == calls
         assert all(any(b is c for b in content) for c in calls)
-        (usage,) = [c["usage"] for c in chunks if c["type"] == "usage"]
-        assert message.data["usage"] is usage
+        assert not [c for c in chunks if c["type"] in ("usage", "finish")]
         typed, usage_model, _ = assemble(stream)
         assert json.loads(json.dumps(message.data["message"])) == typed.model_dump(mode="json")
-        assert usage == usage_model.model_dump(mode="json", exclude_none=True)  # type: ignore[union-attr]
-    finishes = [c for c in _chunks(agent) if c["type"] == "finish"]
-    assert finishes[0] is finishes[1] and finishes[0] == {
-        "type": "finish",
-        "reason": {"kind": "tool-calls"},
-    }
+        usage = usage_model.model_dump(mode="json", exclude_none=True)  # type: ignore[union-attr]
+        assert message.data["usage"] == usage
 
 
 async def test_live_listeners_see_every_chunk_as_it_streams(app: App) -> None:

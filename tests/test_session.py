@@ -391,7 +391,7 @@ def test_create_emits_created_then_session_event_per_append() -> None:
     assert isinstance(appended, SessionEventPayload)
     assert appended.session is session and appended.event is event
     assert session.header.cwd == "/work" and session.header.meta == {"cwd": "/work", "tag": "x"}
-    assert session.header.id == "s1" and session.header.version == HEADER_VERSION == 2
+    assert session.header.id == "s1" and session.header.version == HEADER_VERSION == 3
 
 
 def test_an_append_calls_emit_only_while_session_event_has_a_listener() -> None:

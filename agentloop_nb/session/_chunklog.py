@@ -359,8 +359,9 @@ class ChunkLog:
         message implies, given when the stream ended normally and that message (logged next,
         carrying the usage) stands for the tail: a finish of exactly that reason still held as
         the last chunk is not logged, nor a ``usage`` chunk held right before it. Whatever a
-        flush logged already stays logged, and with a tool-call block still open nothing is
-        left out (its parts would follow the finish)."""
+        flush logged already stays logged, with a tool-call block still open nothing is left
+        out (its parts would follow the finish), and neither is the tail of a response that
+        would then have logged no chunk at all (a message without chunks is seeded history)."""
         if not self.closed:
             self.closed = True
             if implied is not None and not self._open_tools:
@@ -383,10 +384,13 @@ class ChunkLog:
         if self._run_key is not None or not pending:
             return  # (a delta after the finish, or nothing held)
         last = pending[-1]
-        if last["type"] == "finish" and len(last) == 2 and last["reason"] == {"kind": kind}:
-            del pending[-1]
-            if pending and pending[-1]["type"] == "usage":
-                del pending[-1]
+        if last["type"] != "finish" or len(last) != 2 or last["reason"] != {"kind": kind}:
+            return
+        cut = 2 if len(pending) > 1 and pending[-2]["type"] == "usage" else 1
+        # A response that would log no chunk at all keeps its tail: a message with chunk seqs
+        # is a model call's, one without is history a caller seeded (``ReplayModel``).
+        if len(pending) > cut or self.seqs:
+            del pending[-cut:]
 
     def __repr__(self) -> str:
         return f"<ChunkLog turn={self.turn} step={self.step} logged={len(self.seqs)}>"
