@@ -202,7 +202,10 @@ class AssistantChunkData(TypedDict):
     version 2): consecutive text (or reasoning) deltas of a block are one delta of their
     joined text, and a tool-call block is one ``block-end`` carrying the assembled block,
     logged when the block completes; every chunk is announced live on ``session/chunk``.
-    Version-1 logs hold every chunk as streamed, in the same form."""
+    Since version 3 a response's last ``usage`` chunk and its ``finish`` are not logged when
+    the ``assistant/message`` implies them (it holds that usage; the finish is ``tool-calls``
+    when it holds a tool call, else ``stop``); any other finish is logged. Version-1 logs hold
+    every chunk as streamed, in the same form."""
 
     turn: int
     step: int
@@ -375,7 +378,8 @@ _CORE = (
         ASSISTANT_CHUNK,
         AssistantChunkData,
         "One chunk of a model response, logged coalesced (a text block's deltas joined, a "
-        "tool-call block once, when it ends); views see every chunk live on `session/chunk`.",
+        "tool-call block once, when it ends; the usage and finish its message implies left "
+        "out); views see every chunk live on `session/chunk`.",
     ),
     _spec(
         ASSISTANT_MESSAGE,

@@ -206,7 +206,8 @@ class BlockAssembler:
     def calls_tools(self) -> bool:
         """Whether a tool-call block was fed: unless a ``max-tokens`` finish or an interrupted
         stream drops it, the message holds a tool call (the finish a message implies)."""
-        for partial in self._blocks.values():
+        # (a loop, not ``any()``: no generator frame, once a response)
+        for partial in self._blocks.values():  # noqa: SIM110
             if partial.kind == "tool-call":
                 return True
         return False
