@@ -422,7 +422,7 @@ def _log_message(
     reported = reply.assembler.usage
     usage: dict[str, Any] | None = None
     if reported is not None:
-        kept = reply.usage_dump  # (what the usage chunk's event holds: its ``flat_dump``)
+        kept = reply.usage_dump  # (what the usage chunk's data holds: its ``flat_dump``)
         usage = kept[1] if kept is not None and kept[0] is reported else flat_dump(reported)
     if usage is not None:
         data["usage"] = usage

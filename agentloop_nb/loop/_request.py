@@ -85,8 +85,8 @@ class Reply:
     so that event shares it instead of freezing the same fields twice (session 14; equal
     content either way): ``block_dumps``, each ``(block, frozen)`` a tool-call block's
     ``block-end`` logged, in the order they were logged, and ``usage_dump``, ``(usage,
-    logged)`` of the last ``usage`` chunk (what its event holds of the usage: the usage's
-    ``flat_dump``, equal either way)."""
+    frozen)`` of the last ``usage`` chunk (what its chunk data holds of the usage, logged or
+    left out as implied: the usage's ``flat_dump``, equal either way)."""
 
     __slots__ = ("assembler", "block_dumps", "chunk_seqs", "kind", "usage_dump")
 
@@ -387,7 +387,8 @@ class RequestPath:
                     except Fallback:
                         data = _chunk_data(chunk)
                 elif kind == "usage":
-                    # kept: the message's ``usage`` shares what this chunk logs (session 14)
+                    # kept: the message's ``usage`` shares this chunk's frozen usage (session
+                    # 14), also when the log leaves the chunk out as implied by the message
                     data = _chunk_data(chunk)
                     reply.usage_dump = (chunk.usage, data["usage"])
                 else:
