@@ -89,15 +89,21 @@ SCRIPT: list[list[StreamChunk]] = [
 ]
 
 
-async def test_an_implied_tail_is_left_out_and_the_replay_streams_it_again(
-    tmp_path: Path,
-) -> None:
-    app = make_app(persistence=JsonlPersistence(tmp_path))
+async def _record(root: Path) -> Any:
+    """The agent of session ``tail`` under ``root``, after one turn of ``SCRIPT``."""
+    app = make_app(persistence=JsonlPersistence(root))
     register(app, noop)
     scripted(app, *SCRIPT)
     agent = (await app.ctx.agents.create(session_id="tail", agent_options=OPTIONS)).agent
     await run(agent, "go")
     await app.aclose()
+    return agent
+
+
+async def test_an_implied_tail_is_left_out_and_the_replay_streams_it_again(
+    tmp_path: Path,
+) -> None:
+    agent = await _record(tmp_path)
     assert _tail(agent) == [(1, 2, "usage"), (1, 2, "finish"), (1, 3, "usage")]
     assert [c["type"] for c in _logged(agent, 1)][-1] == "block-end"
     # The messages still hold each response's usage, the last one streamed.
@@ -123,12 +129,7 @@ async def test_an_implied_tail_is_left_out_and_the_replay_streams_it_again(
 
 
 async def test_a_replayed_version_3_log_gives_the_same_log_again(tmp_path: Path) -> None:
-    app = make_app(persistence=JsonlPersistence(tmp_path))
-    register(app, noop)
-    scripted(app, *SCRIPT)
-    recorded = (await app.ctx.agents.create(session_id="tail", agent_options=OPTIONS)).agent
-    await run(recorded, "go")
-    await app.aclose()
+    recorded = await _record(tmp_path)
     again_app = make_app()
     register(again_app, noop)
     again_app.ctx.llm.register_adapter(["scripted"], ReplayModel.from_session(recorded.session))
