@@ -204,8 +204,8 @@ class AssistantChunkData(TypedDict):
     logged when the block completes; every chunk is announced live on ``session/chunk``.
     Since version 3 a response's last ``usage`` chunk and its ``finish`` are not logged when
     the ``assistant/message`` implies them (it holds that usage; the finish is ``tool-calls``
-    when it holds a tool call, else ``stop``); any other finish is logged. Version-1 logs hold
-    every chunk as streamed, in the same form."""
+    when it holds a tool call, else ``stop``) and the response logs another chunk; any other
+    finish is logged. Version-1 logs hold every chunk as streamed, in the same form."""
 
     turn: int
     step: int

@@ -29,12 +29,12 @@ HEADER_VERSION = 3
 """The header ``version`` this package writes. Version 3 leaves out a response's tail (its
 last ``usage`` chunk and its ``finish``) when the ``assistant/message`` that follows implies
 it: the message holds that usage, and the finish is ``tool-calls`` when it holds a tool call,
-else ``stop`` (any other finish, or a response without a message, keeps its tail). Version 2
-logs a model response's streamed chunks coalesced (a text block's deltas joined, a tool-call
-block once, as the ``block-end`` carrying it); version 1 logged every chunk as streamed. Each
-``assistant/chunk`` holds one ``chunk`` in all three, so one reader serves them
-(:data:`READ_VERSIONS`), and an older log resumed by this package goes on in the version-3
-form under its old header."""
+else ``stop`` (any other finish, a response with no other chunk to log, or one without a
+message keeps its tail). Version 2 logs a model response's streamed chunks coalesced (a text
+block's deltas joined, a tool-call block once, as the ``block-end`` carrying it); version 1
+logged every chunk as streamed. Each ``assistant/chunk`` holds one ``chunk`` in all three, so
+one reader serves them (:data:`READ_VERSIONS`), and an older log resumed by this package goes
+on in the version-3 form under its old header."""
 
 READ_VERSIONS = (1, 2, 3)
 """The header versions this package reads."""
