@@ -67,6 +67,16 @@ def events(agent: Agent, type: str) -> list[SessionEvent]:
     return [e for e in agent.session.events if e.type == type]
 
 
+def logged_chunks(agent: Agent, step: int | None = None) -> list[Any]:
+    """The logged chunks (the ``chunk`` of each ``assistant/chunk``), in log order, of every
+    step or of ``step``."""
+    return [
+        e.data["chunk"]
+        for e in events(agent, "assistant/chunk")
+        if step is None or e.data["step"] == step
+    ]
+
+
 def data(agent: Agent, type: str) -> list[Any]:
     return [e.data for e in agent.session.events if e.type == type]
 

@@ -14,7 +14,16 @@ from typing import Any
 import anyio
 import pytest
 from _log_state import derived_state
-from _loop_helpers import WAIT, chunk_text, events, make_app, new_agent, run, wait_for
+from _loop_helpers import (
+    WAIT,
+    chunk_text,
+    events,
+    logged_chunks,
+    make_app,
+    new_agent,
+    run,
+    wait_for,
+)
 
 from agentloop_nb.app import App
 from agentloop_nb.jupyter.fold import SessionFeed, Transcript
@@ -52,16 +61,7 @@ async def app() -> Any:
 
 def _logged(agent: Any) -> list[Any]:
     """Every logged chunk, typed, in log order."""
-    return [CHUNK_ADAPTER.validate_python(json.loads(json.dumps(c))) for c in _chunks(agent)]
-
-
-def _chunks(agent: Any, step: int | None = None) -> list[Any]:
-    """The logged chunks (JSON), in log order, of every step or of ``step``."""
-    return [
-        e.data["chunk"]
-        for e in events(agent, "assistant/chunk")
-        if step is None or e.data["step"] == step
-    ]
+    return [CHUNK_ADAPTER.validate_python(json.loads(json.dumps(c))) for c in logged_chunks(agent)]
 
 
 def _items(transcript: Transcript) -> list[Any]:
@@ -80,7 +80,7 @@ async def test_a_tool_call_block_is_logged_once_when_it_ends_and_text_deltas_joi
     agent, _ = new_agent(app, tool_call("c1", "noop", {"q": 1}, text="let me see"), text("ok"))
     await run(agent)
     block = {"type": "tool-call", "id": "c1", "name": "noop", "arguments": '{"q": 1}'}
-    assert _chunks(agent, step=1) == [
+    assert logged_chunks(agent, step=1) == [
         {"type": "block-start", "index": 0, "block_type": "text"},
         {"type": "text-delta", "index": 0, "text": "let me see"},  # ten deltas streamed
         {"type": "block-end", "index": 0},
@@ -108,7 +108,7 @@ async def test_the_message_event_shares_the_chunk_events_frozen_blocks_and_usage
     agent, _ = new_agent(app, stream, stream, text("end"))
     await run(agent)
     for step in (1, 2):
-        chunks = _chunks(agent, step=step)
+        chunks = logged_chunks(agent, step=step)
         (message,) = [e for e in events(agent, "assistant/message") if e.data["step"] == step]
         calls = [c["block"] for c in chunks if c["type"] == "block-end" and "block" in c]
         content = message.data["message"]["content"]
@@ -179,7 +179,7 @@ async def test_a_long_stream_is_logged_every_max_held_chunks(app: App) -> None:
     answer = "x" * (2 * MAX_HELD + 10)
     agent, _ = new_agent(app, text(answer))
     await run(agent)
-    deltas = [c["text"] for c in _chunks(agent) if c["type"] == "text-delta"]
+    deltas = [c["text"] for c in logged_chunks(agent) if c["type"] == "text-delta"]
     # Held chunks are logged every MAX_HELD (the first batch also held the block start),
     # then the rest when the response closes.
     assert [len(d) for d in deltas] == [MAX_HELD - 1, MAX_HELD, 11]
@@ -214,7 +214,7 @@ async def test_a_slow_stream_is_logged_while_it_hangs_and_a_late_view_shows_it(
     # Held chunks become durable within FLUSH_AFTER though the stream never ends.
     await wait_for(agent, chunk_text("so far so good"))
     # The open tool-call block stays held: it is logged once, when it ends.
-    assert [c["type"] for c in _chunks(agent)] == ["block-start", "text-delta"]
+    assert [c["type"] for c in logged_chunks(agent)] == ["block-start", "text-delta"]
     late = SessionFeed(agent.session, agent.ctx)  # opened mid-stream
     assert "so far so good" in late.transcript.text()
     assert late.transcript.items[-1].kind == "tool"  # the held call, as streamed so far

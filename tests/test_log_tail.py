@@ -11,7 +11,7 @@ from typing import Any
 
 import anyio
 import pytest
-from _loop_helpers import OPTIONS, events, make_app, register, run, scripted
+from _loop_helpers import OPTIONS, events, logged_chunks, make_app, register, run, scripted
 
 from agentloop_nb.llm import (
     BlockEnd,
@@ -22,13 +22,14 @@ from agentloop_nb.llm import (
     Stop,
     StreamChunk,
     TextDelta,
+    ToolCallDelta,
     ToolCalls,
     Usage,
     UsageChunk,
     assemble,
 )
 from agentloop_nb.messages import ToolCallBlock
-from agentloop_nb.session import HEADER_VERSION, JsonlPersistence
+from agentloop_nb.session import HEADER_VERSION, JsonlPersistence, freeze_json
 from agentloop_nb.testing import ReplayModel, error, text, tool_call
 from agentloop_nb.tools import tool
 
@@ -43,14 +44,6 @@ def noop(q: int = 0) -> str:
 
 async def _no_wait(_seconds: float) -> None:
     return None
-
-
-def _logged(agent: Any, step: int, turn: int = 1) -> list[Any]:
-    return [
-        e.data["chunk"]
-        for e in events(agent, "assistant/chunk")
-        if (e.data["turn"], e.data["step"]) == (turn, step)
-    ]
 
 
 def _tail(agent: Any) -> list[tuple[int, int, str]]:
@@ -105,7 +98,7 @@ async def test_an_implied_tail_is_left_out_and_the_replay_streams_it_again(
 ) -> None:
     agent = await _record(tmp_path)
     assert _tail(agent) == [(1, 2, "usage"), (1, 2, "finish"), (1, 3, "usage")]
-    assert [c["type"] for c in _logged(agent, 1)][-1] == "block-end"
+    assert [c["type"] for c in logged_chunks(agent, 1)][-1] == "block-end"
     # The messages still hold each response's usage, the last one streamed.
     usages = [e.data.get("usage") for e in events(agent, "assistant/message")]
     assert usages[2] == {"input_tokens": 5, "output_tokens": 2}
@@ -219,3 +212,57 @@ async def test_a_tail_a_flush_logged_stays_logged_and_the_finish_is_implied() ->
     assert _tail(agent) == [(1, 1, "usage"), (1, 2, "finish")]
     calls = ReplayModel.from_session(agent.session).calls
     assert calls[0].chunks == tuple(model.streamed)  # the usage not repeated
+
+
+async def test_a_tool_call_block_left_open_keeps_its_tail() -> None:
+    # A tool call that never saw its ``block-end`` is still in the message (the stream ended
+    # normally), but its parts are logged as streamed when the response closes, after the
+    # finish: the tail stays logged, in stream order.
+    app = make_app()
+    register(app, noop)
+    open_call = [
+        # a text block first: the response logs other chunks too
+        BlockStart(index=0, block_type="text"),
+        TextDelta(index=0, text="calling"),
+        BlockEnd(index=0),
+        ToolCallDelta(index=1, id="c1", name="noop", arguments_delta="{}"),
+        UsageChunk(usage=Usage(input_tokens=2, output_tokens=1)),
+        Finish(reason=ToolCalls()),
+    ]
+    scripted(app, open_call, text("ok"))
+    agent = (await app.ctx.agents.create(session_id="s", agent_options=OPTIONS)).agent
+    await run(agent, "go")
+    logged = [c["type"] for c in logged_chunks(agent, 1)]
+    assert logged[3:] == ["usage", "finish", "tool-call-delta"]
+    assert [e.data["name"] for e in events(agent, "tool/call")] == ["noop"]
+    (call, _) = ReplayModel.from_session(agent.session).calls
+    assert assemble(call.chunks) == assemble(open_call)
+
+
+_STOP = {"type": "finish", "reason": {"kind": "stop"}}
+
+
+@pytest.mark.parametrize(
+    ("tail", "kept"),
+    [
+        # the implied finish and the usage right before it: both left out
+        ([{"type": "usage", "usage": {"input_tokens": 1}}, _STOP], False),
+        # a finish whose reason has a field of its own: not what the message implies
+        ([{"type": "finish", "reason": {"kind": "stop", "note": "x"}}], True),
+        # a chunk after the finish (the loop's stream ends at its finish; a caller may not)
+        ([_STOP, {"type": "text-delta", "index": 0, "text": "!"}], True),
+    ],
+)
+async def test_a_chunk_log_leaves_out_only_a_last_finish_of_the_implied_reason(
+    tail: list[Any], kept: bool
+) -> None:
+    app = make_app()
+    agent = (await app.ctx.agents.create(session_id="s", agent_options=OPTIONS)).agent
+    session = agent.session
+    log = session.open_chunks(1, 1, lambda index: None)
+    chunks = [{"type": "block-start", "index": 0, "block_type": "text"}, *tail]
+    for chunk in chunks:
+        log.add(freeze_json(chunk, label="chunk"))
+    logged = [session.events[s].data["chunk"] for s in log.close("stop")]
+    assert logged == (chunks if kept else chunks[:1])
+    await app.aclose()

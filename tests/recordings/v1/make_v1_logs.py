@@ -4,7 +4,7 @@ what that code derived from them (the model messages after crash repair, the vie
 
 Kept to show how the fixtures were made; it only reproduces them with a version-1 writer
 (run from a checkout before the version-2 log: ``PYTHONPATH=. python
-tests/recordings/v1/make_v1_logs.py``). ``tests/test_session_log_v1.py`` loads them
+tests/recordings/v1/make_v1_logs.py``). ``tests/test_session_log_versions.py`` loads them
 (``tests/_log_state.py`` derives the state); the script is ``tests/recordings/make_logs.py``.
 """
 

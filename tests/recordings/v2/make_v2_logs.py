@@ -5,7 +5,7 @@ messages after crash repair, the view state).
 
 Kept to show how the fixtures were made; it only reproduces them with a version-2 writer
 (run from a checkout before the version-3 log: ``PYTHONPATH=. python
-tests/recordings/v2/make_v2_logs.py``). ``tests/test_session_log_v2.py`` loads them
+tests/recordings/v2/make_v2_logs.py``). ``tests/test_session_log_versions.py`` loads them
 (``tests/_log_state.py`` derives the state); the script is ``tests/recordings/make_logs.py``.
 """
 
